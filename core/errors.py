@@ -1,0 +1,206 @@
+"""One error tree for the whole engine.
+
+Every error the engine raises on purpose derives from `TopologyStudioError`, so a caller (the
+CLI, the studio) can catch one class and show a clear message instead of a traceback. Errors that
+are also standard Python categories inherit from those too (`SpecError` is a `ValueError`,
+`UnknownNamesError` a `KeyError`-free `LookupError`), so `except ValueError` keeps working.
+
+```
+TopologyStudioError
+├── SpecError (ValueError)            invalid IR: shape, ranges, exactly-one rules
+│   └── SpecLimitError                depth / node-count limit exceeded (names limit and JSON path)
+├── HydrationError                    a spec cannot be turned into runtime objects
+│   └── UnknownNamesError (LookupError)  every unknown registered name with its JSON path
+├── StepExecutionError                a runtime primitive failed
+│   ├── PipelineStepError             carries step name and index, chained to the cause
+│   └── RouterError                   no route matched and there is no fallback
+├── EvaluationError                   the evaluator itself is misconfigured (never per example)
+├── SearchError                       a search cannot start or continue
+│   ├── BudgetError (ValueError)      a budget that allows no work (e.g. zero evaluations)
+│   └── DegenerateSeedError           the seed topology's evaluation is degenerate
+├── StoreError                        the run store
+│   ├── StoreBusyError                the database file is held by another process
+│   └── SchemaVersionError            a database from an unknown (newer) schema version
+├── ApplyError                        applying a result to a target
+│   └── StaleTargetError              the target changed since the diff was made
+├── ProblemError                      a problem definition cannot be loaded (names file and field)
+└── DatasetError                      a dataset is missing or fails its checksum
+```
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ApplyError",
+    "BudgetError",
+    "DatasetError",
+    "DegenerateSeedError",
+    "EvaluationError",
+    "HydrationError",
+    "PipelineStepError",
+    "ProblemError",
+    "RouterError",
+    "SchemaVersionError",
+    "SearchError",
+    "SpecError",
+    "SpecLimitError",
+    "StaleTargetError",
+    "StepExecutionError",
+    "StoreBusyError",
+    "StoreError",
+    "TopologyStudioError",
+    "UnknownNamesError",
+]
+
+
+class TopologyStudioError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+
+class SpecError(TopologyStudioError, ValueError):
+    """A topology spec is invalid.
+
+    Attributes:
+        errors: one `(json_path, message)` pair per problem, e.g. `("$.steps[0].operation",
+            "unknown kind 'agnet_step'")`. Empty when the error has a single message.
+    """
+
+    def __init__(self, message: str, errors: list[tuple[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.errors: list[tuple[str, str]] = list(errors or [])
+
+
+class SpecLimitError(SpecError):
+    """A spec exceeds a structural limit (nesting depth or node count).
+
+    Attributes:
+        limit: the limit's name, `"max_depth"` or `"max_nodes"`.
+        value: the limit's configured value.
+        path: the JSON path where the limit was crossed, e.g. `"$.steps[0].operation.step"`.
+    """
+
+    def __init__(self, message: str, *, limit: str, value: int, path: str) -> None:
+        super().__init__(message, [(path, message)])
+        self.limit = limit
+        self.value = value
+        self.path = path
+
+
+class HydrationError(TopologyStudioError):
+    """A valid spec cannot be turned into runtime objects."""
+
+
+class UnknownNamesError(HydrationError, LookupError):
+    """A spec names things no registry knows.
+
+    Attributes:
+        unknown: one `(json_path, kind, name)` triple per unknown name, in document order, e.g.
+            `("$.routes[1].step.agent_name", "agent", "solver_x")`.
+        known: the registered names per kind, e.g. `{"agent": ["a", "b"], "callable": [...]}`,
+            so a debug retry can show the designer what it may use.
+    """
+
+    def __init__(
+        self,
+        unknown: list[tuple[str, str, str]],
+        known: dict[str, list[str]] | None = None,
+    ) -> None:
+        self.unknown = list(unknown)
+        self.known = {k: sorted(v) for k, v in (known or {}).items()}
+        lines = [f"  {path}: unknown {kind} {name!r}" for path, kind, name in self.unknown]
+        msg = f"{len(self.unknown)} unknown name(s) in spec:\n" + "\n".join(lines)
+        if self.known:
+            msg += "\nknown names: " + "; ".join(
+                f"{kind}: {', '.join(names) or '(none)'}" for kind, names in self.known.items()
+            )
+        super().__init__(msg)
+
+
+class StepExecutionError(TopologyStudioError):
+    """A runtime primitive failed while running."""
+
+
+class PipelineStepError(StepExecutionError):
+    """A pipeline step failed (STOP, or RETRY exhausted).
+
+    Attributes:
+        step_name: the failing step's name.
+        step_index: its 0-based position in the pipeline.
+    """
+
+    def __init__(self, message: str, *, step_name: str, step_index: int) -> None:
+        super().__init__(message)
+        self.step_name = step_name
+        self.step_index = step_index
+
+
+class RouterError(StepExecutionError):
+    """A router found no matching route and has no fallback."""
+
+
+class EvaluationError(TopologyStudioError):
+    """The evaluator is misconfigured (per-example failures never raise this)."""
+
+
+class SearchError(TopologyStudioError):
+    """A search cannot start or continue."""
+
+
+class BudgetError(SearchError, ValueError):
+    """A budget that allows no work, e.g. `max_evaluations=0`."""
+
+
+class DegenerateSeedError(SearchError):
+    """The seed topology's evaluation is degenerate (mostly blank or failing outputs).
+
+    Attributes:
+        diagnosis: a human-readable explanation (blank rate, error rate, first errors).
+    """
+
+    def __init__(self, message: str, *, diagnosis: str = "") -> None:
+        super().__init__(message)
+        self.diagnosis = diagnosis
+
+
+class StoreError(TopologyStudioError):
+    """The run store failed."""
+
+
+class StoreBusyError(StoreError):
+    """The database file is held by another process."""
+
+
+class SchemaVersionError(StoreError):
+    """The database was written by an unknown (newer) schema version."""
+
+
+class ApplyError(TopologyStudioError):
+    """Applying a result to a target failed."""
+
+
+class StaleTargetError(ApplyError):
+    """The target changed since the diff was made; nothing was written."""
+
+
+class ProblemError(TopologyStudioError):
+    """A problem definition cannot be loaded.
+
+    Attributes:
+        file: the file at fault, when known.
+        field: the field at fault (dotted), when known.
+    """
+
+    def __init__(self, message: str, *, file: str | None = None, field: str | None = None) -> None:
+        where = ""
+        if file:
+            where = f"{file}"
+            if field:
+                where += f": field {field!r}"
+            where += ": "
+        super().__init__(where + message)
+        self.file = file
+        self.field = field
+
+
+class DatasetError(TopologyStudioError):
+    """A dataset is missing, cannot be downloaded, or fails its checksum."""

@@ -1,0 +1,1 @@
+"""The studio: Streamlit app glue, view builders and the command line."""
