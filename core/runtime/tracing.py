@@ -33,8 +33,10 @@ __all__ = [
     "Span",
     "Trace",
     "capture_trace",
+    "critical_path_ms",
     "current_trace",
     "end_span",
+    "record_model_latency",
     "record_usage",
     "start_span",
     "summarize",
@@ -243,3 +245,40 @@ def record_usage(
             u.add(ModelUsage(model_name, requests, input_tokens, output_tokens))
             return
     span.usage.append(ModelUsage(model_name, requests, input_tokens, output_tokens))
+
+
+MODEL_LATENCY_KEY = "model_latency_ms"
+"""Span attribute holding simulated or reported model time in ms (see `record_model_latency`)."""
+
+
+def record_model_latency(ms: float) -> None:
+    """Add `ms` of model time to the innermost open span; a no-op when tracing is off.
+
+    Replay and simulated models call this so that latency is reported in model time and is
+    deterministic (wall time under a time scale jitters); `critical_path_ms` combines it.
+    """
+    span = _SPAN.get()
+    if span is None or _TRACE.get() is None:
+        return
+    span.attributes[MODEL_LATENCY_KEY] = float(span.attributes.get(MODEL_LATENCY_KEY, 0.0)) + ms
+
+
+def critical_path_ms(trace: Trace) -> float | None:
+    """Model time of a run along its critical path, in ms, or None if no span recorded any.
+
+    Rule: a span's time is its own recorded model latency plus its children's combined time;
+    children of a `parallel` span run concurrently and combine by max, children of every other
+    kind run one after another and combine by sum. Several root spans combine by sum.
+    """
+    if not any(MODEL_LATENCY_KEY in s.attributes for s in trace.spans):
+        return None
+    children: dict[int | None, list[Span]] = {}
+    for s in trace.spans:
+        children.setdefault(s.parent_id, []).append(s)
+    total: dict[int, float] = {}
+    # spans are appended in start order, so a child always has a larger id than its parent
+    for s in reversed(trace.spans):
+        kids = [total[c.span_id] for c in children.get(s.span_id, [])]
+        combined = (max(kids) if kids else 0.0) if s.kind == "parallel" else sum(kids)
+        total[s.span_id] = float(s.attributes.get(MODEL_LATENCY_KEY, 0.0)) + combined
+    return sum(total[s.span_id] for s in children.get(None, []))
