@@ -4,7 +4,46 @@ Every public name of the design contract is importable from here directly. The l
 in `__all__` and pinned by `tests/test_public_api.py`.
 """
 
-from core.errors import *  # noqa: F403
-from core.errors import __all__ as _errors_all
+from core.errors import (
+    ApplyError,
+    BudgetError,
+    DatasetError,
+    DegenerateSeedError,
+    EvaluationError,
+    HydrationError,
+    PipelineStepError,
+    ProblemError,
+    RouterError,
+    SchemaVersionError,
+    SearchError,
+    SpecError,
+    SpecLimitError,
+    StaleTargetError,
+    StepExecutionError,
+    StoreBusyError,
+    StoreError,
+    TopologyStudioError,
+    UnknownNamesError,
+)
 
-__all__ = [*_errors_all]
+__all__ = [
+    "ApplyError",
+    "BudgetError",
+    "DatasetError",
+    "DegenerateSeedError",
+    "EvaluationError",
+    "HydrationError",
+    "PipelineStepError",
+    "ProblemError",
+    "RouterError",
+    "SchemaVersionError",
+    "SearchError",
+    "SpecError",
+    "SpecLimitError",
+    "StaleTargetError",
+    "StepExecutionError",
+    "StoreBusyError",
+    "StoreError",
+    "TopologyStudioError",
+    "UnknownNamesError",
+]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -108,8 +108,8 @@ class Span:
     end_ns: int | None = None
     input_summary: str = ""
     output_summary: str = ""
-    usage: list[ModelUsage] = field(default_factory=list)
-    attributes: dict[str, Any] = field(default_factory=dict)
+    usage: list[ModelUsage] = field(default_factory=list[ModelUsage])
+    attributes: dict[str, Any] = field(default_factory=dict[str, Any])
     error: str | None = None
 
     @property
@@ -169,7 +169,7 @@ def current_trace() -> Trace | None:
 
 
 @contextmanager
-def capture_trace() -> Iterator[Trace]:
+def capture_trace() -> Generator[Trace]:
     """Activate a new trace for the enclosed code (and tasks it creates) and yield it."""
     trace = Trace()
     tok = _TRACE.set(trace)
