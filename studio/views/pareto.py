@@ -1,0 +1,182 @@
+"""The Pareto scatter and its selection mapping.
+
+A selection is mapped back to a candidate through the point's own data (`customdata`), never
+through a point index: once points are split into traces (front / dominated / invalid) a point
+index only counts within its own trace, so index-based mapping selects the wrong row (field case
+F11).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+__all__ = [
+    "OBJECTIVE_LABELS",
+    "pareto_figure",
+    "progress_figure",
+    "selected_candidates",
+]
+
+OBJECTIVE_LABELS: dict[str, str] = {
+    "accuracy": "accuracy (share correct)",
+    "cost_usd": "cost per example (USD)",
+    "latency_ms": "latency per example (ms)",
+    "n_agents": "agents",
+    "depth": "depth",
+    "aggregate_score": "aggregate score",
+}
+"""Axis titles for the objectives a user can put on X and Y."""
+
+_TRACES: tuple[tuple[str, str, str], ...] = (
+    ("Pareto front", "#d62728", "circle"),
+    ("dominated", "#7f7f7f", "circle-open"),
+)
+
+
+def _group(row_on_front: bool) -> str:
+    return "Pareto front" if row_on_front else "dominated"
+
+
+def pareto_figure(
+    archive: pd.DataFrame,
+    x: str = "cost_usd",
+    y: str = "accuracy",
+    *,
+    selected: int | None = None,
+    log_x: bool = False,
+) -> go.Figure:
+    """A scatter of the valid archive entries, coloured by front membership.
+
+    Args:
+        archive: one row per candidate with at least `candidate_idx`, `x`, `y`, `on_front` and
+            `valid` columns (the run store's archive query). Invalid rows are not drawn.
+        x, y: objective columns for the axes (see `OBJECTIVE_LABELS`).
+        selected: a candidate to ring, if any.
+        log_x: logarithmic X axis (useful for cost, which spans decades).
+
+    Returns:
+        A figure with one trace per group ("Pareto front", "dominated"), each point carrying
+        `customdata = [candidate_idx]`.
+
+    Raises:
+        KeyError: a required column is missing.
+    """
+    for col in ("candidate_idx", x, y, "on_front", "valid"):
+        if col not in archive.columns:
+            raise KeyError(f"archive has no column {col!r}; columns: {list(archive.columns)}")
+    valid: pd.DataFrame = archive.loc[archive["valid"].astype(bool)]
+    fig = go.Figure()
+    for name, colour, symbol in _TRACES:
+        rows: pd.DataFrame = valid.loc[valid["on_front"].astype(bool) == (name == "Pareto front")]
+        if name == "Pareto front":
+            rows = rows.sort_values(x)
+        fig.add_trace(
+            go.Scatter(
+                x=rows[x].tolist(),
+                y=rows[y].tolist(),
+                mode="markers+lines" if name == "Pareto front" else "markers",
+                line={"dash": "dot", "width": 1, "color": colour},
+                marker={"color": colour, "size": 11, "symbol": symbol},
+                name=name,
+                customdata=[[int(i)] for i in rows["candidate_idx"]],
+                hovertemplate=(
+                    "candidate %{customdata[0]}<br>"
+                    + f"{x}=%{{x}}<br>{y}=%{{y}}<extra>{name}</extra>"
+                ),
+            )
+        )
+    if selected is not None:
+        row: pd.DataFrame = valid.loc[valid["candidate_idx"] == selected]
+        if not row.empty:
+            fig.add_trace(
+                go.Scatter(
+                    x=row[x].tolist(),
+                    y=row[y].tolist(),
+                    mode="markers",
+                    marker={"size": 20, "color": "rgba(0,0,0,0)", "line": {"width": 2}},
+                    name="selected",
+                    customdata=[[int(selected)]],
+                    hoverinfo="skip",
+                )
+            )
+    fig.update_layout(
+        xaxis_title=OBJECTIVE_LABELS.get(x, x),
+        yaxis_title=OBJECTIVE_LABELS.get(y, y),
+        legend={"orientation": "h", "y": -0.2},
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        clickmode="event+select",
+    )
+    if log_x:
+        fig.update_xaxes(type="log")
+    return fig
+
+
+def selected_candidates(selection: Mapping[str, Any] | None) -> list[int]:
+    """Candidate indices of a Plotly selection event, read from each point's `customdata`.
+
+    Args:
+        selection: `event.selection` from `st.plotly_chart(..., on_select="rerun")`, i.e. a
+            mapping with a `points` list whose items carry `customdata` (a list whose first
+            item is the candidate index). None or an empty selection gives `[]`.
+
+    Returns:
+        Candidate indices in selection order, without duplicates.
+    """
+    if not selection:
+        return []
+    points: Sequence[Mapping[str, Any]] = selection.get("points", []) or []
+    out: list[int] = []
+    for point in points:
+        data = point.get("customdata")
+        if isinstance(data, list | tuple) and data:
+            idx = int(data[0])
+        elif isinstance(data, int | float):
+            idx = int(data)
+        else:
+            continue
+        if idx not in out:
+            out.append(idx)
+    return out
+
+
+def progress_figure(snapshots: pd.DataFrame) -> go.Figure:
+    """Best score and hypervolume over evaluations.
+
+    Args:
+        snapshots: one row per archive snapshot with `n_evaluations`, `best_score` and
+            `hypervolume` columns (the run store's progress query).
+    """
+    fig = go.Figure()
+    if not snapshots.empty:
+        fig.add_trace(
+            go.Scatter(
+                x=snapshots["n_evaluations"].tolist(),
+                y=snapshots["best_score"].tolist(),
+                name="best aggregate score",
+                mode="lines+markers",
+                line={"shape": "hv"},
+            )
+        )
+        if "hypervolume" in snapshots.columns:
+            fig.add_trace(
+                go.Scatter(
+                    x=snapshots["n_evaluations"].tolist(),
+                    y=snapshots["hypervolume"].tolist(),
+                    name="hypervolume (accuracy, cost)",
+                    mode="lines+markers",
+                    line={"shape": "hv"},
+                    yaxis="y2",
+                )
+            )
+    fig.update_layout(
+        xaxis_title="example evaluations",
+        yaxis_title="best aggregate score",
+        yaxis2={"title": "hypervolume", "overlaying": "y", "side": "right"},
+        legend={"orientation": "h", "y": -0.25},
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+    )
+    return fig
