@@ -36,10 +36,12 @@ __all__ = [
     "critical_path_ms",
     "current_trace",
     "end_span",
+    "finish_span",
     "record_model_latency",
     "record_usage",
     "start_span",
     "summarize",
+    "use_span",
 ]
 
 SUMMARY_CHARS = 200
@@ -222,15 +224,34 @@ def end_span(
     error: BaseException | None = None,
 ) -> None:
     """Close `span` (recording output or error) and restore the previous current span."""
+    finish_span(span, output=output, error=error)
+    try:
+        _SPAN.reset(token)
+    except ValueError:  # token from another context (e.g. a cancelled task): just unset
+        _SPAN.set(None)
+
+
+def finish_span(span: Span, *, output: Any = None, error: BaseException | None = None) -> None:
+    """Close `span` (recording output or error) without touching the current span.
+
+    For spans whose code does not run in one stretch of one context, e.g. an async generator
+    that yields between steps (`Pipeline.run_stream`); see `use_span`.
+    """
     span.end_ns = time.perf_counter_ns()
     if error is not None:
         span.error = f"{type(error).__name__}: {error}"
     else:
         span.output_summary = summarize(output)
+
+
+@contextmanager
+def use_span(span: Span | None) -> Generator[None]:
+    """Make `span` the current span (the parent of spans opened inside) for the enclosed code."""
+    token = _SPAN.set(span)
     try:
+        yield
+    finally:
         _SPAN.reset(token)
-    except ValueError:  # token from another context (e.g. a cancelled task): just unset
-        _SPAN.set(None)
 
 
 def record_usage(

@@ -1,0 +1,106 @@
+"""Running an agent once, statelessly, with its model usage always recorded.
+
+The runtime's `AgentStep` (and agent classifiers and evaluators) run agents through
+`run_agent`, so the evaluator can price every model call from the trace, including
+structured-output retries and runs that fail.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Any, Protocol, cast
+
+from pydantic_ai.usage import RunUsage
+
+__all__ = ["UNKNOWN_MODEL", "UsageRecorder", "agent_model_name", "model_name", "run_agent"]
+
+UNKNOWN_MODEL = "unknown"
+"""The model name recorded when an agent has no model configured (it must get one per run)."""
+
+
+def model_name(model: object) -> str:
+    """The `provider:model` name of a pydantic-ai model, used to price its usage.
+
+    Rule: a string (a pydantic-ai model id such as `"openai:gpt-4o-mini"`) is used as-is; a
+    `Model` object gives `f"{model.system}:{model.model_name}"` (pydantic-ai's `model_id`),
+    unless its `model_name` already starts with `f"{system}:"` (e.g. `FunctionModel(fn)` is
+    `"function:fn:"`), in which case `model_name` alone is used; a model with only one of the two
+    gives that one; None (no model configured) gives `"unknown"`.
+
+    Args:
+        model: a pydantic-ai `Model`, a model id string, or None.
+
+    Returns:
+        e.g. `"openai:gpt-4o-mini"`, `"test:test"`, `"function:fn:"`.
+    """
+    if model is None:
+        return UNKNOWN_MODEL
+    if isinstance(model, str):
+        return model
+    name = getattr(model, "model_name", None)
+    system = getattr(model, "system", None)
+    name = name if isinstance(name, str) and name else None
+    system = system if isinstance(system, str) and system else None
+    if name is None:
+        return system or type(model).__name__
+    if system is None or name.startswith(system + ":"):
+        return name
+    return f"{system}:{name}"
+
+
+def agent_model_name(agent: object) -> str:
+    """The name of the model `agent` runs with now, per `model_name`.
+
+    A model set with pydantic-ai's `agent.override(model=...)` (active in this context) wins over
+    the agent's configured `model`.
+    """
+    override: object = getattr(agent, "_override_model", None)
+    if isinstance(override, ContextVar):
+        some = cast("ContextVar[object]", override).get()  # pydantic-ai's `Some(value)` or None
+        if some is not None and hasattr(some, "value"):
+            return model_name(getattr(some, "value"))  # noqa: B009
+    return model_name(getattr(agent, "model", None))
+
+
+class UsageRecorder(Protocol):
+    """Receives one agent run's usage; `core.runtime.tracing.record_usage` is one."""
+
+    def __call__(
+        self, model_name: str, /, *, requests: int, input_tokens: int, output_tokens: int
+    ) -> None: ...
+
+
+async def run_agent(agent: Any, prompt: Any, *, record: UsageRecorder | None = None) -> Any:
+    """Run `agent` once on `prompt` with a fresh run state and return its output.
+
+    No message history is passed, so each call is independent. A fresh `RunUsage` is handed to
+    `agent.run(..., usage=...)`; pydantic-ai adds each model request into it in place, so after
+    the run (also when it raises, e.g. after exhausting structured-output retries) it holds the
+    usage of every attempt. That usage goes to `record` (the runtime passes
+    `tracing.record_usage` when a trace is active) unless no request was made.
+
+    Args:
+        agent: a pydantic-ai agent, or an `AgentLike`.
+        prompt: the user prompt (usually from `render_prompt`).
+        record: called once, after the run, also when the run raises, with
+            `(model_name, requests=, input_tokens=, output_tokens=)`; the name follows
+            `agent_model_name`.
+
+    Returns:
+        The run's `output`.
+
+    Raises:
+        Whatever the agent run raises, unchanged.
+    """
+    usage = RunUsage()
+    try:
+        result = await agent.run(prompt, usage=usage)
+    finally:
+        if record is not None and (usage.requests or usage.input_tokens or usage.output_tokens):
+            record(
+                agent_model_name(agent),
+                requests=usage.requests,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+            )
+    return result.output

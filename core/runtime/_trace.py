@@ -1,0 +1,47 @@
+"""The one context-variable read the runtime does per step when tracing is off."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from core.runtime.tracing import Span, Trace, current_trace, end_span, start_span
+
+__all__ = ["get_trace", "run_in_span"]
+
+get_trace = current_trace
+"""The active `Trace` or None: the one check a step makes before any span work."""
+
+
+async def run_in_span(
+    trace: Trace,
+    kind: str,
+    name: str,
+    node_id: str | None,
+    input_value: Any,
+    body: Callable[[Any, Span], Awaitable[Any]],
+    output_of: Callable[[Any], Any] | None = None,
+) -> Any:
+    """Run `body(input_value, span)` inside a new span of `trace` and close the span with its outcome.
+
+    Args:
+        trace: the active trace.
+        kind: the IR kind name of the step, e.g. `"pipeline"`.
+        name: the step's name.
+        node_id: the spec node id, or None.
+        input_value: summarised as the span's input.
+        body: the work; it may write `span.attributes`.
+        output_of: maps the body's result to what the span summarises as output (e.g. a
+            `ParallelResult` to its `merged`); identity when None.
+
+    Returns:
+        What `body` returned. Its exception (any `BaseException`) is recorded and re-raised.
+    """
+    span, token = start_span(trace, kind=kind, name=name, node_id=node_id, input_value=input_value)
+    try:
+        result = await body(input_value, span)
+    except BaseException as exc:
+        end_span(span, token, error=exc)
+        raise
+    end_span(span, token, output=result if output_of is None else output_of(result))
+    return result

@@ -1,0 +1,199 @@
+"""Steps: the unit every runtime primitive composes (semantics section 1).
+
+A `Step` is anything with a read-only `step_name` and `async execute(input_data)`. Primitives
+take *step-likes* and turn them into steps once, at construction, with `coerce_step`:
+
+- a `Step` is used as-is (the same object);
+- an agent (`core.agents.is_agent`: a pydantic-ai agent, or an object with a `model` attribute
+  and an async `run`) is wrapped in `AgentStep`;
+- any other callable is wrapped in `FunctionStep`;
+- anything else is a `TypeError` naming the type.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from core.agents import is_agent, render_prompt, run_agent
+from core.runtime._trace import get_trace, run_in_span
+from core.runtime.tracing import Span, record_usage
+
+__all__ = ["AgentStep", "FunctionStep", "Step", "coerce_step"]
+
+
+@runtime_checkable
+class Step(Protocol):
+    """Anything the runtime can run: a read-only name and one async method.
+
+    `execute(input_data)` returns the step's output; an exception means the step failed. Every
+    runtime primitive (`Pipeline`, `Parallel`, `Router`, `RefinementLoop`) is itself a Step, so
+    they nest.
+    """
+
+    @property
+    def step_name(self) -> str:
+        """The step's name, used in events, errors and trace spans."""
+        ...
+
+    async def execute(self, input_data: Any) -> Any:
+        """Run the step on `input_data` and return its output."""
+        ...
+
+
+class FunctionStep:
+    """A step around a plain or async callable `fn(input_data) -> output`.
+
+    Async callables (coroutine functions, or objects whose `__call__` is one) are awaited.
+    Plain functions are called directly on the event loop: they must not block (no network,
+    no sleeping, no heavy CPU); wrap blocking work with `asyncio.to_thread` in an async
+    function instead. A plain function that returns an awaitable has it awaited too.
+
+    Args:
+        fn: the callable.
+        name: the step name; default `fn.__name__` (or the type's name for callable objects).
+        node_id: the spec node id, for traces.
+
+    Raises:
+        TypeError: `fn` is not callable.
+    """
+
+    __slots__ = ("_fn", "_is_async", "_name", "node_id")
+
+    def __init__(
+        self, fn: Callable[[Any], Any], name: str | None = None, *, node_id: str | None = None
+    ) -> None:
+        if not callable(fn):
+            raise TypeError(f"FunctionStep needs a callable, got {type(fn).__name__}")
+        self._fn = fn
+        self._name: str = name or getattr(fn, "__name__", None) or type(fn).__name__
+        self._is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            getattr(fn, "__call__", None)  # noqa: B004 (detects an async __call__ method)
+        )
+        self.node_id = node_id
+
+    @property
+    def step_name(self) -> str:
+        return self._name
+
+    @property
+    def fn(self) -> Callable[[Any], Any]:
+        """The wrapped callable."""
+        return self._fn
+
+    async def execute(self, input_data: Any) -> Any:
+        trace = get_trace()
+        if trace is not None:
+            return await run_in_span(
+                trace, "function_step", self._name, self.node_id, input_data, self._traced
+            )
+        if self._is_async:
+            return await self._fn(input_data)
+        out = self._fn(input_data)
+        if inspect.isawaitable(out):
+            return await out
+        return out
+
+    async def _traced(self, input_data: Any, span: Span, /) -> Any:
+        if self._is_async:
+            return await self._fn(input_data)
+        out = self._fn(input_data)
+        if inspect.isawaitable(out):
+            return await out
+        return out
+
+    def __repr__(self) -> str:
+        return f"FunctionStep({self._name!r})"
+
+
+class AgentStep:
+    """A step that runs a pydantic-ai agent statelessly on its input.
+
+    Every call is a fresh run (no message history, nothing kept between calls). The prompt is
+    `prompt_builder(input_data)` if given, else `core.agents.render_prompt(input_data)`
+    (Pydantic models as JSON, others with `str`). The step returns the run's `output` (typed by
+    the agent's `output_type`). Model usage of every call, including failed runs and
+    structured-output retries, is recorded on this step's span when tracing (see
+    `core.agents.run_agent`; the model is named by `core.agents.agent_model_name`).
+
+    Args:
+        agent: a pydantic-ai agent, or an object that quacks like one (`core.agents.AgentLike`).
+        prompt_builder: optional `input -> prompt` function (sync).
+        name: the step name; default the agent's `name`, else `"agent"`.
+        node_id: the spec node id, for traces.
+
+    Raises:
+        TypeError: `agent` is not an agent.
+    """
+
+    __slots__ = ("_agent", "_name", "_prompt_builder", "node_id")
+
+    def __init__(
+        self,
+        agent: Any,
+        prompt_builder: Callable[[Any], Any] | None = None,
+        *,
+        name: str | None = None,
+        node_id: str | None = None,
+    ) -> None:
+        if not is_agent(agent):
+            raise TypeError(f"AgentStep needs a pydantic-ai agent, got {type(agent).__name__}")
+        self._agent = agent
+        self._prompt_builder = prompt_builder
+        agent_name = getattr(agent, "name", None)
+        self._name: str = name or (agent_name if isinstance(agent_name, str) else "") or "agent"
+        self.node_id = node_id
+
+    @property
+    def step_name(self) -> str:
+        return self._name
+
+    @property
+    def agent(self) -> Any:
+        """The wrapped agent."""
+        return self._agent
+
+    def build_prompt(self, input_data: Any) -> Any:
+        """The prompt this step sends for `input_data`."""
+        if self._prompt_builder is not None:
+            return self._prompt_builder(input_data)
+        return render_prompt(input_data)
+
+    async def execute(self, input_data: Any) -> Any:
+        trace = get_trace()
+        if trace is not None:
+            return await run_in_span(
+                trace, "agent_step", self._name, self.node_id, input_data, self._traced
+            )
+        return await run_agent(self._agent, self.build_prompt(input_data))
+
+    async def _traced(self, input_data: Any, span: Span, /) -> Any:
+        return await run_agent(self._agent, self.build_prompt(input_data), record=record_usage)
+
+    def __repr__(self) -> str:
+        return f"AgentStep({self._name!r})"
+
+
+def coerce_step(step_like: Any) -> Step:
+    """Turn a step-like into a `Step` (the rule is in this module's docstring).
+
+    Args:
+        step_like: a `Step`, an agent, or a callable `input -> output` (sync or async).
+
+    Returns:
+        The same object if it is a Step, else an `AgentStep` or `FunctionStep` around it.
+
+    Raises:
+        TypeError: `step_like` is none of these; the message names its type.
+    """
+    if isinstance(step_like, Step):
+        return step_like
+    if is_agent(step_like):
+        return AgentStep(step_like)
+    if callable(step_like):
+        return FunctionStep(step_like)
+    raise TypeError(
+        f"cannot use a {type(step_like).__name__} as a step: expected a Step, "
+        "a pydantic-ai agent or a callable"
+    )
