@@ -1,5 +1,6 @@
 """The four runtime primitives (Pipeline, Parallel, Router, RefinementLoop), steps and tracing."""
 
+from core.runtime.parallel import MergeFn, MergeStrategy, Parallel, ParallelResult
 from core.runtime.pipeline import (
     ErrorStrategy,
     Pipeline,
@@ -7,17 +8,32 @@ from core.runtime.pipeline import (
     PipelineEventType,
     StepConfig,
 )
+from core.runtime.router import (
+    FallbackReason,
+    Route,
+    RouteDecision,
+    Router,
+    normalize_route_name,
+)
 from core.runtime.step import AgentStep, FunctionStep, Step, coerce_step
 from core.runtime.tracing import ModelUsage, Span, Trace, capture_trace, current_trace, record_usage
 
 __all__ = [
     "AgentStep",
     "ErrorStrategy",
+    "FallbackReason",
     "FunctionStep",
+    "MergeFn",
+    "MergeStrategy",
     "ModelUsage",
+    "Parallel",
+    "ParallelResult",
     "Pipeline",
     "PipelineEvent",
     "PipelineEventType",
+    "Route",
+    "RouteDecision",
+    "Router",
     "Span",
     "Step",
     "StepConfig",
@@ -25,5 +41,6 @@ __all__ = [
     "capture_trace",
     "coerce_step",
     "current_trace",
+    "normalize_route_name",
     "record_usage",
 ]

@@ -175,11 +175,12 @@ class AgentStep:
         return f"AgentStep({self._name!r})"
 
 
-def coerce_step(step_like: Any) -> Step:
+def coerce_step(step_like: Any, *, name: str | None = None) -> Step:
     """Turn a step-like into a `Step` (the rule is in this module's docstring).
 
     Args:
         step_like: a `Step`, an agent, or a callable `input -> output` (sync or async).
+        name: the name to give a wrapper (`AgentStep` / `FunctionStep`); ignored for a Step.
 
     Returns:
         The same object if it is a Step, else an `AgentStep` or `FunctionStep` around it.
@@ -190,9 +191,9 @@ def coerce_step(step_like: Any) -> Step:
     if isinstance(step_like, Step):
         return step_like
     if is_agent(step_like):
-        return AgentStep(step_like)
+        return AgentStep(step_like, name=name)
     if callable(step_like):
-        return FunctionStep(step_like)
+        return FunctionStep(step_like, name)
     raise TypeError(
         f"cannot use a {type(step_like).__name__} as a step: expected a Step, "
         "a pydantic-ai agent or a callable"

@@ -1,0 +1,232 @@
+"""Parallel: every step gets the same input and runs concurrently (semantics section 3)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from core.runtime._tasks import cancel_and_reap, wait_tasks
+from core.runtime._trace import get_trace, run_in_span
+from core.runtime.step import Step, coerce_step
+from core.runtime.tracing import Span
+
+__all__ = ["MergeFn", "MergeStrategy", "Parallel", "ParallelResult"]
+
+MergeFn = Callable[[list[Any]], Any]
+"""A custom merge: the successful outputs in step order -> the merged value (may be async)."""
+
+
+class MergeStrategy(StrEnum):
+    """The built-in merges (a string with one of these values is accepted too).
+
+    Other merges are plain callables `list -> Any` (`MergeFn`); hydration resolves other
+    names through its callable registry.
+    """
+
+    collect_all = "collect_all"
+    """The list of successful outputs, in step order (`[]` when every step failed)."""
+    first_wins = "first_wins"
+    """The first successful output in step order (None when every step failed)."""
+    fastest = "fastest"
+    """The output of the first step to finish successfully; the others are cancelled as soon
+    as it finishes (None when every step failed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ParallelResult:
+    """What a `Parallel` run produced, one slot per step in step order.
+
+    Attributes:
+        outputs: `outputs[i]` is step i's output if it succeeded (it may legitimately be None),
+            else None.
+        errors: `errors[i]` is None if step i succeeded, else its exception: what it raised,
+            `TimeoutError` if it was still running at the group's deadline, or
+            `asyncio.CancelledError` if it was cancelled (by `fastest` once another step won,
+            or by itself). Success is decided by this slot, never by `outputs[i] is None`.
+        merged: the merge strategy's value.
+    """
+
+    outputs: list[Any]
+    errors: list[BaseException | None]
+    merged: Any
+
+    @property
+    def succeeded(self) -> list[int]:
+        """Indices of the steps that succeeded, in step order."""
+        return [i for i, e in enumerate(self.errors) if e is None]
+
+
+class Parallel:
+    """Run steps concurrently on the same input, then merge their outputs.
+
+    Each step runs in its own asyncio task (with a copy of the context, so trace spans nest
+    under this one). Step failures never raise out of `run`: they fill the error slot of the
+    `ParallelResult`. A merge that raises propagates. Cancelling the run from outside cancels
+    every branch and propagates.
+
+    `timeout` is one wall-clock budget for the whole group and a hard deadline: at the
+    deadline the unfinished branches are cancelled, given a short grace
+    (`core.runtime._tasks.CANCEL_GRACE_S`, 20 ms) and, if they swallow the cancellation, left
+    behind (kept alive and reaped in the background, never awaited), so `run` returns within
+    `timeout` plus the grace. Such branches are recorded as `TimeoutError`; whatever they
+    return later is discarded.
+
+    Args:
+        steps: step-likes (see `coerce_step`).
+        merge: a `MergeStrategy` (or its string value), or a callable taking the list of
+            successful outputs in step order (sync or async).
+        timeout: the group's budget in seconds, or None for no limit.
+        name: the step's name.
+        node_id: the spec node id, for traces.
+
+    Raises:
+        ValueError: `steps` is empty, `timeout <= 0`, or `merge` is an unknown string.
+        TypeError: a step is not step-like, or `merge` is neither a strategy nor callable.
+    """
+
+    __slots__ = ("_merge", "_merge_fn", "_name", "_steps", "_timeout", "node_id")
+
+    def __init__(
+        self,
+        steps: Sequence[Any],
+        merge: MergeStrategy | str | MergeFn = MergeStrategy.collect_all,
+        timeout: float | None = None,
+        name: str = "parallel",
+        *,
+        node_id: str | None = None,
+    ) -> None:
+        coerced = tuple(coerce_step(s) for s in steps)
+        if not coerced:
+            raise ValueError(f"parallel {name!r} needs at least one step")
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"parallel {name!r}: timeout must be > 0 seconds, got {timeout}")
+        self._merge: MergeStrategy | None
+        self._merge_fn: MergeFn | None
+        if isinstance(merge, str):
+            try:
+                self._merge, self._merge_fn = MergeStrategy(merge), None
+            except ValueError:
+                known = ", ".join(m.value for m in MergeStrategy)
+                raise ValueError(
+                    f"parallel {name!r}: unknown merge {merge!r} (built-ins: {known}; "
+                    "pass a callable for anything else)"
+                ) from None
+        elif callable(merge):
+            self._merge, self._merge_fn = None, merge
+        else:
+            raise TypeError(
+                f"merge must be a MergeStrategy or callable, got {type(merge).__name__}"
+            )
+        self._steps: tuple[Step, ...] = coerced
+        self._timeout = timeout
+        self._name = name
+        self.node_id = node_id
+
+    @property
+    def step_name(self) -> str:
+        return self._name
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """The coerced steps, in order."""
+        return self._steps
+
+    @property
+    def timeout(self) -> float | None:
+        """The group's budget in seconds, or None."""
+        return self._timeout
+
+    async def execute(self, input_data: Any) -> Any:
+        """Run and return only the merged value."""
+        return (await self.run(input_data)).merged
+
+    async def run(self, input_data: Any) -> ParallelResult:
+        """Run every step concurrently on `input_data`; see the class docstring.
+
+        Returns:
+            One output and one error slot per step, and the merged value.
+        """
+        trace = get_trace()
+        if trace is None:
+            return await self._run(input_data, None)
+        return await run_in_span(
+            trace, "parallel", self._name, self.node_id, input_data, self._run, _merged_of
+        )
+
+    async def _run(self, input_data: Any, span: Span | None) -> ParallelResult:
+        loop = asyncio.get_running_loop()
+        tasks = [loop.create_task(step.execute(input_data)) for step in self._steps]
+        winner: list[int] = []  # fastest: the index of the first step to succeed
+        stop: Callable[[asyncio.Task[Any]], bool] | None = None
+        if self._merge is MergeStrategy.fastest:
+
+            def stop_on_success(task: asyncio.Task[Any]) -> bool:
+                if not winner and not task.cancelled() and task.exception() is None:
+                    winner.append(tasks.index(task))
+                return bool(winner)
+
+            stop = stop_on_success
+        timed_out = await wait_tasks(tasks, self._timeout, stop)
+        late = {i for i, t in enumerate(tasks) if not t.done()}
+        if late:
+            await cancel_and_reap([tasks[i] for i in late])
+        outputs: list[Any] = [None] * len(tasks)
+        errors: list[BaseException | None] = [None] * len(tasks)
+        for i, task in enumerate(tasks):
+            if i in late:
+                errors[i] = self._late_error(i, timed_out)
+            elif task.cancelled():
+                errors[i] = asyncio.CancelledError(f"{self._label(i)} was cancelled")
+            elif (exc := task.exception()) is not None:
+                errors[i] = exc
+            else:
+                outputs[i] = task.result()
+        if span is not None:
+            span.attributes["errors"] = [
+                None if e is None else f"{type(e).__name__}: {e}" for e in errors
+            ]
+            if timed_out:
+                span.attributes["timed_out"] = sorted(late)
+        return ParallelResult(outputs, errors, await self._merged(outputs, errors, winner))
+
+    def _label(self, i: int) -> str:
+        return f"step {i} ({self._steps[i].step_name!r}) of parallel {self._name!r}"
+
+    def _late_error(self, i: int, timed_out: bool) -> BaseException:
+        if timed_out:
+            return TimeoutError(
+                f"{self._label(i)} did not finish within the {self._timeout} s timeout"
+            )
+        return asyncio.CancelledError(
+            f"{self._label(i)} cancelled: another step finished first (merge 'fastest')"
+        )
+
+    async def _merged(
+        self, outputs: list[Any], errors: list[BaseException | None], winner: list[int]
+    ) -> Any:
+        merge = self._merge
+        if merge is MergeStrategy.fastest:
+            return outputs[winner[0]] if winner else None
+        if merge is MergeStrategy.first_wins:
+            for out, err in zip(outputs, errors, strict=True):
+                if err is None:
+                    return out
+            return None
+        ok = [out for out, err in zip(outputs, errors, strict=True) if err is None]
+        if merge is MergeStrategy.collect_all or self._merge_fn is None:
+            return ok
+        merged = self._merge_fn(ok)
+        if inspect.isawaitable(merged):
+            merged = await merged
+        return merged
+
+    def __repr__(self) -> str:
+        return f"Parallel({self._name!r}, {len(self._steps)} steps)"
+
+
+def _merged_of(result: ParallelResult) -> Any:
+    return result.merged

@@ -1,0 +1,310 @@
+"""Router: one route chosen per input, by a classifier or by conditions (semantics section 4).
+
+Route names match after `str.strip()` and `str.casefold()` on both sides, so a classifier
+answering `"Math "` or `"MATH"` takes the route named `"math"`; names that are equal after that
+normalisation are duplicates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from core.errors import RouterError
+from core.runtime._tasks import call_maybe_async
+from core.runtime._trace import get_trace, run_in_span
+from core.runtime.step import Step, coerce_step
+from core.runtime.tracing import Span, summarize
+
+__all__ = ["FallbackReason", "Route", "RouteDecision", "Router", "normalize_route_name"]
+
+FallbackReason = Literal[
+    "unknown_route", "empty_output", "classifier_error", "no_condition_matched"
+]
+
+
+def normalize_route_name(name: str) -> str:
+    """The form route names are compared in: whitespace stripped, case-folded."""
+    return name.strip().casefold()
+
+
+class Route:
+    """A named branch of a `Router`.
+
+    Args:
+        name: the route's name (what a classifier answers); non-empty after stripping.
+        step: what runs when the route is chosen (step-like, see `coerce_step`).
+        condition: used only by routers without a classifier: a sync or async callable on the
+            router's input; the route matches when it returns a truthy value. A route without a
+            condition never matches by condition.
+
+    Raises:
+        ValueError: `name` is empty or blank.
+        TypeError: `step` is not step-like, or `condition` is not callable.
+    """
+
+    __slots__ = ("_condition", "_name", "_step")
+
+    def __init__(self, name: str, step: Any, condition: Callable[[Any], Any] | None = None) -> None:
+        if not normalize_route_name(name):
+            raise ValueError("a route needs a non-empty name")
+        if condition is not None and not callable(condition):
+            raise TypeError(f"a route condition must be callable, got {type(condition).__name__}")
+        self._name = name
+        self._step = coerce_step(step)
+        self._condition = condition
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def step(self) -> Step:
+        return self._step
+
+    @property
+    def condition(self) -> Callable[[Any], Any] | None:
+        return self._condition
+
+    def __repr__(self) -> str:
+        return f"Route({self._name!r}, {self._step!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class RouteDecision:
+    """How a `Router` chose, for one input.
+
+    Attributes:
+        route: the chosen route's name (as declared), or None when no route matched (the
+            fallback ran, or `RouterError` was raised).
+        raw_output: the classifier's raw output (None without a classifier, or when it raised).
+        fallback_used: whether the fallback step ran.
+        reason: why no route matched: `"unknown_route"` (the classifier named no route),
+            `"empty_output"` (it answered nothing: None or blank), `"classifier_error"` (it
+            raised), `"no_condition_matched"`; None when a route matched.
+        error: `"ExceptionType: message"` of the classifier's exception, else None.
+    """
+
+    route: str | None
+    raw_output: Any
+    fallback_used: bool
+    reason: FallbackReason | None
+    error: str | None = None
+
+    def to_attributes(self) -> dict[str, Any]:
+        """The decision as trace-span attributes (JSON-serialisable; `raw` summarised unless
+        it is a plain scalar)."""
+        raw = self.raw_output
+        if not (raw is None or isinstance(raw, str | int | float | bool)):
+            raw = summarize(raw)
+        return {
+            "route": self.route,
+            "raw": raw,
+            "fallback": self.fallback_used,
+            "reason": self.reason,
+            "error": self.error,
+        }
+
+
+def route_name_of(output: Any) -> str | None:
+    """The route a classifier's output names, by duck typing: `.route`, else `.name`, else
+    `str(output)`; None when the output (or that attribute) is None."""
+    if output is None:
+        return None
+    if isinstance(output, str):
+        return output
+    for attr in ("route", "name"):
+        if hasattr(output, attr):
+            value = getattr(output, attr)
+            return None if value is None else str(value)
+    return str(output)
+
+
+class Router:
+    """Run exactly one of several routes, chosen per input.
+
+    With a `classifier`, the classifier alone chooses: it is an agent (its output names the
+    route by duck typing: `.route`, else `.name`, else `str(output)`), a Step, or a sync or
+    async callable returning the route name; names match per `normalize_route_name`. Without a
+    classifier, the first route in list order whose condition is truthy wins.
+
+    When nothing matches (unknown or empty classifier answer, classifier raised, no condition
+    true) the `fallback` runs if there is one, else `RouterError` naming the router is raised
+    (chained to the classifier's exception when it raised). An exception from a condition
+    raises `RouterError` naming the route, chained to it. The chosen step's exceptions
+    propagate unchanged.
+
+    Every decision is observable: `run_with_decision` returns it, `last_decision` keeps the
+    latest one (also when `RouterError` is raised; with concurrent runs of one router prefer
+    `run_with_decision`), and with tracing on it is written to the router span's attributes
+    (`RouteDecision.to_attributes`). An agent or callable classifier runs as a child step
+    named `"<router name>.classifier"`, so its usage is recorded.
+
+    Args:
+        routes: the routes, in priority order for conditions.
+        classifier: an agent, Step or callable choosing the route, or None.
+        fallback: step-like run when no route matches, or None.
+        name: the step's name.
+        node_id: the spec node id, for traces.
+
+    Raises:
+        ValueError: no routes, duplicate route names (after normalisation), or neither a
+            classifier nor any route condition.
+        TypeError: a route is not a `Route`, or something is not step-like.
+    """
+
+    __slots__ = (
+        "_by_key",
+        "_classifier",
+        "_fallback",
+        "_name",
+        "_routes",
+        "last_decision",
+        "node_id",
+    )
+
+    def __init__(
+        self,
+        routes: Sequence[Route],
+        classifier: Any = None,
+        fallback: Any = None,
+        name: str = "router",
+        *,
+        node_id: str | None = None,
+    ) -> None:
+        routes = tuple(routes)
+        if not routes:
+            raise ValueError(f"router {name!r} needs at least one route")
+        by_key: dict[str, Route] = {}
+        for route in routes:
+            if not isinstance(route, Route):  # pyright: ignore[reportUnnecessaryIsInstance]
+                raise TypeError(f"router {name!r}: expected Route, got {type(route).__name__}")
+            key = normalize_route_name(route.name)
+            if key in by_key:
+                raise ValueError(
+                    f"router {name!r}: duplicate route name {route.name!r} "
+                    f"(same as {by_key[key].name!r} after strip + casefold)"
+                )
+            by_key[key] = route
+        if classifier is None and all(r.condition is None for r in routes):
+            raise ValueError(f"router {name!r} needs a classifier or at least one route condition")
+        self._routes = routes
+        self._by_key = by_key
+        self._classifier: Step | None = None
+        if classifier is not None:
+            self._classifier = coerce_step(classifier, name=f"{name}.classifier")
+        self._fallback: Step | None = None if fallback is None else coerce_step(fallback)
+        self._name = name
+        self.node_id = node_id
+        self.last_decision: RouteDecision | None = None
+        """The most recent decision of this router (None before the first run)."""
+
+    @property
+    def step_name(self) -> str:
+        return self._name
+
+    @property
+    def routes(self) -> tuple[Route, ...]:
+        return self._routes
+
+    @property
+    def classifier(self) -> Step | None:
+        """The classifier as a step, or None."""
+        return self._classifier
+
+    @property
+    def fallback(self) -> Step | None:
+        return self._fallback
+
+    async def execute(self, input_data: Any) -> Any:
+        """Same as `run`."""
+        return (await self.run_with_decision(input_data))[0]
+
+    async def run(self, input_data: Any) -> Any:
+        """Choose a route for `input_data`, run it and return its output.
+
+        Raises:
+            RouterError: nothing matched and there is no fallback, or a condition raised.
+        """
+        return (await self.run_with_decision(input_data))[0]
+
+    async def run_with_decision(self, input_data: Any) -> tuple[Any, RouteDecision]:
+        """Like `run`, also returning the `RouteDecision` made for this input."""
+        trace = get_trace()
+        if trace is None:
+            return await self._run(input_data, None)
+        return await run_in_span(
+            trace, "router", self._name, self.node_id, input_data, self._run, _output_of
+        )
+
+    async def _run(self, input_data: Any, span: Span | None) -> tuple[Any, RouteDecision]:
+        step, decision = await self._decide(input_data, span)
+        return await step.execute(input_data), decision
+
+    async def _decide(self, input_data: Any, span: Span | None) -> tuple[Step, RouteDecision]:
+        cause: Exception | None = None
+        if self._classifier is not None:
+            raw: Any = None
+            try:
+                raw = await self._classifier.execute(input_data)
+            except Exception as exc:
+                cause = exc
+                reason: FallbackReason = "classifier_error"
+            else:
+                name = route_name_of(raw)
+                key = None if name is None else normalize_route_name(name)
+                if not key:
+                    reason = "empty_output"
+                elif (route := self._by_key.get(key)) is None:
+                    reason = "unknown_route"
+                else:
+                    return route.step, self._decided(
+                        RouteDecision(route.name, raw, False, None), span
+                    )
+        else:
+            raw = None
+            reason = "no_condition_matched"
+            for route in self._routes:
+                if route.condition is None:
+                    continue
+                try:
+                    hit = await call_maybe_async(route.condition, input_data)
+                except Exception as exc:
+                    raise RouterError(
+                        f"router {self._name!r}: the condition of route {route.name!r} raised "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
+                if hit:
+                    return route.step, self._decided(
+                        RouteDecision(route.name, None, False, None), span
+                    )
+        error = None if cause is None else f"{type(cause).__name__}: {cause}"
+        if self._fallback is not None:
+            decision = RouteDecision(None, raw, True, reason, error)
+            return self._fallback, self._decided(decision, span)
+        self._decided(RouteDecision(None, raw, False, reason, error), span)
+        raise RouterError(self._no_match_message(raw, reason, error)) from cause
+
+    def _decided(self, decision: RouteDecision, span: Span | None) -> RouteDecision:
+        self.last_decision = decision
+        if span is not None:
+            span.attributes.update(decision.to_attributes())
+        return decision
+
+    def _no_match_message(self, raw: Any, reason: FallbackReason, error: str | None) -> str:
+        names = ", ".join(repr(r.name) for r in self._routes)
+        what = {
+            "unknown_route": f"the classifier answered {raw!r}, which names no route",
+            "empty_output": f"the classifier answered nothing ({raw!r})",
+            "classifier_error": f"the classifier raised {error}",
+            "no_condition_matched": "no route condition was true",
+        }[reason]
+        return f"router {self._name!r}: no route matched: {what} (routes: {names}; no fallback)"
+
+    def __repr__(self) -> str:
+        return f"Router({self._name!r}, {len(self._routes)} routes)"
+
+
+def _output_of(result: tuple[Any, RouteDecision]) -> Any:
+    return result[0]
