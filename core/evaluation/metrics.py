@@ -1,0 +1,278 @@
+"""Metric records: gold examples, per-example metric bundles, weights and scalarization.
+
+A candidate topology is evaluated on gold examples (`GoldExample`); each example (or each trial
+of it) yields one `MetricBundle`. Bundles are scalarized with `MetricWeights` and a candidate's
+aggregate score is the mean of its scalarized bundles (semantics section 8).
+
+Validity (field case F7): a bundle whose metrics are NaN or infinite, or out of their range
+(accuracy outside [0, 1], a negative cost or latency), or whose evaluation was marked
+`status="invalid"`, is invalid. `bundle_invalid_reason` says why, with a short code first
+(`"non_finite_metric: accuracy is nan"`); an invalid bundle makes the whole evaluation invalid,
+which keeps it off the Pareto front and out of every "best" query. The records themselves accept
+such values (an evaluation never raises per example): validity is a query, not a construction
+error.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal, TypeAlias, cast
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "BundleStatus",
+    "GoldExample",
+    "MetricBundle",
+    "MetricWeights",
+    "ScoreFn",
+    "aggregate_score",
+    "bundle_invalid_reason",
+    "is_valid",
+    "scalarize",
+]
+
+_CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+BundleStatus: TypeAlias = Literal["ok", "error", "degenerate", "invalid"]
+"""How one example's evaluation went.
+
+- `"ok"`: the topology produced an output and it was scored.
+- `"error"`: the topology raised; `accuracy` is 0 and `error` holds the message. A failure,
+  counted apart from wrong answers, but not an invalid measurement.
+- `"degenerate"`: the output was blank (empty or whitespace text, `None`); scored as usual
+  (normally 0). Also a failure, not an invalid measurement.
+- `"invalid"`: the measurement cannot be trusted (the score function returned NaN or raised, a
+  cost came out infinite, ...): the whole evaluation is invalid.
+"""
+
+
+class GoldExample(BaseModel):
+    """One gold example: an input, optionally the expected output and a rubric."""
+
+    model_config = _CONFIG
+
+    input: Any
+    """What the topology is run on (any value, e.g. a question string or a Pydantic model)."""
+    expected: Any = None
+    """The reference answer the score function compares against, if any."""
+    rubric: str | None = None
+    """Grading instructions for a judge-based score function, if any."""
+    weight: float = Field(default=1.0, ge=0.0, allow_inf_nan=False)
+    """Relative weight of this example in weighted aggregates (>= 0, finite)."""
+    id: str | None = None
+    """A stable identifier (cache keys, traces, storage), e.g. `"gsm8k-test-0042"`."""
+
+
+ScoreFn: TypeAlias = Callable[[Any, GoldExample], float | Awaitable[float]]
+"""A score function `(output, example) -> float in [0, 1]`, sync or async.
+
+It compares a topology's output with the example (usually `example.expected`). Returning NaN,
+infinity or a value outside [0, 1] marks the measurement invalid (F7); it is never clamped.
+"""
+
+
+def _copy_raw(value: Any) -> Any:
+    # never share the caller's dict (nor its nested lists/dicts); fall back to a shallow copy for
+    # values that cannot be deep-copied (locks, clients, ...).
+    if not isinstance(value, dict):
+        return value
+    original = cast(dict[Any, Any], value)
+    try:
+        return copy.deepcopy(original)
+    except Exception:
+        return dict(original)
+
+
+class MetricBundle(BaseModel):
+    """The metrics of one evaluation of a candidate on one example (or one example's trials).
+
+    The first eight fields are the contract's (semantics section 8); `status`, `error`,
+    `input_tokens` and `output_tokens` carry what the evaluator records per example. NaN and
+    infinite values are accepted and make the bundle invalid (see `bundle_invalid_reason`);
+    `model_dump_json` writes them as the JSON constants `NaN` / `Infinity`, which
+    `model_validate_json` reads back.
+    """
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", use_attribute_docstrings=True, ser_json_inf_nan="constants"
+    )
+
+    accuracy: float
+    """Score in [0, 1] from the score function (mean over trials when `n_trials` > 1)."""
+    cost_usd: float = 0.0
+    """Priced model usage of the run, USD, every model call and retry included."""
+    latency_ms: float = 0.0
+    """Latency of the run, ms (model time where models report it, else wall time)."""
+    confidence: float | None = None
+    """Optional confidence in [0, 1] (e.g. self-reported); None when not measured."""
+    robustness: float | None = None
+    """Optional robustness score (e.g. agreement across perturbed inputs); None when not
+    measured."""
+    raw: dict[str, Any] = Field(default_factory=dict[str, Any])
+    """Free-form extras (output summary, per-trial scores, ...). Deep-copied on construction;
+    keep it JSON-like so it can be stored."""
+    n_trials: int = Field(default=1, ge=1)
+    """How many repeated runs the metrics summarize."""
+    stdev: float | None = None
+    """Standard deviation of the accuracy over the trials, when `n_trials` > 1."""
+    status: BundleStatus = "ok"
+    """`"ok"`, `"error"` (raised), `"degenerate"` (blank output) or `"invalid"` (untrustworthy
+    measurement); see `BundleStatus`."""
+    error: str | None = None
+    """The error message or the reason, when `status` is not `"ok"`."""
+    input_tokens: int = Field(default=0, ge=0)
+    """Prompt tokens over every model call of the run."""
+    output_tokens: int = Field(default=0, ge=0)
+    """Completion tokens over every model call of the run."""
+
+    @field_validator("raw", mode="before")
+    @classmethod
+    def _copy_raw_field(cls, value: Any) -> Any:
+        return _copy_raw(value)
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.input_tokens + self.output_tokens
+
+    @property
+    def failed(self) -> bool:
+        """True when the run raised or its output was blank (`status` error or degenerate)."""
+        return self.status in ("error", "degenerate")
+
+
+class MetricWeights(BaseModel):
+    """Weights that scalarize a `MetricBundle` into one number (higher is better).
+
+    Defaults are the contract's: one accuracy point is worth 10 cents per example, or 50 s of
+    latency (`1.0 / 0.00002 ms`).
+    """
+
+    model_config = _CONFIG
+
+    accuracy: float = Field(default=1.0, allow_inf_nan=False)
+    """Weight of accuracy (in [0, 1])."""
+    cost_usd: float = Field(default=-10.0, allow_inf_nan=False)
+    """Weight of cost, per USD (negative: cheaper is better)."""
+    latency_ms: float = Field(default=-0.00002, allow_inf_nan=False)
+    """Weight of latency, per ms (negative: faster is better)."""
+    confidence: float = Field(default=0.1, allow_inf_nan=False)
+    """Weight of confidence, applied only when the bundle has one."""
+    robustness: float = Field(default=0.2, allow_inf_nan=False)
+    """Weight of robustness, applied only when the bundle has one."""
+
+
+def scalarize(bundle: MetricBundle, weights: MetricWeights | None = None) -> float:
+    """Weighted sum of a bundle's metrics; absent optional dimensions are skipped.
+
+    `accuracy`, `cost_usd` and `latency_ms` always count; `confidence` and `robustness` count
+    only when not None (an absent dimension neither helps nor hurts).
+
+    Args:
+        bundle: the metrics.
+        weights: the weights; `MetricWeights()` when None.
+
+    Returns:
+        The score. NaN or infinite metrics propagate (the result is then not finite); check
+        `is_valid(bundle)` to tell why.
+    """
+    w = weights if weights is not None else MetricWeights()
+    total = w.accuracy * bundle.accuracy + w.cost_usd * bundle.cost_usd
+    total += w.latency_ms * bundle.latency_ms
+    if bundle.confidence is not None:
+        total += w.confidence * bundle.confidence
+    if bundle.robustness is not None:
+        total += w.robustness * bundle.robustness
+    return float(total)
+
+
+def _describe(value: float) -> str:
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def bundle_invalid_reason(bundle: MetricBundle) -> str | None:
+    """Why a bundle's measurement is invalid, or None when it is valid.
+
+    The reason starts with a code, then `": "` and details:
+
+    - `invalid_example: <error>` when `status == "invalid"`;
+    - `non_finite_metric: <field> is nan|inf|-inf` for accuracy, cost_usd, latency_ms,
+      confidence, robustness or stdev (F7);
+    - `out_of_range_metric: <field> <value> outside <range>` for accuracy or confidence outside
+      [0, 1], or a negative cost_usd, latency_ms or stdev.
+
+    `"error"` and `"degenerate"` bundles are valid measurements (failures, scored 0).
+    """
+    if bundle.status == "invalid":
+        return f"invalid_example: {bundle.error or 'marked invalid by the evaluator'}"
+    values: list[tuple[str, float | None]] = [
+        ("accuracy", bundle.accuracy),
+        ("cost_usd", bundle.cost_usd),
+        ("latency_ms", bundle.latency_ms),
+        ("confidence", bundle.confidence),
+        ("robustness", bundle.robustness),
+        ("stdev", bundle.stdev),
+    ]
+    for name, value in values:
+        if value is not None and not math.isfinite(value):
+            return f"non_finite_metric: {name} is {_describe(value)}"
+    for name, value, low, high in (
+        ("accuracy", bundle.accuracy, 0.0, 1.0),
+        ("confidence", bundle.confidence, 0.0, 1.0),
+        ("cost_usd", bundle.cost_usd, 0.0, math.inf),
+        ("latency_ms", bundle.latency_ms, 0.0, math.inf),
+        ("stdev", bundle.stdev, 0.0, math.inf),
+    ):
+        if value is not None and not low <= value <= high:
+            where = f"[{low:g}, {high:g}]" if math.isfinite(high) else f">= {low:g}"
+            return f"out_of_range_metric: {name} {value!r} outside {where}"
+    return None
+
+
+def is_valid(bundle: MetricBundle) -> bool:
+    """True when the bundle's measurement is trustworthy (see `bundle_invalid_reason`)."""
+    return bundle_invalid_reason(bundle) is None
+
+
+def aggregate_score(
+    bundles: Sequence[MetricBundle],
+    weights: MetricWeights | None = None,
+    example_weights: Sequence[float] | None = None,
+) -> float:
+    """A candidate's aggregate score: the mean of its scalarized bundles (semantics section 8).
+
+    Args:
+        bundles: one bundle per example.
+        weights: metric weights; `MetricWeights()` when None.
+        example_weights: optional per-example weights (e.g. `GoldExample.weight`), same length
+            as `bundles`, each >= 0; the mean is then weighted. None: plain mean.
+
+    Returns:
+        The (weighted) mean; NaN when there are no bundles or the weights sum to 0 (nothing was
+        measured: an invalid score). Non-finite metrics propagate.
+
+    Raises:
+        ValueError: `example_weights` has the wrong length or a negative or non-finite weight.
+    """
+    scores = [scalarize(b, weights) for b in bundles]
+    if example_weights is None:
+        return _sum(scores) / len(scores) if scores else math.nan
+    ws = [float(x) for x in example_weights]
+    if len(ws) != len(scores):
+        raise ValueError(f"example_weights has {len(ws)} values for {len(scores)} bundles")
+    if any(not math.isfinite(x) or x < 0 for x in ws):
+        raise ValueError("example_weights must be finite and >= 0")
+    total = math.fsum(ws)
+    if total == 0:
+        return math.nan
+    return _sum([w * s for w, s in zip(ws, scores, strict=True)]) / total
+
+
+def _sum(values: list[float]) -> float:
+    # exact when finite; `math.fsum` raises on inf + -inf, where a plain sum gives NaN
+    if all(math.isfinite(v) for v in values):
+        return math.fsum(values)
+    return float(sum(values))
