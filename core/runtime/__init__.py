@@ -1,5 +1,13 @@
 """The four runtime primitives (Pipeline, Parallel, Router, RefinementLoop), steps and tracing."""
 
+from core.runtime.loop import (
+    EvalResult,
+    ExitReason,
+    IterationRecord,
+    LoopResult,
+    RefinementLoop,
+    as_eval_result,
+)
 from core.runtime.parallel import MergeFn, MergeStrategy, Parallel, ParallelResult
 from core.runtime.pipeline import (
     ErrorStrategy,
@@ -21,8 +29,12 @@ from core.runtime.tracing import ModelUsage, Span, Trace, capture_trace, current
 __all__ = [
     "AgentStep",
     "ErrorStrategy",
+    "EvalResult",
+    "ExitReason",
     "FallbackReason",
     "FunctionStep",
+    "IterationRecord",
+    "LoopResult",
     "MergeFn",
     "MergeStrategy",
     "ModelUsage",
@@ -31,6 +43,7 @@ __all__ = [
     "Pipeline",
     "PipelineEvent",
     "PipelineEventType",
+    "RefinementLoop",
     "Route",
     "RouteDecision",
     "Router",
@@ -38,6 +51,7 @@ __all__ = [
     "Step",
     "StepConfig",
     "Trace",
+    "as_eval_result",
     "capture_trace",
     "coerce_step",
     "current_trace",
