@@ -1,0 +1,174 @@
+"""Parsing specs with structural limits checked before deep parsing (semantics section 6, F1).
+
+`parse_topology` / `parse_operation` accept JSON text (str or bytes), a mapping, or an already
+built node, and return a validated spec. The order is fixed so that no input, however deep,
+reaches a recursive parser before the limits are checked:
+
+1. JSON text is pre-scanned (iteratively, strings skipped) for container nesting deeper than any
+   spec within `max_depth` can have (`3 * max_depth + 2` containers);
+2. the decoded data is walked iteratively: node count (`max_nodes`) and spec depth (`max_depth`,
+   section 6: 0 for an atomic step, 1 + the deepest child for a composite) are checked, and a
+   plain copy is made;
+3. only then does Pydantic validate the copy (`validate_python`, never `validate_json`, whose
+   parser has its own recursion limit and message).
+
+Errors: `SpecLimitError` (names the limit, its value and the JSON path, e.g.
+`$.steps[0].operation.step.steps[1]`) or `SpecError` (one `(path, message)` per problem in
+`.errors`). Nothing else escapes, whatever the input.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import cache
+from typing import Any, cast
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from core.errors import SpecError, SpecLimitError
+from core.ir._paths import spec_error_from_validation
+from core.ir._scan import check_instance_limits, normalize_raw, scan_json_text
+from core.ir.models import COMPOSITE_KINDS, NODE_TYPES, AnyNode, OperationSpec, TopologySpec
+
+__all__ = [
+    "DEFAULT_MAX_DEPTH",
+    "DEFAULT_MAX_NODES",
+    "MAX_DEPTH_CEILING",
+    "SpecLimits",
+    "check_limits",
+    "parse_operation",
+    "parse_topology",
+]
+
+DEFAULT_MAX_DEPTH = 8
+"""Default `SpecLimits.max_depth`: eight nested composites is far beyond any useful topology
+(the meta search's genes default to 4) and small enough for a designer's debug retry to fix."""
+DEFAULT_MAX_NODES = 200
+"""Default `SpecLimits.max_nodes`: nodes of all six kinds, counted over the whole tree."""
+MAX_DEPTH_CEILING = 64
+"""The largest `max_depth` allowed. pydantic-core has a fixed recursion guard (255 nested
+definitions/containers): it validates a chain of pipelines at most 126 deep and dumps one to JSON
+at most 84 deep (measured with pydantic 2.13). 64 keeps every spec that passes the limits
+serializable, with room left for the models that embed a spec (a design, an archive entry)."""
+
+
+class SpecLimits(BaseModel):
+    """Structural limits checked before a spec is deep-parsed.
+
+    Depth is the section-6 depth: 0 for an atomic step, 1 + the deepest child for a composite, so
+    a pipeline of agent steps has depth 1 (classifiers and evaluators add none).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=1, le=MAX_DEPTH_CEILING)
+    """Maximum spec depth (default 8, at most `MAX_DEPTH_CEILING` = 64)."""
+    max_nodes: int = Field(default=DEFAULT_MAX_NODES, ge=1, le=100_000)
+    """Maximum number of nodes of any kind (default 200)."""
+
+
+@cache
+def _topology_adapter() -> TypeAdapter[TopologySpec]:
+    return TypeAdapter(TopologySpec)
+
+
+@cache
+def _operation_adapter() -> TypeAdapter[OperationSpec]:
+    return TypeAdapter(OperationSpec)
+
+
+def _decode(data: str | bytes | bytearray, limits: SpecLimits) -> Any:
+    if isinstance(data, bytes | bytearray):
+        try:
+            text = bytes(data).decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise SpecError(
+                f"invalid spec: not UTF-8 text ({exc.reason} at byte {exc.start})",
+                [("$", f"not UTF-8 text ({exc.reason} at byte {exc.start})")],
+            ) from None
+    else:
+        text = data
+    scan_json_text(text, max_depth=limits.max_depth)
+    try:
+        return json.loads(text)
+    except RecursionError:  # pragma: no cover - the pre-scan caps nesting well below this
+        raise SpecLimitError(
+            f"JSON nesting too deep for max_depth={limits.max_depth}",
+            limit="max_depth",
+            value=limits.max_depth,
+            path="$",
+        ) from None
+    except ValueError as exc:  # JSONDecodeError, and int-conversion limits
+        raise SpecError(f"invalid JSON: {exc}", [("$", f"invalid JSON: {exc}")]) from None
+
+
+def check_limits(spec: AnyNode, limits: SpecLimits | None = None) -> None:
+    """Check an already-built spec against `limits` (default `SpecLimits()`).
+
+    Raises:
+        SpecLimitError: names the limit and the JSON path where it is crossed.
+    """
+    lim = limits or SpecLimits()
+    check_instance_limits(spec, max_depth=lim.max_depth, max_nodes=lim.max_nodes)
+
+
+def _parse(data: Any, limits: SpecLimits | None, *, topology: bool) -> Any:
+    lim = limits or SpecLimits()
+    what = "topology spec" if topology else "operation spec"
+    if isinstance(data, NODE_TYPES):
+        node: AnyNode = data
+        if topology and node.node_kind not in COMPOSITE_KINDS:
+            msg = (
+                f"a topology must be a composite ({', '.join(COMPOSITE_KINDS)}), got the atomic "
+                f"kind {node.node_kind!r}"
+            )
+            raise SpecError(f"invalid {what}: {msg}", [("$", msg)])
+        check_limits(node, lim)
+        return node
+    if isinstance(data, str | bytes | bytearray):
+        data = _decode(data, lim)
+    if not isinstance(data, Mapping):
+        msg = f"a spec must be a JSON object, got {type(data).__name__}"
+        raise SpecError(f"invalid {what}: {msg}", [("$", msg)])
+    raw = normalize_raw(
+        cast(Mapping[str, Any], data), max_depth=lim.max_depth, max_nodes=lim.max_nodes
+    )
+    adapter = _topology_adapter() if topology else _operation_adapter()
+    try:
+        return adapter.validate_python(raw)
+    except ValidationError as exc:
+        raise spec_error_from_validation(exc, raw, what=what, topology=topology) from None
+
+
+def parse_topology(
+    data: str | bytes | Mapping[str, Any] | BaseModel, limits: SpecLimits | None = None
+) -> TopologySpec:
+    """Parse and validate a whole topology (one of the four composites).
+
+    Args:
+        data: JSON text (str, or UTF-8 bytes), a mapping, or an already-built spec (checked
+            against the limits and returned as is).
+        limits: structural limits; default `SpecLimits()` (depth 8, 200 nodes).
+
+    Returns:
+        The validated `TopologySpec`.
+
+    Raises:
+        SpecLimitError: too deep or too many nodes (names the limit and the JSON path).
+        SpecError: anything else (invalid JSON, unknown kind, a field out of range, ...), with
+            one `(json_path, message)` per problem in `.errors`.
+    """
+    return cast(TopologySpec, _parse(data, limits, topology=True))
+
+
+def parse_operation(
+    data: str | bytes | Mapping[str, Any] | BaseModel, limits: SpecLimits | None = None
+) -> OperationSpec:
+    """Parse and validate any node (atomic or composite); see `parse_topology`.
+
+    Raises:
+        SpecLimitError: too deep or too many nodes.
+        SpecError: anything else.
+    """
+    return cast(OperationSpec, _parse(data, limits, topology=False))

@@ -1,0 +1,395 @@
+"""The IR: frozen Pydantic models of an agent topology (semantics section 6).
+
+A topology is a tree of *operation* nodes, discriminated on `kind`:
+
+| kind              | model                 | children (step positions)                    |
+|-------------------|-----------------------|----------------------------------------------|
+| `agent_step`      | `AgentStepSpec`       | -                                            |
+| `function_step`   | `FunctionStepSpec`    | -                                            |
+| `pipeline`        | `PipelineSpec`        | `steps[i].operation`                         |
+| `parallel`        | `ParallelSpec`        | `steps[i]`                                   |
+| `router`          | `RouterSpec`          | `routes[i].step`, then `fallback_step`       |
+| `refinement_loop` | `RefinementLoopSpec`  | `step`                                       |
+
+`OperationSpec` is the union of all six (any step position); `TopologySpec` is the union of the
+four composites (a whole topology). Classifiers and evaluators are not step positions: they are
+an inline `AgentSpec` or a registered name.
+
+Rules enforced here (so every spec object is valid, however it was built):
+
+- every model is frozen and rejects unknown fields;
+- `AgentStepSpec` has exactly one of `agent_name` / `inline_spec`;
+- a router has a classifier or at least one route with a `condition_name`, and its route names
+  are unique after stripping whitespace and case-folding (the rule the runtime router matches
+  classifier output with, so two routes can never be ambiguous);
+- numeric ranges: `max_retries >= 0`, `max_iterations >= 1`, `convergence_window >= 1`,
+  thresholds `>= 0`, timeouts `> 0` (seconds); no NaN or infinity anywhere;
+- node `id`s are unique within a topology (checked at every composite, so the check also holds
+  at the top).
+
+Serialization always writes `kind` (first), whatever `model_dump` options are used, so a dump can
+always be parsed back; JSON round trips are equal.
+
+Depth and size limits are not model rules: they are enforced before deep parsing by
+`core.ir.parse_topology` (see `core.ir.limits`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+from pydantic.config import JsonDict
+
+__all__ = [
+    "ATOMIC_KINDS",
+    "COMPOSITE_KINDS",
+    "KINDS",
+    "NODE_TYPES",
+    "AnyNode",
+    "AgentSpec",
+    "AgentStepSpec",
+    "FunctionStepSpec",
+    "OperationSpec",
+    "ParallelSpec",
+    "PipelineSpec",
+    "PipelineStepEntry",
+    "RefinementLoopSpec",
+    "RouteSpec",
+    "RouterSpec",
+    "StepConfigSpec",
+    "TopologySpec",
+    "child_slots",
+    "walk",
+]
+
+ATOMIC_KINDS: tuple[str, ...] = ("agent_step", "function_step")
+"""The atomic node kinds (no children)."""
+COMPOSITE_KINDS: tuple[str, ...] = ("pipeline", "parallel", "router", "refinement_loop")
+"""The composite node kinds (a whole topology is one of these)."""
+KINDS: tuple[str, ...] = ATOMIC_KINDS + COMPOSITE_KINDS
+"""Every node kind, atomic first."""
+
+_CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+Name = Annotated[str, Field(min_length=1, pattern=r"\S")]
+"""A non-blank name (at least one non-space character)."""
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+"""A positive, finite duration in seconds."""
+Threshold = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+"""A non-negative, finite threshold."""
+
+
+def _require_kind(schema: JsonDict) -> None:
+    """JSON-schema hook: `kind` is required in the schema (it is the discriminator)."""
+    required = schema.get("required")
+    names: list[str] = [str(r) for r in required] if isinstance(required, list) else []
+    if "kind" not in names:
+        schema["required"] = ["kind", *names]
+
+
+class AgentSpec(BaseModel):
+    """An inline agent definition (for `AgentStepSpec.inline_spec`, router classifiers, loop
+    evaluators).
+
+    Deliberately small: a model, instructions, an optional name, and which output shape the
+    agent must produce. Turning it into an agent is the caller's `agent_factory`'s job (see
+    `core.hydrate`); inline agents are refused at hydration unless the caller enables them.
+    """
+
+    model_config = _CONFIG
+
+    model: Name
+    """The model as `"provider:model"`, e.g. `"openai:gpt-4o-mini"` (any pydantic-ai model string)."""
+    instructions: str = ""
+    """The agent's instructions (system prompt)."""
+    name: Name | None = None
+    """The agent's name (used as the step name in traces), or None."""
+    output: Literal["text", "route", "eval"] = "text"
+    """Output shape: free `"text"`, a `"route"` name (classifiers), or an `"eval"` result with
+    `passed`, `feedback`, `score` (loop evaluators)."""
+
+
+class _Node(BaseModel):
+    """Base of every operation node: the optional `id` and the `kind`-keeping serializer."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", use_attribute_docstrings=True, json_schema_extra=_require_kind
+    )
+
+    id: Name | None = None
+    """Optional node id, unique within a topology; used by traces, diffs and the studio."""
+
+    @property
+    def node_kind(self) -> str:
+        """The node's `kind` (every subclass has a `kind` literal field)."""
+        kind: str = getattr(self, "kind")  # noqa: B009 (declared on each subclass)
+        return kind
+
+    @model_serializer(mode="wrap")
+    def _serialize_with_kind(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Serialize as usual, then put `kind` first even if dump options excluded it."""
+        data: dict[str, Any] = handler(self)
+        out: dict[str, Any] = {"kind": self.node_kind}
+        for key, value in data.items():
+            if key != "kind":
+                out[key] = value
+        return out
+
+
+class AgentStepSpec(_Node):
+    """Run an agent: a registered one (`agent_name`) or an inline definition (`inline_spec`)."""
+
+    kind: Literal["agent_step"] = "agent_step"
+    """Discriminator."""
+    agent_name: Name | None = None
+    """Name of an agent in the agent registry (exactly one of this and `inline_spec`)."""
+    inline_spec: AgentSpec | None = None
+    """An inline agent definition (exactly one of this and `agent_name`)."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> AgentStepSpec:
+        if (self.agent_name is None) == (self.inline_spec is None):
+            raise ValueError("an agent step needs exactly one of agent_name and inline_spec")
+        return self
+
+
+class FunctionStepSpec(_Node):
+    """Run a registered callable `fn(input) -> output` (sync or async)."""
+
+    kind: Literal["function_step"] = "function_step"
+    """Discriminator."""
+    callable_name: Name
+    """Name of a callable in the callable registry."""
+    name: Name | None = None
+    """The step name; default the callable's name."""
+
+
+class StepConfigSpec(BaseModel):
+    """How a pipeline treats one step's failure (runtime `StepConfig`)."""
+
+    model_config = _CONFIG
+
+    name: str = ""
+    """Display name of the step in pipeline events ("" = the step's own name)."""
+    on_error: Literal["stop", "skip", "retry"] = "stop"
+    """`stop` raises, `skip` passes the step's input on, `retry` tries again."""
+    max_retries: int = Field(default=1, ge=0)
+    """Extra attempts with `on_error="retry"` (so up to `max_retries + 1` attempts)."""
+
+
+class PipelineStepEntry(BaseModel):
+    """One pipeline position: an operation and its optional error-handling config."""
+
+    model_config = _CONFIG
+
+    operation: OperationSpec
+    """The step at this position."""
+    config: StepConfigSpec | None = None
+    """Error handling for this step; None = the runtime default (stop)."""
+
+
+class PipelineSpec(_Node):
+    """Run steps in order, each output feeding the next step."""
+
+    kind: Literal["pipeline"] = "pipeline"
+    """Discriminator."""
+    steps: list[PipelineStepEntry] = Field(min_length=1)
+    """The steps in order (at least one)."""
+    name: Name = "pipeline"
+    """The pipeline's name."""
+
+    @model_validator(mode="after")
+    def _ids(self) -> PipelineSpec:
+        _check_unique_ids(self)
+        return self
+
+
+class ParallelSpec(_Node):
+    """Run steps concurrently on the same input and merge their outputs."""
+
+    kind: Literal["parallel"] = "parallel"
+    """Discriminator."""
+    steps: list[OperationSpec] = Field(min_length=1)
+    """The branches, in order (at least one)."""
+    merge: Name = "collect_all"
+    """Merge: a built-in (`collect_all`, `first_wins`, `fastest`) or a registered callable name."""
+    timeout: Seconds | None = None
+    """One wall-clock budget for the whole group, in seconds; None = no limit."""
+    name: Name = "parallel"
+    """The parallel group's name."""
+
+    @model_validator(mode="after")
+    def _ids(self) -> ParallelSpec:
+        _check_unique_ids(self)
+        return self
+
+
+class RouteSpec(BaseModel):
+    """One router branch."""
+
+    model_config = _CONFIG
+
+    name: Name
+    """The route name a classifier answers with (matched after strip + case-fold)."""
+    step: OperationSpec
+    """The step this route runs."""
+    condition_name: Name | None = None
+    """Registered predicate `input -> bool` (used only when the router has no classifier)."""
+
+
+class RouterSpec(_Node):
+    """Run exactly one route, chosen by a classifier or by route conditions."""
+
+    kind: Literal["router"] = "router"
+    """Discriminator."""
+    routes: list[RouteSpec] = Field(min_length=1)
+    """The routes, in order (at least one; names unique after strip + case-fold)."""
+    classifier: AgentSpec | Name | None = None
+    """An inline agent, or a name (agent registry, then callable registry) that returns a route
+    name; None = first route whose condition holds."""
+    fallback_step: OperationSpec | None = None
+    """Runs when nothing matches; None = a no-match error."""
+    name: Name = "router"
+    """The router's name."""
+
+    @model_validator(mode="after")
+    def _rules(self) -> RouterSpec:
+        if self.classifier is None and all(r.condition_name is None for r in self.routes):
+            raise ValueError("a router needs a classifier or at least one route condition_name")
+        seen: dict[str, str] = {}
+        for route in self.routes:
+            key = route.name.strip().casefold()
+            if key in seen:
+                raise ValueError(
+                    f"duplicate route name {route.name!r} (same as {seen[key]!r} after strip and "
+                    "case-fold)"
+                )
+            seen[key] = route.name
+        _check_unique_ids(self)
+        return self
+
+
+class RefinementLoopSpec(_Node):
+    """Run a step, evaluate its output, update the input, until an exit condition holds."""
+
+    kind: Literal["refinement_loop"] = "refinement_loop"
+    """Discriminator."""
+    step: OperationSpec
+    """The step run on every iteration."""
+    evaluator: AgentSpec | Name
+    """An inline agent, or a name (agent registry, then callable registry) returning an
+    `EvalResult(passed, feedback, score)`."""
+    state_updater_name: Name
+    """Registered callable `(input, output, eval_result) -> next_input`."""
+    max_iterations: int = Field(default=5, ge=1)
+    """At most this many iterations."""
+    timeout: Seconds | None = None
+    """Hard deadline for the whole loop, in seconds; None = no limit."""
+    convergence_window: int | None = Field(default=None, ge=1)
+    """Exit `converged` when the last this-many scores span less than the threshold; None = off."""
+    convergence_threshold: Threshold = 0.01
+    """The score span below which the loop has converged."""
+    confidence_threshold: Threshold | None = None
+    """Exit `confident` when a score reaches this; None = off."""
+    keep_best: bool = True
+    """On a non-passing exit, return the best-scoring iteration's output."""
+    name: Name = "refinement_loop"
+    """The loop's name."""
+
+    @model_validator(mode="after")
+    def _ids(self) -> RefinementLoopSpec:
+        _check_unique_ids(self)
+        return self
+
+
+OperationSpec = Annotated[
+    AgentStepSpec
+    | FunctionStepSpec
+    | PipelineSpec
+    | ParallelSpec
+    | RouterSpec
+    | RefinementLoopSpec,
+    Field(discriminator="kind"),
+]
+"""Any node: what a step position holds."""
+
+TopologySpec = Annotated[
+    PipelineSpec | ParallelSpec | RouterSpec | RefinementLoopSpec,
+    Field(discriminator="kind"),
+]
+"""A whole topology: one of the four composites."""
+
+AnyNode = (
+    AgentStepSpec | FunctionStepSpec | PipelineSpec | ParallelSpec | RouterSpec | RefinementLoopSpec
+)
+"""The six node classes as a plain union (for type annotations)."""
+
+NODE_TYPES: tuple[type[AnyNode], ...] = (
+    AgentStepSpec,
+    FunctionStepSpec,
+    PipelineSpec,
+    ParallelSpec,
+    RouterSpec,
+    RefinementLoopSpec,
+)
+"""The six node classes, for `isinstance` checks."""
+
+for _model in (PipelineStepEntry, PipelineSpec, ParallelSpec, RouteSpec, RouterSpec):
+    _model.model_rebuild()
+RefinementLoopSpec.model_rebuild()
+
+
+def child_slots(node: AnyNode) -> list[tuple[str, AnyNode]]:
+    """The node's children in document order, each with its JSON-path suffix.
+
+    Example: a pipeline with two steps gives `[(".steps[0].operation", a), (".steps[1].operation",
+    b)]`; a router gives its route steps, then `(".fallback_step", f)` if set.
+    """
+    if isinstance(node, PipelineSpec):
+        return [(f".steps[{i}].operation", e.operation) for i, e in enumerate(node.steps)]
+    if isinstance(node, ParallelSpec):
+        return [(f".steps[{i}]", s) for i, s in enumerate(node.steps)]
+    if isinstance(node, RouterSpec):
+        out: list[tuple[str, AnyNode]] = [
+            (f".routes[{i}].step", r.step) for i, r in enumerate(node.routes)
+        ]
+        if node.fallback_step is not None:
+            out.append((".fallback_step", node.fallback_step))
+        return out
+    if isinstance(node, RefinementLoopSpec):
+        return [(".step", node.step)]
+    return []
+
+
+def walk(node: AnyNode, root_path: str = "$") -> Iterator[tuple[str, AnyNode]]:
+    """Every node under (and including) `node`, pre-order, with its JSON path. Iterative."""
+    stack: list[tuple[str, AnyNode]] = [(root_path, node)]
+    while stack:
+        path, current = stack.pop()
+        yield path, current
+        children = child_slots(current)
+        for suffix, child in reversed(children):
+            stack.append((path + suffix, child))
+
+
+def _check_unique_ids(node: AnyNode) -> None:
+    """Raise ValueError naming both paths (relative to `node`) if two nodes share an id."""
+    seen: dict[str, str] = {}
+    for path, current in walk(node):
+        if current.id is None:
+            continue
+        if current.id in seen:
+            raise ValueError(
+                f"duplicate node id {current.id!r} at {seen[current.id]} and {path} "
+                "(ids must be unique within a topology)"
+            )
+        seen[current.id] = path
