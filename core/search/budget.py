@@ -1,0 +1,243 @@
+"""Budgets and stopping: when a search ends before its strategy runs out of generations.
+
+A `Budget` is a frozen record of limits; a `BudgetTracker` is the live handle a run keeps (what
+has been used, whether a limit is reached); a `StopSignal` collects the ways a person stops a run
+cleanly (a stop file, Ctrl-C, a call from another thread, e.g. the studio). All are checked by
+the search engine *between* candidate evaluations, never in the middle of one, so a stopped run
+has only complete records.
+
+What counts (the same figures `RunFinished.budget_used` reports):
+
+- `evaluations`: candidate evaluations. The seed's evaluation on the validation split counts
+  one; each proposal evaluated on a minibatch counts one (its promotion to the full validation
+  split is part of the same evaluation). Rejected and duplicate proposals count nothing: nothing
+  ran. This is the unit of `ProblemConfig.search.max_evaluations` ("the seed counts").
+- `usd`: priced model usage of everything the run needed, evaluations plus design (the meta
+  agent's calls). It is the *logical* cost: an example result that this run needs for the first
+  time counts its recorded cost even when a cache (or a resumed journal) served it, so the same
+  seed and inputs stop at the same point whatever the cache held. `usd_spent` is what this
+  process actually paid.
+- `wall_s`: seconds since the run started (a resumed run adds the recorded run's span).
+- patience: candidate evaluations in a row without a new best aggregate score on the full
+  validation split (a promoted candidate that beats the best so far resets it).
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.errors import BudgetError
+
+__all__ = ["Budget", "BudgetTracker", "StopSignal"]
+
+_CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class Budget(BaseModel):
+    """Limits on one search run; None means no limit.
+
+    A limit of zero allows no work: `validate_allows_work()` (called by the engine before
+    anything runs) raises `BudgetError` for it. The model itself accepts zero so the error is
+    the engine's clear one, not a validation error.
+    """
+
+    model_config = _CONFIG
+
+    max_evaluations: int | None = Field(default=None, ge=0)
+    """Stop before a candidate evaluation that would make more than this many (the seed counts
+    one). Never exceeded."""
+    max_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """Stop once the logical cost (evaluations plus design, USD) reaches this. Checked before
+    every design and every evaluation, so a run overshoots by at most the one step in flight."""
+    max_wall_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """Stop once the run has taken this many seconds (checked between evaluations)."""
+    patience: int | None = Field(default=None, ge=0)
+    """Stop after this many candidate evaluations in a row without a new best score on the full
+    validation split."""
+
+    def validate_allows_work(self) -> None:
+        """Raise `BudgetError` when a limit allows no work at all.
+
+        Raises:
+            BudgetError: `max_evaluations`, `max_usd`, `max_wall_s` or `patience` is 0.
+        """
+        for name in ("max_evaluations", "max_usd", "max_wall_s", "patience"):
+            value = getattr(self, name)
+            if value is not None and value == 0:
+                raise BudgetError(
+                    f"budget {name}=0 allows no work: give a positive value or None (no limit)"
+                )
+
+    @property
+    def bounded(self) -> bool:
+        """True when at least one limit is set."""
+        return any(
+            v is not None
+            for v in (self.max_evaluations, self.max_usd, self.max_wall_s, self.patience)
+        )
+
+
+class BudgetTracker:
+    """What a run has used so far, against its `Budget` (a live handle, not a record).
+
+    Args:
+        budget: the limits.
+        clock: seconds, monotonic (tests pass a fake); `time.monotonic` by default.
+        wall_offset_s: seconds already used before this process started (a resumed run).
+    """
+
+    def __init__(
+        self,
+        budget: Budget,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall_offset_s: float = 0.0,
+    ) -> None:
+        self.budget = budget
+        self._clock = clock
+        self._start = clock()
+        self._wall_offset_s = max(0.0, wall_offset_s)
+        self.evaluations = 0
+        """Candidate evaluations so far."""
+        self.example_evaluations = 0
+        """Example runs (example x trial) this run needed for the first time."""
+        self.eval_usd = 0.0
+        """Logical USD of those example runs."""
+        self.design_usd = 0.0
+        """USD of design (meta agent) calls, replayed ones included."""
+        self.usd_spent = 0.0
+        """USD this process actually paid (cache hits and replayed work excluded)."""
+        self.since_improvement = 0
+        """Candidate evaluations since the last new best."""
+
+    @property
+    def usd(self) -> float:
+        """Logical cost so far: evaluations plus design, USD."""
+        return self.eval_usd + self.design_usd
+
+    @property
+    def wall_s(self) -> float:
+        """Seconds used so far (including a resumed run's recorded span)."""
+        return self._wall_offset_s + (self._clock() - self._start)
+
+    def add_usd(self, value: float) -> float:
+        """A cost as counted: NaN (an unpriced model) counts as 0 here; it is reported apart."""
+        return value if math.isfinite(value) and value > 0 else 0.0
+
+    def exhausted(self, *, next_evaluation: bool = False) -> str | None:
+        """The reason the run must stop now, or None.
+
+        Args:
+            next_evaluation: True when asking before a candidate evaluation: then
+                `max_evaluations` is reached when one more would exceed it.
+
+        Returns:
+            e.g. `"max_evaluations reached (40)"`, `"max_usd reached (1.02 >= 1.0)"`,
+            `"max_wall_s reached"`, `"patience exhausted (10 evaluations without a new best)"`.
+        """
+        b = self.budget
+        if b.max_evaluations is not None:
+            needed = self.evaluations + (1 if next_evaluation else 0)
+            if needed > b.max_evaluations or self.evaluations >= b.max_evaluations:
+                return f"max_evaluations reached ({b.max_evaluations})"
+        if b.max_usd is not None and self.usd >= b.max_usd:
+            return f"max_usd reached ({self.usd:.6g} >= {b.max_usd:g})"
+        if b.max_wall_s is not None and self.wall_s >= b.max_wall_s:
+            return f"max_wall_s reached ({b.max_wall_s:g} s)"
+        if b.patience is not None and self.since_improvement >= b.patience:
+            return (
+                f"patience exhausted ({self.since_improvement} evaluations without a new best)"
+            )
+        return None
+
+    def used(self) -> dict[str, float]:
+        """The figures for `RunFinished.budget_used`."""
+        return {
+            "evaluations": float(self.evaluations),
+            "example_evaluations": float(self.example_evaluations),
+            "usd": self.usd,
+            "eval_usd": self.eval_usd,
+            "design_usd": self.design_usd,
+            "usd_spent": self.usd_spent,
+            "wall_s": self.wall_s,
+        }
+
+
+class StopSignal:
+    """The ways a person stops a run cleanly: a stop file, SIGINT, or `request()`.
+
+    `reason()` is checked by the engine between evaluations; the run then finishes with
+    `RunFinished(status="stopped")` and still reports its result.
+
+    - stop file: the run stops when the file exists (it is not deleted; remove it before
+      resuming).
+    - SIGINT: inside `sigint_handler()`, the first Ctrl-C requests a stop; a second one raises
+      `KeyboardInterrupt` as usual. The handler is installed only when called from the main
+      thread (Python allows signal handlers nowhere else) and the previous one is restored on
+      exit.
+    - `request(reason)`: thread-safe, e.g. from the studio's stop button.
+
+    Args:
+        stop_file: a path whose existence stops the run, or None.
+    """
+
+    def __init__(self, stop_file: str | Path | None = None) -> None:
+        self.stop_file = None if stop_file is None else Path(stop_file)
+        self._event = threading.Event()
+        self._reason = ""
+        self._lock = threading.Lock()
+
+    def request(self, reason: str = "stop requested") -> None:
+        """Ask the run to stop at its next check (thread-safe; the first reason wins)."""
+        with self._lock:
+            if not self._event.is_set():
+                self._reason = reason
+                self._event.set()
+
+    def reason(self) -> str | None:
+        """Why the run must stop (`"stop file <path>"`, `"SIGINT"`, ...), or None."""
+        if self._event.is_set():
+            return self._reason
+        if self.stop_file is not None and self.stop_file.exists():
+            self.request(f"stop file {self.stop_file}")
+            return self._reason
+        return None
+
+    def sigint_handler(self) -> _SigintGuard:
+        """A context manager installing the clean-stop SIGINT handler (main thread only)."""
+        return _SigintGuard(self)
+
+
+class _SigintGuard:
+    def __init__(self, stop: StopSignal) -> None:
+        self._stop = stop
+        self._previous: Any = None
+        self._installed = False
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self._stop.reason() is not None:
+            # second Ctrl-C: give the user their interrupt back
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt
+        self._stop.request("SIGINT")
+
+    def __enter__(self) -> _SigintGuard:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.getsignal(signal.SIGINT)
+            signal.signal(signal.SIGINT, self._handle)
+            self._installed = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous)
+            self._installed = False
