@@ -14,7 +14,14 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["CANCEL_GRACE_S", "call_maybe_async", "cancel_and_reap", "detached_count", "wait_tasks"]
+__all__ = [
+    "CANCEL_GRACE_S",
+    "call_maybe_async",
+    "cancel_and_reap",
+    "detached_count",
+    "wait_for_wakeup",
+    "wait_tasks",
+]
 
 CANCEL_GRACE_S = 0.02
 """Seconds a cancelled task gets to finish before it is detached (s)."""
@@ -50,36 +57,60 @@ async def wait_tasks(
         True if the wait ended because `timeout` passed.
 
     Raises:
-        asyncio.CancelledError: if the waiting task is cancelled; every task is then cancelled
-            and reaped (`cancel_and_reap`) before the cancellation propagates.
+        asyncio.CancelledError: if the waiting task is cancelled (see `wait_for_wakeup`).
     """
-    loop = asyncio.get_running_loop()
-    waiter: asyncio.Future[bool] = loop.create_future()
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     remaining = len(tasks)
 
     def on_done(task: asyncio.Task[Any]) -> None:
         nonlocal remaining
         remaining -= 1
         if not waiter.done() and (remaining == 0 or (stop is not None and stop(task))):
-            waiter.set_result(False)
+            waiter.set_result(None)
 
-    def on_timeout() -> None:
-        if not waiter.done():
-            waiter.set_result(True)
-
-    handle = None if timeout is None else loop.call_later(timeout, on_timeout)
     for task in tasks:
         task.add_done_callback(on_done)
     try:
-        return await waiter
+        return await wait_for_wakeup(waiter, timeout, tasks)
+    finally:
+        for task in tasks:
+            task.remove_done_callback(on_done)
+
+
+async def wait_for_wakeup(
+    waiter: asyncio.Future[None], timeout: float | None, tasks: Sequence[asyncio.Task[Any]]
+) -> bool:
+    """Wait until `waiter` gets a result (set by the caller's tasks) or `timeout` passes.
+
+    Args:
+        waiter: a future the caller's tasks resolve (with `set_result(None)`) to end the wait.
+        timeout: seconds from now, or None for no limit.
+        tasks: the tasks behind the wait, cancelled and reaped if the wait is cancelled.
+
+    Returns:
+        True if the wait ended because `timeout` passed.
+
+    Raises:
+        asyncio.CancelledError: if the waiting task is cancelled; every task is then cancelled
+            and reaped (`cancel_and_reap`) before the cancellation propagates.
+    """
+    timed_out: list[bool] = []
+
+    def on_timeout() -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+            timed_out.append(True)
+
+    handle = None if timeout is None else asyncio.get_running_loop().call_later(timeout, on_timeout)
+    try:
+        await waiter
     except BaseException:
         await cancel_and_reap(tasks)
         raise
     finally:
         if handle is not None:
             handle.cancel()
-        for task in tasks:
-            task.remove_done_callback(on_done)
+    return bool(timed_out)
 
 
 async def cancel_and_reap(

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from core.runtime._tasks import cancel_and_reap, wait_tasks
+from core.runtime._tasks import cancel_and_reap, wait_for_wakeup
 from core.runtime._trace import get_trace, run_in_span
 from core.runtime.step import Step, coerce_step
 from core.runtime.tracing import Span
@@ -159,39 +159,30 @@ class Parallel:
 
     async def _run(self, input_data: Any, span: Span | None) -> ParallelResult:
         loop = asyncio.get_running_loop()
-        tasks = [loop.create_task(step.execute(input_data)) for step in self._steps]
-        winner: list[int] = []  # fastest: the index of the first step to succeed
-        stop: Callable[[asyncio.Task[Any]], bool] | None = None
-        if self._merge is MergeStrategy.fastest:
-
-            def stop_on_success(task: asyncio.Task[Any]) -> bool:
-                if not winner and not task.cancelled() and task.exception() is None:
-                    winner.append(tasks.index(task))
-                return bool(winner)
-
-            stop = stop_on_success
-        timed_out = await wait_tasks(tasks, self._timeout, stop)
-        late = {i for i, t in enumerate(tasks) if not t.done()}
-        if late:
-            await cancel_and_reap([tasks[i] for i in late])
-        outputs: list[Any] = [None] * len(tasks)
-        errors: list[BaseException | None] = [None] * len(tasks)
-        for i, task in enumerate(tasks):
-            if i in late:
-                errors[i] = self._late_error(i, timed_out)
-            elif task.cancelled():
-                errors[i] = asyncio.CancelledError(f"{self._label(i)} was cancelled")
-            elif (exc := task.exception()) is not None:
-                errors[i] = exc
-            else:
-                outputs[i] = task.result()
+        group = _Group(len(self._steps), loop.create_future(), self._merge is MergeStrategy.fastest)
+        tasks = [
+            loop.create_task(_branch(i, step, input_data, group))
+            for i, step in enumerate(self._steps)
+        ]
+        timed_out = await wait_for_wakeup(group.waiter, self._timeout, tasks)
+        group.closed = True  # from here on, a branch's late value or error is discarded
+        outputs, errors, finished = group.outputs, group.errors, group.finished
+        if not all(finished):  # late branches, or branches cancelled from within
+            late = [i for i, task in enumerate(tasks) if not task.done()]
+            if late:
+                await cancel_and_reap([tasks[i] for i in late])
+                for i in late:
+                    errors[i] = self._late_error(i, timed_out)
+                if span is not None and timed_out:
+                    span.attributes["timed_out"] = late
+            for i in range(len(tasks)):
+                if not finished[i] and errors[i] is None:  # cancelled from within the step
+                    errors[i] = asyncio.CancelledError(f"{self._label(i)} was cancelled")
         if span is not None:
             span.attributes["errors"] = [
                 None if e is None else f"{type(e).__name__}: {e}" for e in errors
             ]
-            if timed_out:
-                span.attributes["timed_out"] = sorted(late)
-        return ParallelResult(outputs, errors, await self._merged(outputs, errors, winner))
+        return ParallelResult(outputs, errors, await self._merged(outputs, errors, group.winner))
 
     def _label(self, i: int) -> str:
         return f"step {i} ({self._steps[i].step_name!r}) of parallel {self._name!r}"
@@ -206,11 +197,11 @@ class Parallel:
         )
 
     async def _merged(
-        self, outputs: list[Any], errors: list[BaseException | None], winner: list[int]
+        self, outputs: list[Any], errors: list[BaseException | None], winner: int | None
     ) -> Any:
         merge = self._merge
         if merge is MergeStrategy.fastest:
-            return outputs[winner[0]] if winner else None
+            return None if winner is None else outputs[winner]
         if merge is MergeStrategy.first_wins:
             for out, err in zip(outputs, errors, strict=True):
                 if err is None:
@@ -230,3 +221,53 @@ class Parallel:
 
 def _merged_of(result: ParallelResult) -> Any:
     return result.merged
+
+
+class _Group:
+    """The shared state of one `Parallel` run: slots filled by the branches as they finish."""
+
+    __slots__ = (
+        "closed",
+        "errors",
+        "fastest",
+        "finished",
+        "outputs",
+        "remaining",
+        "waiter",
+        "winner",
+    )
+
+    def __init__(self, n: int, waiter: asyncio.Future[None], fastest: bool) -> None:
+        self.outputs: list[Any] = [None] * n
+        self.errors: list[BaseException | None] = [None] * n
+        self.finished: list[bool] = [False] * n
+        self.remaining = n
+        self.waiter = waiter
+        self.fastest = fastest
+        self.winner: int | None = None
+        self.closed = False
+
+
+async def _branch(i: int, step: Step, input_data: Any, group: _Group) -> None:
+    """Run one branch and fill its slot (unless the group stopped waiting for it).
+
+    Only `Exception`s are caught: a cancellation propagates, so the task ends cancelled.
+    """
+    try:
+        out = await step.execute(input_data)
+    except Exception as exc:
+        if not group.closed:
+            group.errors[i] = exc
+            group.finished[i] = True
+    else:
+        if not group.closed:
+            group.outputs[i] = out
+            group.finished[i] = True
+            if group.fastest and group.winner is None:
+                group.winner = i
+                if not group.waiter.done():
+                    group.waiter.set_result(None)
+    finally:
+        group.remaining -= 1
+        if not group.remaining and not group.waiter.done():
+            group.waiter.set_result(None)

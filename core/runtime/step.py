@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from core.agents import is_agent, render_prompt, run_agent
 from core.runtime._trace import get_trace, run_in_span
-from core.runtime.tracing import Span, record_usage
+from core.runtime.tracing import Span, end_span, record_usage, start_span
 
 __all__ = ["AgentStep", "FunctionStep", "Step", "coerce_step"]
 
@@ -84,23 +84,32 @@ class FunctionStep:
 
     async def execute(self, input_data: Any) -> Any:
         trace = get_trace()
-        if trace is not None:
-            return await run_in_span(
-                trace, "function_step", self._name, self.node_id, input_data, self._traced
-            )
-        if self._is_async:
-            return await self._fn(input_data)
-        out = self._fn(input_data)
-        if inspect.isawaitable(out):
-            return await out
-        return out
-
-    async def _traced(self, input_data: Any, span: Span, /) -> Any:
-        if self._is_async:
-            return await self._fn(input_data)
-        out = self._fn(input_data)
-        if inspect.isawaitable(out):
-            return await out
+        if trace is None:
+            if self._is_async:
+                return await self._fn(input_data)
+            out = self._fn(input_data)
+            if inspect.isawaitable(out):
+                return await out
+            return out
+        # traced: the span code is inlined (no helper coroutine) to keep tracing cheap
+        span, token = start_span(
+            trace,
+            kind="function_step",
+            name=self._name,
+            node_id=self.node_id,
+            input_value=input_data,
+        )
+        try:
+            if self._is_async:
+                out = await self._fn(input_data)
+            else:
+                out = self._fn(input_data)
+                if inspect.isawaitable(out):
+                    out = await out
+        except BaseException as exc:
+            end_span(span, token, error=exc)
+            raise
+        end_span(span, token, output=out)
         return out
 
     def __repr__(self) -> str:

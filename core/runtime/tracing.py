@@ -79,6 +79,15 @@ class ModelUsage:
         }
 
 
+def _new_usage_list() -> list[ModelUsage]:
+    # a plain function: calling `list[ModelUsage]` (a generic alias) costs ~10x a list literal
+    return []
+
+
+def _new_attributes() -> dict[str, Any]:
+    return {}
+
+
 @dataclass(slots=True)
 class Span:
     """One execution of one step.
@@ -110,8 +119,8 @@ class Span:
     end_ns: int | None = None
     input_summary: str = ""
     output_summary: str = ""
-    usage: list[ModelUsage] = field(default_factory=list[ModelUsage])
-    attributes: dict[str, Any] = field(default_factory=dict[str, Any])
+    usage: list[ModelUsage] = field(default_factory=lambda: _new_usage_list())
+    attributes: dict[str, Any] = field(default_factory=lambda: _new_attributes())
     error: str | None = None
 
     @property
@@ -183,14 +192,22 @@ def capture_trace() -> Generator[Trace]:
         _TRACE.reset(tok)
 
 
+_PLAIN_TYPES: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+
+
 def summarize(value: Any, limit: int = SUMMARY_CHARS) -> str:
     """A short one-line text of `value`: Pydantic models as JSON, others with `str`."""
-    dump = getattr(value, "model_dump_json", None)
-    try:
-        text = dump() if callable(dump) else str(value)
-    except Exception as exc:  # a summary must never break a run
-        text = f"<unprintable {type(value).__name__}: {exc}>"
-    text = str(text).replace("\n", " ")
+    if type(value) in _PLAIN_TYPES:  # fast path: no attribute lookup, cannot fail
+        text = str(value)
+    else:
+        dump = getattr(value, "model_dump_json", None)
+        try:
+            text = dump() if callable(dump) else str(value)
+        except Exception as exc:  # a summary must never break a run
+            text = f"<unprintable {type(value).__name__}: {exc}>"
+        text = str(text)
+    if "\n" in text:
+        text = text.replace("\n", " ")
     return text if len(text) <= limit else text[:limit] + "…"
 
 
@@ -211,6 +228,8 @@ def start_span(
         name=name,
         start_ns=time.perf_counter_ns(),
         input_summary=summarize(input_value),
+        usage=[],
+        attributes={},
     )
     trace.spans.append(span)
     return span, _SPAN.set(span)

@@ -1,0 +1,124 @@
+"""Runtime overhead benchmark: what Pipeline and Parallel add per step, tracing off and on.
+
+Runs a 20-step `Pipeline` and a 16-branch `Parallel` of instant async functions many times and
+prints the engine's own overhead per step execution (the total time minus the time of calling
+the same functions directly, divided by the number of step executions), with tracing off and
+on, and the on/off ratio. Targets (issue 2): <= 6 us per pipeline step and <= 5 us per
+parallel branch with tracing off; tracing on <= 2x off.
+
+Usage: `python bench/bench_runtime.py [--repeats N]`. Prints one line per measurement; the
+best of several rounds is reported to damp noise from other processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from core.runtime import Parallel, Pipeline, capture_trace
+
+N_PIPELINE_STEPS = 20
+N_PARALLEL_BRANCHES = 16
+TARGET_PIPELINE_US = 6.0
+TARGET_PARALLEL_US = 5.0
+TARGET_RATIO = 2.0
+
+
+def _make_fns(n: int) -> list[Callable[[Any], Awaitable[Any]]]:
+    def make(i: int) -> Callable[[Any], Awaitable[Any]]:
+        async def fn(x: Any) -> Any:
+            return x
+
+        fn.__name__ = f"f{i}"
+        return fn
+
+    return [make(i) for i in range(n)]
+
+
+async def _time_per_call(run: Callable[[], Awaitable[Any]], iterations: int, rounds: int) -> float:
+    """Best-of-`rounds` seconds per call of `run`."""
+    for _ in range(min(iterations, 200)):  # warm up
+        await run()
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(iterations):
+            await run()
+        best = min(best, (time.perf_counter() - start) / iterations)
+    return best
+
+
+async def _bench(iterations: int, rounds: int) -> dict[str, float]:
+    pipe_fns = _make_fns(N_PIPELINE_STEPS)
+    par_fns = _make_fns(N_PARALLEL_BRANCHES)
+    pipeline = Pipeline(pipe_fns)
+    parallel = Parallel(par_fns)
+
+    async def direct_pipeline() -> Any:
+        x = 0
+        for fn in pipe_fns:
+            x = await fn(x)
+        return x
+
+    async def direct_parallel() -> Any:
+        return [await fn(0) for fn in par_fns]
+
+    async def run_pipeline() -> Any:
+        return await pipeline.run(0)
+
+    async def run_parallel() -> Any:
+        return await parallel.run(0)
+
+    async def traced(run: Callable[[], Awaitable[Any]]) -> Any:
+        with capture_trace():
+            return await run()
+
+    async def nothing() -> Any:
+        return None
+
+    async def traced_nothing() -> Any:
+        return await traced(nothing)
+
+    base_pipe = await _time_per_call(direct_pipeline, iterations, rounds)
+    base_par = await _time_per_call(direct_parallel, iterations, rounds)
+    base_trace = await _time_per_call(traced_nothing, iterations, rounds) - await _time_per_call(
+        nothing, iterations, rounds
+    )  # the cost of opening a trace, which the evaluator pays once per example, not per step
+    pipe_off = await _time_per_call(run_pipeline, iterations, rounds)
+    pipe_on = await _time_per_call(lambda: traced(run_pipeline), iterations, rounds) - base_trace
+    par_off = await _time_per_call(run_parallel, iterations, rounds)
+    par_on = await _time_per_call(lambda: traced(run_parallel), iterations, rounds) - base_trace
+    us = 1e6
+    return {
+        "pipeline_off": (pipe_off - base_pipe) / N_PIPELINE_STEPS * us,
+        "pipeline_on": (pipe_on - base_pipe) / N_PIPELINE_STEPS * us,
+        "parallel_off": (par_off - base_par) / N_PARALLEL_BRANCHES * us,
+        "parallel_on": (par_on - base_par) / N_PARALLEL_BRANCHES * us,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=2000, help="runs per round")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds (best is kept)")
+    args = parser.parse_args()
+    r = asyncio.run(_bench(args.iterations, args.rounds))
+    rows = [
+        ("pipeline", N_PIPELINE_STEPS, "step", r["pipeline_off"], r["pipeline_on"], TARGET_PIPELINE_US),
+        ("parallel", N_PARALLEL_BRANCHES, "branch", r["parallel_off"], r["parallel_on"], TARGET_PARALLEL_US),
+    ]
+    for kind, n, unit, off, on, target in rows:
+        ratio = on / off if off > 0 else float("inf")
+        ok_off = "ok" if off <= target else "OVER"
+        ok_ratio = "ok" if ratio <= TARGET_RATIO else "OVER"
+        print(
+            f"{kind:8s} ({n} {unit}s): tracing off {off:6.2f} us/{unit} (target <= {target} us, {ok_off}); "
+            f"tracing on {on:6.2f} us/{unit}; on/off {ratio:4.2f}x (target <= {TARGET_RATIO}x, {ok_ratio})"
+        )
+
+
+if __name__ == "__main__":
+    main()
