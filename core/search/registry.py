@@ -1,0 +1,320 @@
+"""A topology registry on disk: named topologies, each an append-only history of versions.
+
+This is where an application keeps the topologies it runs, and what `apply_result` writes to
+when a search's winner is approved. Layout under the registry's root directory:
+
+```
+<root>/<name>/v000001.json        version 1's spec (plain topology JSON: `parse_topology` reads it)
+<root>/<name>/v000001.meta.json   version 1's record (`VersionRecord`: hash, time, approval, note)
+<root>/<name>/current.json        a copy of the current version's spec, for readers of one path
+<root>/<name>/.lock               locked (`flock`) while a write checks its base and writes
+```
+
+Versions are numbered 1, 2, 3, ... per name and never rewritten: `rollback(name, v)` writes a new
+version with version `v`'s spec, so history keeps every step (and every approval). The version
+files are the truth; `current.json` is a convenience copy refreshed after each write.
+
+Writes are atomic and checked (architecture, "Diffs"): `write(name, spec, base_version)` takes the
+name's lock, refuses with `StaleTargetError` unless the current version is still `base_version`
+(the version the diff was made against; `None` for a name that does not exist yet), then writes
+each file to a temporary file in the same directory, `fsync`s it and `os.replace`s it into place
+(the record first, then the spec file, whose appearance commits the version), and `fsync`s the
+directory. A reader never sees a half-written file, and two writers racing from the same base
+cannot both win: the second one sees the first one's version and is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+from collections.abc import Generator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from core.errors import ApplyError, SpecError, StaleTargetError
+from core.ir import TopologySpec, parse_topology
+from core.ir.canonical import spec_hash
+from core.ir.limits import MAX_DEPTH_CEILING, SpecLimits
+
+try:  # POSIX advisory locks; elsewhere the base check still runs, without the lock.
+    import fcntl as _fcntl
+except ImportError:  # pragma: no cover - not on Linux
+    _fcntl = None
+
+__all__ = ["Approval", "TopologyRegistry", "VersionRecord"]
+
+_CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_VERSION_RE = re.compile(r"^v(\d{6})\.json$")
+
+
+_READ_LIMITS = SpecLimits(max_depth=MAX_DEPTH_CEILING, max_nodes=100_000)
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class Approval(BaseModel):
+    """Who approved a write, when, and why (recorded with the version it made)."""
+
+    model_config = _CONFIG
+
+    by: str = Field(min_length=1)
+    """Who approved it, e.g. a user name or `"cli:alice"`."""
+    at: str = Field(default_factory=_now_iso)
+    """When, as an ISO-8601 UTC timestamp, e.g. `"2025-01-31T12:00:00+00:00"`."""
+    comment: str = ""
+    """Free text, e.g. `"run 3f2a candidate 7: +4 pts accuracy at half the cost"`."""
+
+
+class VersionRecord(BaseModel):
+    """One version of a named topology: what was written, against which base, approved by whom."""
+
+    model_config = _CONFIG
+
+    name: str
+    """The topology's name in the registry."""
+    version: int = Field(ge=1)
+    """1-based version number."""
+    spec_hash: str
+    """Canonical content hash of the spec (`core.ir.spec_hash`)."""
+    created_at: str
+    """When the version was written, ISO-8601 UTC."""
+    base_version: int | None
+    """The version it replaced (`None` for the first one)."""
+    approval: Approval | None = None
+    """The approval it was written under, if any."""
+    note: str = ""
+    """Where it came from, e.g. `"rollback to v2"` or `"run 3f2a candidate 7"`."""
+
+
+def _check_name(name: str) -> str:
+    if not _NAME_RE.match(name):
+        raise ValueError(
+            f"invalid topology name {name!r}: use letters, digits, '_', '.', '-' "
+            "(at most 128 characters, not starting with '.' or '-')"
+        )
+    return name
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):  # not every platform can open a directory
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` atomically: temp file in the same dir, fsync, `os.replace`."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def spec_to_json(spec: TopologySpec) -> str:
+    """The JSON text a registry stores for `spec` (indented, every field, ids kept)."""
+    return spec.model_dump_json(indent=2) + "\n"
+
+
+class TopologyRegistry:
+    """A directory of named topologies with versioned, atomically written JSON files.
+
+    Args:
+        root: the registry directory (created on the first write).
+        limits: limits for reading stored specs back; default the IR's ceiling (depth 64,
+            100,000 nodes), so whatever a search could produce can be read again.
+
+    A live handle over files: every call reads the disk, so two handles (or two processes) on
+    the same directory see each other's writes.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, limits: SpecLimits | None = None) -> None:
+        self.root = Path(root)
+        self.limits = limits or _READ_LIMITS
+
+    def __repr__(self) -> str:
+        return f"TopologyRegistry({str(self.root)!r})"
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        """Names with at least one version, sorted."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and self._versions(p.name))
+
+    def _versions(self, name: str) -> list[int]:
+        d = self.root / name
+        if not d.is_dir():
+            return []
+        found: list[int] = []
+        for p in d.iterdir():
+            m = _VERSION_RE.match(p.name)
+            if m:
+                found.append(int(m.group(1)))
+        return sorted(found)
+
+    def current_version(self, name: str) -> int | None:
+        """The current (highest) version of `name`, or `None` when it has none."""
+        versions = self._versions(_check_name(name))
+        return versions[-1] if versions else None
+
+    def _spec_path(self, name: str, version: int) -> Path:
+        return self.root / name / f"v{version:06d}.json"
+
+    def _meta_path(self, name: str, version: int) -> Path:
+        return self.root / name / f"v{version:06d}.meta.json"
+
+    def get(self, name: str, version: int) -> TopologySpec:
+        """Version `version` of `name`.
+
+        Raises:
+            ApplyError: no such version, or its file is not a valid spec (names the file).
+        """
+        path = self._spec_path(_check_name(name), version)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ApplyError(f"{self.root}: topology {name!r} has no version {version}") from None
+        try:
+            return parse_topology(text, self.limits)
+        except SpecError as exc:
+            raise ApplyError(f"{path}: not a valid topology spec: {exc}") from exc
+
+    def current(self, name: str) -> tuple[int, TopologySpec]:
+        """The current version of `name` and its spec.
+
+        Raises:
+            ApplyError: `name` has no version in this registry (or its file is invalid).
+        """
+        version = self.current_version(name)
+        if version is None:
+            raise ApplyError(f"{self.root}: no topology named {name!r}")
+        return version, self.get(name, version)
+
+    def record(self, name: str, version: int) -> VersionRecord:
+        """The record of one version (a minimal one if its record file is missing)."""
+        path = self._meta_path(_check_name(name), version)
+        try:
+            return VersionRecord.model_validate_json(path.read_bytes())
+        except (FileNotFoundError, ValidationError):
+            spec = self.get(name, version)
+            return VersionRecord(
+                name=name,
+                version=version,
+                spec_hash=spec_hash(spec),
+                created_at="",
+                base_version=None if version == 1 else version - 1,
+                note="(record missing)",
+            )
+
+    def history(self, name: str) -> list[VersionRecord]:
+        """Every version of `name`, oldest first (empty when it has none)."""
+        return [self.record(name, v) for v in self._versions(_check_name(name))]
+
+    # -- writing ---------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self, name: str) -> Generator[None]:
+        d = self.root / name
+        d.mkdir(parents=True, exist_ok=True)
+        with open(d / ".lock", "a+b") as fh:
+            if _fcntl is not None:
+                _fcntl.flock(fh.fileno(), _fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                if _fcntl is not None:
+                    _fcntl.flock(fh.fileno(), _fcntl.LOCK_UN)
+
+    def write(
+        self,
+        name: str,
+        spec: TopologySpec,
+        base_version: int | None,
+        *,
+        approval: Approval | None = None,
+        note: str = "",
+    ) -> VersionRecord:
+        """Write `spec` as the next version of `name`, if `name` is still at `base_version`.
+
+        Args:
+            name: the topology's name (letters, digits, `_`, `.`, `-`).
+            spec: the full, validated spec to store.
+            base_version: the version the caller's diff was made against; `None` when `name`
+                did not exist.
+            approval: who approved the write (recorded with the version).
+            note: where the spec came from (recorded), e.g. `"run 3f2a candidate 7"`.
+
+        Returns:
+            The new version's record.
+
+        Raises:
+            StaleTargetError: the current version is not `base_version`; nothing was written.
+            ValueError: an invalid name.
+        """
+        _check_name(name)
+        with self._locked(name):
+            current = self.current_version(name)
+            if current != base_version:
+                raise StaleTargetError(
+                    f"{self.root}: topology {name!r} is at version {current}, not "
+                    f"{base_version} that the diff was made against; nothing was written "
+                    "(make the diff again)"
+                )
+            version = 1 if current is None else current + 1
+            rec = VersionRecord(
+                name=name,
+                version=version,
+                spec_hash=spec_hash(spec),
+                created_at=_now_iso(),
+                base_version=current,
+                approval=approval,
+                note=note,
+            )
+            text = spec_to_json(spec)
+            _atomic_write_text(self._meta_path(name, version), rec.model_dump_json(indent=2))
+            _atomic_write_text(self._spec_path(name, version), text)
+            _atomic_write_text(self.root / name / "current.json", text)
+            _fsync_dir(self.root / name)
+        return rec
+
+    def rollback(
+        self,
+        name: str,
+        version: int,
+        *,
+        base_version: int | None = None,
+        approval: Approval | None = None,
+    ) -> VersionRecord:
+        """Make version `version`'s spec current again, as a new version (history is kept).
+
+        Args:
+            name: the topology's name.
+            version: the version to restore.
+            base_version: the version the caller expects to be current; default: whatever is
+                current now.
+            approval: who approved the rollback.
+
+        Raises:
+            ApplyError: no such version.
+            StaleTargetError: `base_version` was given and is no longer current.
+        """
+        spec = self.get(name, version)
+        base = self.current_version(name) if base_version is None else base_version
+        return self.write(name, spec, base, approval=approval, note=f"rollback to v{version}")
