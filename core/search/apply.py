@@ -1,0 +1,350 @@
+"""Applying a search result to where its topologies live: diff first, write only when asked.
+
+`apply_result(result, target, dry_run=True)` returns one `GeneDiff` per gene (semantics section
+8: `gene_name, before, after, unified, changed`, plus the structural diff and the base the diff
+was made against) and writes only when `dry_run=False`. What is written is the full validated
+spec, never a patch. Targets:
+
+- **a mapping** (`{gene name: spec}`): each value is JSON text, a JSON-like dict or a spec model,
+  and the written value keeps that type (text keeps its style: indented if it had newlines,
+  compact if not; a `None` value becomes a spec model). A missing key is an `ApplyError`.
+- **an object**: a gene name is a dotted attribute path (`"agents.router.spec"` is
+  `target.agents.router.spec`), holding the same value types. Every gene must address its own
+  attribute: two names that resolve onto one attribute (through aliases), or one inside the
+  other's value, are a `ValueError` naming both. A missing attribute is an `ApplyError`.
+- **a `TopologyRegistry`**: the gene name is the topology's name; a name not in the registry yet
+  is created. Each write is atomic and checked against the version the diff was made against
+  (`StaleTargetError`), and records the approval.
+
+Staleness: with `expected=` (the diffs the user approved, from an earlier dry run), a write
+refuses with `StaleTargetError` unless every gene's target still holds exactly what that diff
+was made against (registry: the same version, checked atomically by the registry's write;
+mapping and object: the same content, ids included) and the result still proposes the same spec.
+Without `expected`, the diff made inside the call is the base. Nothing is written unless every
+gene passes its checks; a mapping or object whose assignment fails part-way is restored.
+Unchanged genes are never written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from pydantic import BaseModel, ConfigDict
+
+from core.errors import ApplyError, SpecError, StaleTargetError
+from core.ir import TopologySpec, parse_topology
+from core.ir.diff import NodeChange, structural_diff, unified_json_diff
+from core.ir.models import NODE_TYPES
+from core.search.registry import Approval, TopologyRegistry
+from core.search.result import OptimizationResult
+
+__all__ = ["GeneDiff", "apply_result", "apply_specs"]
+
+
+class GeneDiff(BaseModel):
+    """The difference one gene's new spec makes to its target, and whether it was written."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    gene_name: str
+    """The gene (mapping key, dotted attribute path, or registry name)."""
+    before: TopologySpec | None
+    """The target's current spec; None when a registry does not have the name yet."""
+    after: TopologySpec
+    """The spec the result proposes (what a write stores, in full)."""
+    unified: str
+    """Unified diff of the two specs' pretty, sorted-key JSON (`""` when equal)."""
+    changed: bool
+    """True when `after` differs from `before` in any field, node ids included."""
+    structural: tuple[NodeChange, ...] = ()
+    """Nodes added, removed and changed, matched by id (`core.ir.diff.structural_diff`)."""
+    base_version: int | None = None
+    """Registry targets: the version the diff was made against (None: a new name)."""
+    base_hash: str | None = None
+    """sha256 of `before`'s JSON with ids (None when there is no `before`): the content a write
+    with `expected=` checks the target still has."""
+    after_hash: str
+    """sha256 of `after`'s JSON with ids."""
+    written: bool = False
+    """True when this call wrote the gene (never in a dry run, never when unchanged)."""
+    new_version: int | None = None
+    """Registry targets: the version the write created."""
+
+
+def _content_hash(spec: TopologySpec) -> str:
+    """sha256 of the spec's sorted-key JSON, ids and defaults included."""
+    text = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+ValueStyle = Literal["text", "text_compact", "mapping", "model"]
+
+
+def _read_value(gene: str, value: Any) -> tuple[TopologySpec | None, ValueStyle]:
+    """The spec a mapping or attribute value holds, and the style to write it back in."""
+    try:
+        if value is None:
+            return None, "model"
+        if isinstance(value, str):
+            style: ValueStyle = "text" if "\n" in value.strip() else "text_compact"
+            return parse_topology(value), style
+        if isinstance(value, NODE_TYPES):
+            return parse_topology(value), "model"
+        if isinstance(value, Mapping):
+            return parse_topology(cast(Mapping[str, Any], value)), "mapping"
+    except SpecError as exc:
+        raise ApplyError(
+            f"gene {gene!r}: the target's current value is not a valid spec: {exc}"
+        ) from exc
+    raise ApplyError(
+        f"gene {gene!r}: the target holds a {type(value).__name__}; expected JSON text, a "
+        "JSON-like dict or a topology spec"
+    )
+
+
+def _render(spec: TopologySpec, style: ValueStyle) -> Any:
+    if style == "text":
+        return spec.model_dump_json(indent=2)
+    if style == "text_compact":
+        return spec.model_dump_json()
+    if style == "mapping":
+        return spec.model_dump(mode="json")
+    return spec
+
+
+@dataclass
+class _Slot:
+    """Where one gene lives in a mapping or object target."""
+
+    gene: str
+    holder: Any
+    key: str
+    is_item: bool
+    value: Any
+    chain: tuple[int, ...]
+
+    def get(self) -> Any:
+        return self.holder[self.key] if self.is_item else getattr(self.holder, self.key)
+
+    def set(self, value: Any) -> None:
+        if self.is_item:
+            self.holder[self.key] = value
+        else:
+            setattr(self.holder, self.key, value)
+
+
+def _mapping_slot(target: Mapping[str, Any], gene: str) -> _Slot:
+    if gene not in target:
+        known = ", ".join(repr(k) for k in list(target)[:20]) or "(none)"
+        raise ApplyError(f"gene {gene!r}: the target mapping has no such key (keys: {known})")
+    return _Slot(gene, target, gene, True, target[gene], (id(target),))
+
+
+def _object_slot(target: object, gene: str) -> _Slot:
+    parts = gene.split(".")
+    if any(not p.isidentifier() for p in parts):
+        raise ValueError(f"gene name {gene!r} is not a dotted attribute path (like 'a.b.c')")
+    holder: Any = target
+    chain = [id(target)]
+    for i, part in enumerate(parts[:-1]):
+        try:
+            holder = getattr(holder, part)
+        except AttributeError:
+            where = ".".join(parts[: i + 1])
+            raise ApplyError(f"gene {gene!r}: the target has no attribute {where!r}") from None
+        chain.append(id(holder))
+    try:
+        value = getattr(holder, parts[-1])
+    except AttributeError:
+        raise ApplyError(f"gene {gene!r}: the target has no attribute {gene!r}") from None
+    return _Slot(gene, holder, parts[-1], False, value, tuple(chain))
+
+
+def _check_collisions(slots: Sequence[_Slot]) -> None:
+    """Two genes on one attribute, or one gene inside another's value: `ValueError`."""
+    for i, a in enumerate(slots):
+        for b in slots[i + 1 :]:
+            if a.holder is b.holder and a.key == b.key:
+                raise ValueError(
+                    f"gene names {a.gene!r} and {b.gene!r} resolve onto one attribute "
+                    f"({type(a.holder).__name__}.{a.key}); each gene needs its own"
+                )
+            for outer, inner in ((a, b), (b, a)):
+                if outer.value is not None and id(outer.value) in inner.chain[1:]:
+                    raise ValueError(
+                        f"gene names {outer.gene!r} and {inner.gene!r} overlap: "
+                        f"{inner.gene!r} lives inside the value of {outer.gene!r}"
+                    )
+
+
+def _make_diff(
+    gene: str,
+    before: TopologySpec | None,
+    after: TopologySpec,
+    base_version: int | None = None,
+) -> GeneDiff:
+    base_hash = None if before is None else _content_hash(before)
+    after_hash = _content_hash(after)
+    return GeneDiff(
+        gene_name=gene,
+        before=before,
+        after=after,
+        unified=unified_json_diff(
+            before, after, fromfile=f"{gene} (current)", tofile=f"{gene} (new)"
+        ),
+        changed=base_hash != after_hash,
+        structural=tuple(structural_diff(before, after)),
+        base_version=base_version,
+        base_hash=base_hash,
+        after_hash=after_hash,
+    )
+
+
+def _check_expected(diffs: Sequence[GeneDiff], expected: Sequence[GeneDiff]) -> None:
+    by_gene = {d.gene_name: d for d in expected}
+    if set(by_gene) != {d.gene_name for d in diffs}:
+        raise ApplyError(
+            f"the approved diffs cover genes {sorted(by_gene)}, the result "
+            f"{sorted(d.gene_name for d in diffs)}; make the diff again"
+        )
+    for d in diffs:
+        e = by_gene[d.gene_name]
+        if e.after_hash != d.after_hash:
+            raise ApplyError(
+                f"gene {d.gene_name!r}: the spec to write is not the one in the approved diff"
+            )
+        if e.base_hash != d.base_hash or e.base_version != d.base_version:
+            raise StaleTargetError(
+                f"gene {d.gene_name!r}: the target changed since the diff was made; nothing was "
+                "written (make the diff again)"
+            )
+
+
+def _result_specs(result: OptimizationResult) -> dict[str, TopologySpec]:
+    specs: dict[str, TopologySpec] = dict(result.best_decoded)
+    for gene, text in result.best_candidate.items():
+        if gene not in specs:
+            try:
+                specs[gene] = parse_topology(text)
+            except SpecError as exc:
+                raise ApplyError(f"gene {gene!r}: the result's spec is not valid: {exc}") from exc
+    return specs
+
+
+def apply_result(
+    result: OptimizationResult,
+    target: Any,
+    dry_run: bool = True,
+    *,
+    expected: Sequence[GeneDiff] | None = None,
+    approval: Approval | None = None,
+    note: str = "",
+) -> list[GeneDiff]:
+    """Diff a result's winning topologies against `target` and, unless `dry_run`, write them.
+
+    Args:
+        result: the search's result; its `best_decoded` specs (gene name -> spec) are applied.
+        target: a mapping, an object or a `TopologyRegistry` (see the module docstring).
+        dry_run: True (the default) only diffs: the target is never modified.
+        expected: the diffs an earlier dry run showed and the user approved; the write refuses
+            if the target or the result moved since (see the module docstring).
+        approval: who approved (recorded by a registry with the version it writes).
+        note: where the specs came from, recorded by a registry (e.g. `"run 3f2a"`).
+
+    Returns:
+        One `GeneDiff` per gene, in the result's gene order.
+
+    Raises:
+        ApplyError: a gene's place is missing in the target, holds something that is not a
+            spec, or cannot be assigned (a mapping or object is then restored).
+        StaleTargetError: the target changed since the diff was made; nothing was written.
+        ValueError: two gene names resolve onto one attribute of an object target.
+    """
+    return apply_specs(
+        _result_specs(result),
+        target,
+        dry_run,
+        expected=expected,
+        approval=approval,
+        note=note,
+    )
+
+
+def apply_specs(
+    specs: Mapping[str, TopologySpec],
+    target: Any,
+    dry_run: bool = True,
+    *,
+    expected: Sequence[GeneDiff] | None = None,
+    approval: Approval | None = None,
+    note: str = "",
+) -> list[GeneDiff]:
+    """`apply_result` for any gene name -> spec mapping (e.g. one candidate of a stored run).
+
+    Same arguments, return value and errors as `apply_result`.
+    """
+    if isinstance(target, TopologyRegistry):
+        return _apply_registry(specs, target, dry_run, expected, approval, note)
+    if isinstance(target, Mapping):
+        mapping = cast(Mapping[str, Any], target)
+        slots = [_mapping_slot(mapping, gene) for gene in specs]
+    else:
+        slots = [_object_slot(target, gene) for gene in specs]
+        _check_collisions(slots)
+    read = [(s, *_read_value(s.gene, s.value)) for s in slots]
+    diffs = [_make_diff(s.gene, before, specs[s.gene]) for s, before, _ in read]
+    if dry_run:
+        return diffs
+    if expected is not None:
+        _check_expected(diffs, expected)
+    # all-or-nothing: the slots still hold what was read (no await, no callback in between)
+    done: list[tuple[_Slot, Any]] = []
+    out: list[GeneDiff] = []
+    try:
+        for (slot, _before, style), d in zip(read, diffs, strict=True):
+            if d.changed:
+                slot.set(_render(d.after, style))
+                done.append((slot, slot.value))
+            out.append(d.model_copy(update={"written": d.changed}))
+    except Exception as exc:
+        for slot, old in reversed(done):
+            try:
+                slot.set(old)
+            except Exception:  # noqa: BLE001, S112 (best effort: report the original failure)
+                continue
+        if isinstance(target, MutableMapping) or not isinstance(target, Mapping):
+            raise ApplyError(f"could not assign to the target: {exc}") from exc
+        raise ApplyError(f"the target mapping is read-only: {exc}") from exc
+    return out
+
+
+def _apply_registry(
+    specs: Mapping[str, TopologySpec],
+    registry: TopologyRegistry,
+    dry_run: bool,
+    expected: Sequence[GeneDiff] | None,
+    approval: Approval | None,
+    note: str,
+) -> list[GeneDiff]:
+    diffs: list[GeneDiff] = []
+    for gene, after in specs.items():
+        version = registry.current_version(gene)
+        before = None if version is None else registry.get(gene, version)
+        diffs.append(_make_diff(gene, before, after, base_version=version))
+    if dry_run:
+        return diffs
+    if expected is not None:
+        _check_expected(diffs, expected)
+    out: list[GeneDiff] = []
+    for d in diffs:
+        if not d.changed:
+            out.append(d)
+            continue
+        # the registry re-checks the base under its lock: a writer in between is refused
+        rec = registry.write(d.gene_name, d.after, d.base_version, approval=approval, note=note)
+        out.append(d.model_copy(update={"written": True, "new_version": rec.version}))
+    return out
