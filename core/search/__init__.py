@@ -1,5 +1,19 @@
 """Search: Pareto functions, the archive and structural mutation operators (others extend this)."""
 
+from core.search.archive import (
+    OBJECTIVE_NAMES,
+    STRATEGIES,
+    Archive,
+    ArchiveEntry,
+    ArchiveStrategy,
+    ObjectiveLike,
+    best_index,
+    objective_matrix,
+    pareto_indices,
+    pareto_ranks,
+    resolve_objectives,
+    view_indices,
+)
 from core.search.pareto import (
     DEFAULT_OBJECTIVES,
     Direction,
@@ -14,12 +28,24 @@ from core.search.pareto import (
 
 __all__ = [
     "DEFAULT_OBJECTIVES",
+    "OBJECTIVE_NAMES",
+    "STRATEGIES",
+    "Archive",
+    "ArchiveEntry",
+    "ArchiveStrategy",
     "Direction",
     "Objective",
+    "ObjectiveLike",
+    "best_index",
     "crowding_distance",
     "dominates",
     "hypervolume",
     "non_dominated_sort",
     "objective_directions",
+    "objective_matrix",
     "pareto_front_mask",
+    "pareto_indices",
+    "pareto_ranks",
+    "resolve_objectives",
+    "view_indices",
 ]
