@@ -101,22 +101,23 @@ async def _bench(iterations: int, rounds: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Runtime overhead per step, tracing off/on.")
     parser.add_argument("--iterations", type=int, default=2000, help="runs per round")
     parser.add_argument("--rounds", type=int, default=5, help="rounds (best is kept)")
     args = parser.parse_args()
     r = asyncio.run(_bench(args.iterations, args.rounds))
     rows = [
-        ("pipeline", N_PIPELINE_STEPS, "step", r["pipeline_off"], r["pipeline_on"], TARGET_PIPELINE_US),
-        ("parallel", N_PARALLEL_BRANCHES, "branch", r["parallel_off"], r["parallel_on"], TARGET_PARALLEL_US),
+        (f"pipeline ({N_PIPELINE_STEPS} steps)", "step", "pipeline", TARGET_PIPELINE_US),
+        (f"parallel ({N_PARALLEL_BRANCHES} branches)", "branch", "parallel", TARGET_PARALLEL_US),
     ]
-    for kind, n, unit, off, on, target in rows:
+    for label, unit, key, target in rows:
+        off, on = r[f"{key}_off"], r[f"{key}_on"]
         ratio = on / off if off > 0 else float("inf")
-        ok_off = "ok" if off <= target else "OVER"
-        ok_ratio = "ok" if ratio <= TARGET_RATIO else "OVER"
         print(
-            f"{kind:8s} ({n} {unit}s): tracing off {off:6.2f} us/{unit} (target <= {target} us, {ok_off}); "
-            f"tracing on {on:6.2f} us/{unit}; on/off {ratio:4.2f}x (target <= {TARGET_RATIO}x, {ok_ratio})"
+            f"{label:24s}tracing off {off:5.2f} us/{unit} (target <= {target:g}: "
+            + f"{'ok' if off <= target else 'OVER'}) | tracing on {on:5.2f} us/{unit} "
+            + f"(+{on - off:4.2f} us per span) | on/off {ratio:5.2f}x (target <= {TARGET_RATIO:g}x: "
+            + f"{'ok' if ratio <= TARGET_RATIO else 'OVER'})"
         )
 
 
