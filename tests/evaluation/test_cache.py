@@ -1,0 +1,90 @@
+"""Evaluation cache: keyed by (spec_hash, example_id, trial); values are plain records."""
+
+import math
+
+from core.evaluation._records import CandidateEvaluation, ExampleResult
+from core.evaluation.cache import EvaluationCache, InMemoryEvaluationCache
+from core.evaluation.metrics import MetricBundle
+
+
+def _result(spec: str = "h1", example: str = "q1", trial: int = 0, **kw: object) -> ExampleResult:
+    bundle = MetricBundle(accuracy=1.0, cost_usd=0.25, latency_ms=12.0, input_tokens=3)
+    fields: dict[str, object] = {
+        "requests": 2,
+        "output_summary": "42",
+        "trace": [{"span_id": 0, "kind": "pipeline", "usage": []}],
+    }
+    fields.update(kw)
+    return ExampleResult(
+        spec_hash=spec,
+        example_id=example,
+        trial=trial,
+        bundle=bundle,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def test_get_put_by_key() -> None:
+    cache = InMemoryEvaluationCache()
+    assert isinstance(cache, EvaluationCache)
+    assert cache.get("h1", "q1", 0) is None
+    r = _result()
+    cache.put(r)
+    assert cache.get("h1", "q1", 0) == r
+    assert cache.get("h1", "q1", 1) is None
+    assert cache.get("h2", "q1", 0) is None
+    assert cache.get("h1", "q2", 0) is None
+    assert len(cache) == 1
+
+
+def test_put_replaces_and_stores_uncached_flag() -> None:
+    cache = InMemoryEvaluationCache()
+    cache.put(_result(trial=1))
+    cache.put(_result(trial=1, cached=True, requests=5))
+    stored = cache.get("h1", "q1", 1)
+    assert stored is not None
+    assert stored.requests == 5
+    assert stored.cached is False
+    assert cache.keys() == [("h1", "q1", 1)]
+
+
+def test_records_round_trip_through_json_for_a_journal() -> None:
+    # a resumed run prefills the cache from JSON lines; NaN / inf survive the round trip
+    bad = ExampleResult(
+        spec_hash="h",
+        example_id="q",
+        bundle=MetricBundle(
+            accuracy=math.nan, cost_usd=math.inf, status="invalid", error="non_finite_score: nan"
+        ),
+    )
+    for r in (_result(), bad):
+        line = r.model_dump_json()
+        back = ExampleResult.model_validate_json(line)
+        assert back.model_dump_json() == line
+    back = ExampleResult.model_validate_json(bad.model_dump_json())
+    assert math.isnan(back.accuracy)
+    assert back.cost_usd == math.inf
+    assert back.status == "invalid"
+    assert back.error == "non_finite_score: nan"
+
+
+def test_a_prefilled_cache_from_dicts() -> None:
+    cache = InMemoryEvaluationCache()
+    record = _result(example="q7").model_dump()
+    assert isinstance(record["bundle"], dict)
+    cache.put(ExampleResult.model_validate(record))
+    hit = cache.get("h1", "q7", 0)
+    assert hit is not None
+    assert hit.bundle.accuracy == 1.0
+    assert hit.trace == [{"span_id": 0, "kind": "pipeline", "usage": []}]
+
+
+def test_candidate_evaluation_round_trips_with_nan_means() -> None:
+    ev = CandidateEvaluation(
+        spec_hash="", split="validation", status="rejected", reason="invalid_spec: x"
+    )
+    assert math.isnan(ev.aggregate_score)
+    back = CandidateEvaluation.model_validate_json(ev.model_dump_json())
+    assert back.status == "rejected"
+    assert math.isnan(back.accuracy)
+    assert back.rejected
