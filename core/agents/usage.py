@@ -10,6 +10,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import Any, Protocol, cast
 
+from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.usage import RunUsage
 
 __all__ = ["UNKNOWN_MODEL", "UsageRecorder", "agent_model_name", "model_name", "run_agent"]
@@ -62,6 +63,10 @@ def agent_model_name(agent: object) -> str:
     return model_name(getattr(agent, "model", None))
 
 
+def _is_pydantic_agent(agent: object) -> bool:
+    return isinstance(agent, AbstractAgent)
+
+
 class UsageRecorder(Protocol):
     """Receives one agent run's usage; `core.runtime.tracing.record_usage` is one."""
 
@@ -93,8 +98,11 @@ async def run_agent(agent: Any, prompt: Any, *, record: UsageRecorder | None = N
         Whatever the agent run raises, unchanged.
     """
     usage = RunUsage()
+    options: dict[str, Any] = {"usage": usage}
+    if _is_pydantic_agent(agent):
+        options["infer_name"] = False  # no call-frame inspection to guess the agent's name
     try:
-        result = await agent.run(prompt, usage=usage)
+        result = await agent.run(prompt, **options)
     finally:
         if record is not None and (usage.requests or usage.input_tokens or usage.output_tokens):
             record(

@@ -1,16 +1,13 @@
-"""The one context-variable read the runtime does per step when tracing is off."""
+"""Running a composite step's body inside a trace span (only called when tracing is on)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from core.runtime.tracing import Span, Trace, current_trace, end_span, start_span
+from core.runtime.tracing import Span, Trace, end_span, start_span
 
-__all__ = ["get_trace", "run_in_span"]
-
-get_trace = current_trace
-"""The active `Trace` or None: the one check a step makes before any span work."""
+__all__ = ["run_in_span"]
 
 
 async def run_in_span(

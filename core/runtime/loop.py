@@ -12,9 +12,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from core.runtime._tasks import call_maybe_async, cancel_and_reap, wait_tasks
-from core.runtime._trace import get_trace, run_in_span
+from core.runtime._trace import run_in_span
 from core.runtime.step import Step, coerce_step
-from core.runtime.tracing import Span
+from core.runtime.tracing import Span, current_trace
 
 __all__ = [
     "EvalResult",
@@ -274,7 +274,7 @@ class RefinementLoop:
 
     async def run(self, input_data: Any) -> LoopResult:
         """Iterate from `input_data` until an exit; see the class docstring."""
-        trace = get_trace()
+        trace = current_trace()
         if trace is None:
             return await self._run(input_data, None)
         return await run_in_span(

@@ -10,9 +10,9 @@ from enum import StrEnum
 from typing import Any
 
 from core.runtime._tasks import cancel_and_reap, wait_for_wakeup
-from core.runtime._trace import get_trace, run_in_span
+from core.runtime._trace import run_in_span
 from core.runtime.step import Step, coerce_step
-from core.runtime.tracing import Span
+from core.runtime.tracing import Span, current_trace
 
 __all__ = ["MergeFn", "MergeStrategy", "Parallel", "ParallelResult"]
 
@@ -150,7 +150,7 @@ class Parallel:
         Returns:
             One output and one error slot per step, and the merged value.
         """
-        trace = get_trace()
+        trace = current_trace()
         if trace is None:
             return await self._run(input_data, None)
         return await run_in_span(

@@ -12,9 +12,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import PipelineStepError
-from core.runtime._trace import get_trace, run_in_span
+from core.runtime._trace import run_in_span
 from core.runtime.step import Step, coerce_step
-from core.runtime.tracing import Span, finish_span, start_span, use_span
+from core.runtime.tracing import Span, current_trace, finish_span, start_span, use_span
 
 __all__ = ["ErrorStrategy", "Pipeline", "PipelineEvent", "PipelineEventType", "StepConfig"]
 
@@ -179,7 +179,7 @@ class Pipeline:
         Raises:
             PipelineStepError: a STOP step failed or a RETRY step ran out of attempts.
         """
-        trace = get_trace()
+        trace = current_trace()
         if trace is not None:
             return await run_in_span(
                 trace, "pipeline", self._name, self.node_id, input_data, self._run
@@ -238,7 +238,7 @@ class Pipeline:
             PipelineStepError: as `run`, after the `pipeline_error` event.
         """
         name = self._name
-        trace = get_trace()
+        trace = current_trace()
         span: Span | None = None
         if trace is not None:
             span, token = start_span(

@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 from core.errors import RouterError
 from core.runtime._tasks import call_maybe_async
-from core.runtime._trace import get_trace, run_in_span
+from core.runtime._trace import run_in_span
 from core.runtime.step import Step, coerce_step
-from core.runtime.tracing import Span, summarize
+from core.runtime.tracing import Span, current_trace, summarize
 
 __all__ = ["FallbackReason", "Route", "RouteDecision", "Router", "normalize_route_name"]
 
@@ -231,7 +231,7 @@ class Router:
 
     async def run_with_decision(self, input_data: Any) -> tuple[Any, RouteDecision]:
         """Like `run`, also returning the `RouteDecision` made for this input."""
-        trace = get_trace()
+        trace = current_trace()
         if trace is None:
             return await self._run(input_data, None)
         return await run_in_span(

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from core.agents import is_agent, render_prompt, run_agent
-from core.runtime._trace import get_trace, run_in_span
-from core.runtime.tracing import Span, end_span, record_usage, start_span
+from core.runtime._trace import run_in_span
+from core.runtime.tracing import Span, current_trace, end_span, record_usage, start_span
 
 __all__ = ["AgentStep", "FunctionStep", "Step", "coerce_step"]
 
@@ -83,7 +83,7 @@ class FunctionStep:
         return self._fn
 
     async def execute(self, input_data: Any) -> Any:
-        trace = get_trace()
+        trace = current_trace()
         if trace is None:
             if self._is_async:
                 return await self._fn(input_data)
@@ -170,7 +170,7 @@ class AgentStep:
         return render_prompt(input_data)
 
     async def execute(self, input_data: Any) -> Any:
-        trace = get_trace()
+        trace = current_trace()
         if trace is not None:
             return await run_in_span(
                 trace, "agent_step", self._name, self.node_id, input_data, self._traced

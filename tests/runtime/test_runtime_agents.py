@@ -203,3 +203,9 @@ def test_is_agent_rule() -> None:
     assert not is_agent(NoModel())
     assert not is_agent(Pipeline([len]))  # a step with `run` but no `model`
     assert not is_agent(len)
+
+
+def test_running_does_not_rename_the_agent() -> None:
+    agent = Agent(TestModel())
+    assert asyncio.run(AgentStep(agent).execute("x")) == "success (no tool calls)"
+    assert agent.name is None  # pydantic-ai's name inference from call frames is off
