@@ -10,6 +10,7 @@ can keep them. Non-finite metrics (an F7 NaN score, an infinite cost) are kept a
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
@@ -102,6 +103,65 @@ class ExampleResult(BaseModel):
     def latency_ms(self) -> float:
         """Latency of this run, ms."""
         return self.bundle.latency_ms
+
+    def event_fields(self) -> dict[str, Any]:
+        """This result as the fields of a `core.search.events.ExampleEvaluated` event.
+
+        The caller adds `run_id`, `seq`, `ts` and `candidate_idx`. `blank`, `n_agents` and
+        `depth` are not event fields (a blank run has status `degenerate`).
+        """
+        b = self.bundle
+        return {
+            "spec_hash": self.spec_hash,
+            "split": self.split,
+            "example_id": self.example_id,
+            "trial": self.trial,
+            "accuracy": b.accuracy,
+            "cost_usd": b.cost_usd,
+            "latency_ms": b.latency_ms,
+            "input_tokens": b.input_tokens,
+            "output_tokens": b.output_tokens,
+            "requests": self.requests,
+            "status": b.status,
+            "error": b.error,
+            "output_summary": self.output_summary,
+            "cached": self.cached,
+            "trace": [dict(span) for span in self.trace],
+        }
+
+    @classmethod
+    def from_event_fields(
+        cls, fields: Mapping[str, Any], *, n_agents: int = 0, depth: int = 0
+    ) -> ExampleResult:
+        """Rebuild a result from a recorded `ExampleEvaluated` event's fields (e.g. its
+        `model_dump()`), to prefill an evaluation cache when resuming a run.
+
+        Other keys (`run_id`, `seq`, `ts`, `type`, `candidate_idx`) are ignored; `blank` is
+        taken as `status == "degenerate"`; `cached` is reset to False.
+        """
+        status = fields.get("status", "ok")
+        bundle = MetricBundle(
+            accuracy=fields["accuracy"],
+            cost_usd=fields.get("cost_usd", 0.0),
+            latency_ms=fields.get("latency_ms", 0.0),
+            status=status,
+            error=fields.get("error"),
+            input_tokens=fields.get("input_tokens", 0),
+            output_tokens=fields.get("output_tokens", 0),
+        )
+        return cls(
+            spec_hash=fields["spec_hash"],
+            example_id=fields["example_id"],
+            trial=fields.get("trial", 0),
+            split=fields.get("split", "validation"),
+            bundle=bundle,
+            requests=fields.get("requests", 0),
+            blank=status == "degenerate",
+            output_summary=fields.get("output_summary", ""),
+            trace=list(fields.get("trace", [])),
+            n_agents=n_agents,
+            depth=depth,
+        )
 
 
 class CandidateEvaluation(BaseModel):

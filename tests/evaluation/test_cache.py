@@ -88,3 +88,33 @@ def test_candidate_evaluation_round_trips_with_nan_means() -> None:
     assert back.status == "rejected"
     assert math.isnan(back.accuracy)
     assert back.rejected
+
+
+def test_results_convert_to_and_from_journal_event_fields() -> None:
+    from core.search.events import ExampleEvaluated
+
+    r = ExampleResult(
+        spec_hash="h",
+        example_id="q3",
+        trial=1,
+        split="validation",
+        bundle=MetricBundle(
+            accuracy=0.0,
+            cost_usd=0.5,
+            latency_ms=7.0,
+            status="degenerate",
+            error="blank_output",
+            input_tokens=4,
+            output_tokens=1,
+        ),
+        requests=2,
+        blank=True,
+        output_summary="",
+        trace=[{"span_id": 0}],
+    )
+    event = ExampleEvaluated(run_id="r", seq=5, ts=1.0, candidate_idx=2, **r.event_fields())
+    back = ExampleResult.from_event_fields(event.model_dump())
+    assert back == r
+    cache = InMemoryEvaluationCache()
+    cache.put(back)
+    assert cache.get("h", "q3", 1) == r
