@@ -14,6 +14,17 @@ from core.search.archive import (
     resolve_objectives,
     view_indices,
 )
+from core.search.operators import (
+    BUILTIN_MERGES,
+    OPERATORS,
+    ROLES,
+    MutationContext,
+    Operator,
+    crossover,
+    is_valid_candidate,
+    mutate,
+    random_spec,
+)
 from core.search.pareto import (
     DEFAULT_OBJECTIVES,
     Direction,
@@ -27,25 +38,34 @@ from core.search.pareto import (
 )
 
 __all__ = [
+    "BUILTIN_MERGES",
     "DEFAULT_OBJECTIVES",
     "OBJECTIVE_NAMES",
+    "OPERATORS",
+    "ROLES",
     "STRATEGIES",
     "Archive",
     "ArchiveEntry",
     "ArchiveStrategy",
     "Direction",
+    "MutationContext",
     "Objective",
     "ObjectiveLike",
+    "Operator",
     "best_index",
+    "crossover",
     "crowding_distance",
     "dominates",
     "hypervolume",
+    "is_valid_candidate",
+    "mutate",
     "non_dominated_sort",
     "objective_directions",
     "objective_matrix",
     "pareto_front_mask",
     "pareto_indices",
     "pareto_ranks",
+    "random_spec",
     "resolve_objectives",
     "view_indices",
 ]

@@ -175,3 +175,12 @@ def test_aggregate_of_nothing_or_non_finite_is_not_finite() -> None:
         MetricBundle(accuracy=1.0, cost_usd=-INF),
     ]
     assert math.isnan(aggregate_score(both))
+
+
+def test_evaluation_package_exports_the_metric_records() -> None:
+    import core.evaluation
+    import core.evaluation.metrics
+
+    for name in core.evaluation.metrics.__all__:
+        assert name in core.evaluation.__all__, name
+        assert getattr(core.evaluation, name) is getattr(core.evaluation.metrics, name)

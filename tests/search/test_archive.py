@@ -472,3 +472,30 @@ def test_front_equals_naive_reference(rows: list[tuple]) -> None:
     assert pareto_indices(entries, objs) == expected
     for i in expected:
         assert math.isfinite(entries[i].aggregate_score)
+
+
+def test_search_package_exports_these_modules() -> None:
+    import core.search
+    import core.search.archive
+    import core.search.operators
+    import core.search.pareto
+
+    exported = {
+        core.search.pareto: core.search.pareto.__all__,
+        core.search.archive: core.search.archive.__all__,
+        core.search.operators: [
+            "BUILTIN_MERGES",
+            "OPERATORS",
+            "ROLES",
+            "MutationContext",
+            "Operator",
+            "crossover",
+            "is_valid_candidate",
+            "mutate",
+            "random_spec",
+        ],
+    }
+    for module, names in exported.items():
+        for name in names:
+            assert name in core.search.__all__, name
+            assert getattr(core.search, name) is getattr(module, name)

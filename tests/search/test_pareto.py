@@ -38,23 +38,33 @@ def point_sets(draw: st.DrawFn, max_n: int = 40, with_invalid: bool = True) -> t
     return pts, dirs
 
 
+def naive_dominates(a: list[float], b: list[float], dirs: list[str]) -> bool:
+    """Plain-Python dominance (an independent reference): NaN/inf rows never dominate."""
+    if not all(math.isfinite(v) for v in (*a, *b)):
+        return False
+    s = [-1.0 if d == "max" else 1.0 for d in dirs]
+    x = [v * w for v, w in zip(a, s, strict=True)]
+    y = [v * w for v, w in zip(b, s, strict=True)]
+    return all(p <= q for p, q in zip(x, y, strict=True)) and x != y
+
+
 def naive_front(pts: np.ndarray, dirs: list[str]) -> np.ndarray:
-    n = pts.shape[0]
+    rows = pts.tolist()
     return np.array(
         [
-            bool(np.isfinite(pts[i]).all())
-            and not any(dominates(pts[j], pts[i], dirs) for j in range(n))
-            for i in range(n)
+            all(math.isfinite(v) for v in r) and not any(naive_dominates(o, r, dirs) for o in rows)
+            for r in rows
         ],
         dtype=bool,
     )
 
 
 def naive_sort(pts: np.ndarray, dirs: list[str]) -> list[list[int]]:
-    left = [i for i in range(pts.shape[0]) if np.isfinite(pts[i]).all()]
+    rows = pts.tolist()
+    left = [i for i, r in enumerate(rows) if all(math.isfinite(v) for v in r)]
     fronts = []
     while left:
-        front = [i for i in left if not any(dominates(pts[j], pts[i], dirs) for j in left)]
+        front = [i for i in left if not any(naive_dominates(rows[j], rows[i], dirs) for j in left)]
         fronts.append(front)
         left = [i for i in left if i not in front]
     return fronts
@@ -144,7 +154,7 @@ def test_front_table(pts: list, dirs: list[str], mask: list[bool]) -> None:
     assert got.tolist() == mask
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(point_sets())
 def test_front_equals_naive_reference(case: tuple) -> None:
     pts, dirs = case
@@ -160,9 +170,9 @@ def test_front_properties(case: tuple) -> None:
     front = pts[mask]
     for i in range(pts.shape[0]):
         if mask[i]:  # no front member is dominated by any point
-            assert not any(dominates(p, pts[i], dirs) for p in pts)
+            assert not any(naive_dominates(p, pts[i].tolist(), dirs) for p in pts.tolist())
         else:  # every other point is dominated by some front member
-            assert any(dominates(f, pts[i], dirs) for f in front)
+            assert any(naive_dominates(f, pts[i].tolist(), dirs) for f in front.tolist())
     if pts.shape[0]:
         assert mask.any()
 
@@ -170,17 +180,25 @@ def test_front_properties(case: tuple) -> None:
 def test_front_large_random_matches_blockwise_reference() -> None:
     # more rows than one sweep block, so blocks and chunks are both exercised
     rng = np.random.default_rng(7)
-    pts = rng.integers(0, 12, size=(5000, 4)).astype(float)
-    pts[rng.integers(0, 5000, 50), rng.integers(0, 4, 50)] = NAN
     dirs = ["max", "min", "min", "max"]
     sign = np.array([-1.0, 1.0, 1.0, -1.0])
-    x = pts * sign
+    # built in minimization terms: random rows in 15..26, and a quarter on the plane
+    # p0 + p1 + p2 + p3 = 27 (p0..p2 in 0..9), which no random row can dominate: a front of
+    # hundreds, so candidates are checked against many chunks of front members
+    x = rng.integers(15, 27, size=(2500, 4)).astype(float)
+    plane = rng.integers(0, 10, size=(625, 3)).astype(float)
+    x[:625, :3] = plane
+    x[:625, 3] = 27 - plane.sum(axis=1)
+    x = x[rng.permutation(2500)]
+    x[rng.integers(0, 2500, 50), rng.integers(0, 4, 50)] = NAN
+    pts = x * sign
     valid = np.isfinite(x).all(axis=1)
     expected = np.zeros(len(x), dtype=bool)
     for i in np.flatnonzero(valid):
         others = x[valid]
         dom = (others <= x[i]).all(axis=1) & (others < x[i]).any(axis=1)
         expected[i] = not dom.any()
+    assert expected.sum() > 200
     assert pareto_front_mask(pts, dirs).tolist() == expected.tolist()
 
 

@@ -1,0 +1,808 @@
+"""Structural mutation operators over the IR, for the model-free strategies (issue 3).
+
+Each operator takes a spec, a `MutationContext` (what a candidate may be built from) and a
+`random.Random`, and returns a new valid `TopologySpec`, or None when it does not apply (no
+target, no usable name) or its result breaks a rule. Everything is deterministic given the
+generator's state: names are used in sorted order and nodes in document order.
+
+| operator              | what it does                                                          |
+|-----------------------|-----------------------------------------------------------------------|
+| `insert_step`         | a new agent or function step at a random position of a pipeline       |
+| `remove_step`         | removes a pipeline step, a parallel branch, a route or a fallback     |
+|                       | (never the last of a list)                                            |
+| `swap_steps`          | swaps two pipeline steps, parallel branches or routes                 |
+| `wrap_in_parallel`    | a node becomes the first branch of a parallel with a new branch       |
+| `add_parallel_branch` | a new branch in an existing parallel                                  |
+| `add_router`          | a node becomes a router's fallback; inputs a registered condition     |
+|                       | accepts go to a new step instead                                      |
+| `add_cascade`         | a node handles the inputs a registered condition accepts; the rest    |
+|                       | escalate to a new (e.g. stronger) step                                |
+| `wrap_in_loop`        | a node becomes a refinement loop's step (registered evaluator and     |
+|                       | state updater)                                                        |
+| `unwrap`              | a composite is replaced by one of its children                        |
+| `change_agent`        | an agent step uses another registered agent                           |
+| `change_function`     | a function step uses another `step` callable                          |
+| `change_merge`        | a parallel uses another merge                                         |
+| `change_condition`    | a route uses another registered condition                             |
+
+New nodes carry no `id`. A result is valid when it parses within `ctx.limits`, its depth is at
+most `ctx.max_depth`, and its kinds pass `ctx.allowed_step_kinds` (the evaluator's rule:
+`core.evaluation._checks.check_allowed_kinds`). `mutate` adds that the result differs in
+canonical hash from its input (and from any hash to avoid), and tries until one does.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, TypeAlias, cast
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from core.errors import SearchError, SpecError
+from core.evaluation._checks import check_allowed_kinds, normalize_allowed_kinds
+from core.ir.canonical import canonical_dict, spec_hash
+from core.ir.limits import SpecLimits, parse_operation, parse_topology
+from core.ir.metrics import spec_metrics
+from core.ir.models import (
+    ATOMIC_KINDS,
+    COMPOSITE_KINDS,
+    AgentStepSpec,
+    AnyNode,
+    FunctionStepSpec,
+    ParallelSpec,
+    PipelineSpec,
+    PipelineStepEntry,
+    RefinementLoopSpec,
+    RouterSpec,
+    RouteSpec,
+    TopologySpec,
+    child_slots,
+)
+from core.ir.nodes import remove_at, replace_at
+
+__all__ = [
+    "BUILTIN_MERGES",
+    "OPERATORS",
+    "ROLES",
+    "MutationContext",
+    "Operator",
+    "add_cascade",
+    "add_parallel_branch",
+    "add_router",
+    "change_agent",
+    "change_condition",
+    "change_function",
+    "change_merge",
+    "crossover",
+    "insert_step",
+    "is_valid_candidate",
+    "mutate",
+    "random_spec",
+    "remove_step",
+    "swap_steps",
+    "unwrap",
+    "wrap_in_loop",
+    "wrap_in_parallel",
+]
+
+ROLES: tuple[str, ...] = ("step", "merge", "condition", "classifier", "evaluator", "state_updater")
+"""Callable roles (the same as `core.problems.CALLABLE_ROLES`):
+
+- `step`: `state -> state`, usable as a `function_step`;
+- `merge`: `list[output] -> value`, a parallel's merge;
+- `condition`: `state -> bool`, a route's `condition_name`;
+- `classifier`: `state -> route name`, a router's classifier (not used by the operators: a new
+  router's route names could not match what an existing classifier answers);
+- `evaluator`: `state -> EvalResult`, a refinement loop's evaluator (a registered agent name
+  may be listed here too: the hydrator looks evaluators up in the agent registry first);
+- `state_updater`: `(input, output, EvalResult) -> next input`, a loop's state updater.
+"""
+
+BUILTIN_MERGES: tuple[str, ...] = ("collect_all", "first_wins", "fastest")
+"""The runtime's built-in merges (semantics section 3)."""
+
+
+class MutationContext(BaseModel):
+    """What mutated and sampled candidates may be built from, and the limits they must meet.
+
+    Build it from a problem's registries and its gene, or with `from_space` from a search
+    space. Names are de-duplicated and sorted on construction (determinism).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    agent_names: tuple[str, ...] = ()
+    """Registered agents usable as agent steps."""
+    callables: Mapping[str, tuple[str, ...]] = Field(default_factory=dict[str, tuple[str, ...]])
+    """Role -> registered callable names usable in that role; roles are `ROLES`. A name may be
+    listed under several roles."""
+    allowed_step_kinds: tuple[str, ...] | None = ("agent_step", "function_step")
+    """Node kinds a candidate may use, with the gene's rule: atomic kinds must be listed;
+    composite kinds are restricted only when at least one composite kind is listed. None: all."""
+    max_depth: int = Field(default=4, ge=1)
+    """Maximum nesting depth of a candidate (a flat pipeline is 1)."""
+    limits: SpecLimits = Field(default_factory=SpecLimits)
+    """The IR's parse limits (node count, and a depth ceiling above `max_depth`)."""
+    builtin_merges: tuple[str, ...] = ("fastest", "first_wins")
+    """Built-in merges the operators may use besides the registered `merge` callables. Default:
+    the two that return one branch's output, so a wrapped step keeps its output type
+    (`collect_all` returns a list; add it here if the next step takes one)."""
+    loop_max_iterations: int = Field(default=3, ge=1)
+    """`max_iterations` of a loop made by `wrap_in_loop`."""
+
+    @field_validator("agent_names", "builtin_merges")
+    @classmethod
+    def _sorted(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(sorted(set(value)))
+
+    @field_validator("callables")
+    @classmethod
+    def _roles(cls, value: Mapping[str, Sequence[str]]) -> Mapping[str, tuple[str, ...]]:
+        unknown = sorted(set(value) - set(ROLES))
+        if unknown:
+            raise ValueError(f"unknown callable role(s) {unknown}; roles are {list(ROLES)}")
+        return MappingProxyType({r: tuple(sorted(set(value.get(r, ())))) for r in ROLES})
+
+    @field_validator("builtin_merges")
+    @classmethod
+    def _builtin(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [m for m in value if m not in BUILTIN_MERGES]
+        if bad:
+            raise ValueError(f"not built-in merges: {bad}; built-ins are {list(BUILTIN_MERGES)}")
+        return value
+
+    @field_validator("allowed_step_kinds")
+    @classmethod
+    def _kinds(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return normalize_allowed_kinds(value)
+
+    @classmethod
+    def from_space(cls, space: Any, **overrides: Any) -> MutationContext:
+        """A context from a `core.search.strategies.SearchSpace` (gene and registered names).
+
+        Uses `space.agents` (names), `space.names_by_role()`, `space.gene.max_depth` and
+        `space.gene.allowed_step_kinds`; `overrides` set any other field.
+        """
+        data: dict[str, Any] = {
+            "agent_names": tuple(a.name for a in space.agents),
+            "callables": dict(space.names_by_role()),
+            "allowed_step_kinds": tuple(space.gene.allowed_step_kinds),
+            "max_depth": int(space.gene.max_depth),
+        }
+        data.update(overrides)
+        return cls.model_validate(data)
+
+    def names(self, role: str) -> tuple[str, ...]:
+        """Callable names registered for `role` (sorted; empty when none).
+
+        Raises:
+            ValueError: an unknown role.
+        """
+        if role not in ROLES:
+            raise ValueError(f"unknown callable role {role!r}; roles are {list(ROLES)}")
+        return self.callables.get(role, ())
+
+    def merge_names(self) -> tuple[str, ...]:
+        """Merges the operators may use: `builtin_merges`, then registered `merge` callables."""
+        registered = [m for m in self.names("merge") if m not in self.builtin_merges]
+        return (*self.builtin_merges, *registered)
+
+    def kind_allowed(self, kind: str) -> bool:
+        """Whether a node of `kind` may appear (the gene's `allowed_step_kinds` rule)."""
+        allowed = self.allowed_step_kinds
+        if allowed is None or kind in allowed:
+            return True
+        if kind in ATOMIC_KINDS:
+            return False
+        return not any(k in COMPOSITE_KINDS for k in allowed)
+
+
+Operator: TypeAlias = Callable[[TopologySpec, MutationContext, random.Random], TopologySpec | None]
+"""A mutation operator: `(spec, ctx, rng) -> new valid spec | None`."""
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Pos:
+    path: str
+    node: AnyNode
+    level: int  # composites above this node
+    subtree_depth: int
+
+
+def _positions(spec: AnyNode) -> list[_Pos]:
+    out: list[_Pos] = []
+    stack: list[tuple[str, AnyNode, int]] = [("$", spec, 0)]
+    while stack:
+        path, node, level = stack.pop()
+        out.append(_Pos(path, node, level, spec_metrics(node).depth))
+        for suffix, child in reversed(child_slots(node)):
+            stack.append((path + suffix, child, level + 1))
+    return out
+
+
+def _rebuild(model: BaseModel, **updates: Any) -> Any:
+    data = {name: getattr(model, name) for name in model.model_fields_set}
+    data.update(updates)
+    return type(model).model_validate(data)
+
+
+def is_valid_candidate(spec: AnyNode, ctx: MutationContext) -> TopologySpec | None:
+    """`spec` as a validated topology when it meets every rule of `ctx`, else None.
+
+    Rules: a composite root, the IR's parse limits (`ctx.limits`), depth at most
+    `ctx.max_depth`, and every kind allowed by `ctx.allowed_step_kinds`.
+    """
+    try:
+        parsed = parse_topology(spec, ctx.limits)
+    except SpecError:
+        return None
+    if spec_metrics(parsed).depth > ctx.max_depth:
+        return None
+    if check_allowed_kinds(parsed, ctx.allowed_step_kinds) is not None:
+        return None
+    return parsed
+
+
+def _finish(build: Callable[[], AnyNode], ctx: MutationContext) -> TopologySpec | None:
+    try:
+        node = build()
+    except (SpecError, ValidationError, ValueError):
+        return None
+    return is_valid_candidate(node, ctx)
+
+
+def _atomic_options(ctx: MutationContext) -> list[tuple[str, str]]:
+    options: list[tuple[str, str]] = []
+    if ctx.kind_allowed("agent_step"):
+        options.extend(("agent_step", name) for name in ctx.agent_names)
+    if ctx.kind_allowed("function_step"):
+        options.extend(("function_step", name) for name in ctx.names("step"))
+    return options
+
+
+def _atomic_name(node: AnyNode) -> tuple[str, str] | None:
+    if isinstance(node, AgentStepSpec) and node.agent_name is not None:
+        return ("agent_step", node.agent_name)
+    if isinstance(node, FunctionStepSpec):
+        return ("function_step", node.callable_name)
+    return None
+
+
+def _new_atomic(
+    ctx: MutationContext, rng: random.Random, avoid: AnyNode | None = None
+) -> AnyNode | None:
+    """A new agent or function step (no id), preferring one different from `avoid`."""
+    options = _atomic_options(ctx)
+    if avoid is not None:
+        current = _atomic_name(avoid)
+        others = [o for o in options if o != current]
+        options = others or options
+    if not options:
+        return None
+    kind, name = rng.choice(options)
+    if kind == "agent_step":
+        return AgentStepSpec(agent_name=name)
+    return FunctionStepSpec(callable_name=name)
+
+
+def _wrap_targets(spec: AnyNode, ctx: MutationContext) -> list[_Pos]:
+    """Nodes that can gain one level of nesting without exceeding `max_depth`."""
+    return [p for p in _positions(spec) if p.level + 1 + p.subtree_depth <= ctx.max_depth]
+
+
+# --- operators ---------------------------------------------------------------------------------
+
+
+def insert_step(
+    spec: TopologySpec, ctx: MutationContext, rng: random.Random
+) -> TopologySpec | None:
+    """A new agent or function step at a random position of a random pipeline."""
+    pipelines = [p for p in _positions(spec) if isinstance(p.node, PipelineSpec)]
+    if not pipelines or not _atomic_options(ctx):
+        return None
+    target = rng.choice(pipelines)
+    pipe = cast(PipelineSpec, target.node)
+    new = _new_atomic(ctx, rng)
+    if new is None:
+        return None
+    position = rng.randint(0, len(pipe.steps))
+    steps = list(pipe.steps)
+    steps.insert(position, PipelineStepEntry(operation=new))
+    return _finish(lambda: replace_at(spec, target.path, _rebuild(pipe, steps=steps)), ctx)
+
+
+def _removable(spec: AnyNode) -> list[str]:
+    paths: list[str] = []
+    for pos in _positions(spec):
+        node = pos.node
+        slots = child_slots(node)
+        if isinstance(node, PipelineSpec | ParallelSpec) and len(slots) >= 2:
+            paths.extend(pos.path + suffix for suffix, _ in slots)
+        elif isinstance(node, RouterSpec):
+            if len(node.routes) >= 2:
+                paths.extend(pos.path + f".routes[{i}].step" for i in range(len(node.routes)))
+            if node.fallback_step is not None:
+                paths.append(pos.path + ".fallback_step")
+    return paths
+
+
+def remove_step(
+    spec: TopologySpec, ctx: MutationContext, rng: random.Random
+) -> TopologySpec | None:
+    """Remove a pipeline step, a parallel branch, a route or a router's fallback.
+
+    Never empties a list (only lists of two or more lose an element).
+    """
+    paths = _removable(spec)
+    if not paths:
+        return None
+    path = rng.choice(paths)
+    return _finish(lambda: remove_at(spec, path), ctx)
+
+
+def swap_steps(spec: TopologySpec, ctx: MutationContext, rng: random.Random) -> TopologySpec | None:
+    """Swap two different pipeline steps, parallel branches or routes of one composite."""
+    targets: list[tuple[_Pos, list[tuple[int, int]]]] = []
+    for pos in _positions(spec):
+        node = pos.node
+        items: list[Any]
+        if isinstance(node, PipelineSpec):
+            items = [canonical_dict(e.operation) for e in node.steps]
+        elif isinstance(node, ParallelSpec):
+            items = [canonical_dict(s) for s in node.steps]
+        elif isinstance(node, RouterSpec):
+            items = [(r.condition_name, canonical_dict(r.step)) for r in node.routes]
+        else:
+            continue
+        pairs = [
+            (i, j)
+            for i in range(len(items))
+            for j in range(i + 1, len(items))
+            if items[i] != items[j]
+        ]
+        if pairs:
+            targets.append((pos, pairs))
+    if not targets:
+        return None
+    pos, pairs = rng.choice(targets)
+    i, j = rng.choice(pairs)
+    node = pos.node
+
+    def build() -> AnyNode:
+        if isinstance(node, PipelineSpec):
+            new: AnyNode = _rebuild(node, steps=_swapped(node.steps, i, j))
+        elif isinstance(node, ParallelSpec):
+            new = _rebuild(node, steps=_swapped(node.steps, i, j))
+        else:
+            router = cast(RouterSpec, node)
+            new = _rebuild(router, routes=_swapped(router.routes, i, j))
+        return replace_at(spec, pos.path, new)
+
+    return _finish(build, ctx)
+
+
+def _swapped(items: Sequence[Any], i: int, j: int) -> list[Any]:
+    out = list(items)
+    out[i], out[j] = out[j], out[i]
+    return out
+
+
+def wrap_in_parallel(
+    spec: TopologySpec, ctx: MutationContext, rng: random.Random
+) -> TopologySpec | None:
+    """A node becomes the first branch of a new parallel; the second is a new step; the merge is
+    one of `ctx.merge_names()`."""
+    merges = ctx.merge_names()
+    if not ctx.kind_allowed("parallel") or not merges or not _atomic_options(ctx):
+        return None
+    targets = _wrap_targets(spec, ctx)
+    if not targets:
+        return None
+    target = rng.choice(targets)
+    branch = _new_atomic(ctx, rng)
+    merge = rng.choice(merges)
+    if branch is None:
+        return None
+    new = ParallelSpec(steps=[target.node, branch], merge=merge)
+    return _finish(lambda: replace_at(spec, target.path, new), ctx)
+
+
+def add_parallel_branch(
+    spec: TopologySpec, ctx: MutationContext, rng: random.Random
+) -> TopologySpec | None:
+    """A new step appended to the branches of a random parallel."""
+    parallels = [p for p in _positions(spec) if isinstance(p.node, ParallelSpec)]
+    if not parallels or not _atomic_options(ctx):
+        return None
+    target = rng.choice(parallels)
+    par = cast(ParallelSpec, target.node)
+    branch = _new_atomic(ctx, rng)
+    if branch is None:
+        return None
+    return _finish(
+        lambda: replace_at(spec, target.path, _rebuild(par, steps=[*par.steps, branch])), ctx
+    )
+
+
+def _router_parts(
+    spec: TopologySpec, ctx: MutationContext, rng: random.Random
+) -> tuple[_Pos, str, AnyNode] | None:
+    conditions = ctx.names("condition")
+    if not ctx.kind_allowed("router") or not conditions or not _atomic_options(ctx):
+        return None
+    targets = _wrap_targets(spec, ctx)
+    if not targets:
+        return None
+    target = rng.choice(targets)
+    condition = rng.choice(conditions)
+    other = _new_atomic(ctx, rng, avoid=target.node)
+    if other is None:
+        return None
+    return target, condition, other
+
+
+def add_router(spec: TopologySpec, ctx: MutationContext, rng: random.Random) -> TopologySpec | None:
+    """A node becomes a router's fallback; inputs a registered condition accepts go to a new step.
+
+    `X` -> `router(routes=[when_<cond>: Y if cond(input)], fallback=X)`: a specialist branch.
+    """
+    parts = _router_parts(spec, ctx, rng)
+    if parts is None:
+        return None
+    target, condition, other = parts
+    new = RouterSpec(
+        routes=[RouteSpec(name=f"when_{condition}", step=other, condition_name=condition)],
+        fallback_step=target.node,
+    )
+    return _finish(lambda: replace_at(spec, target.path, new), ctx)
+
+
+def add_cascade(
+    spec: TopologySpec, ctx: MutationContext, rng: random.Random
+) -> TopologySpec | None:
+    """Condition-based escalation: a node keeps the inputs a registered condition accepts, the
+    rest escalate to a new step (e.g. a stronger, dearer agent).
+
+    `X` -> `router(routes=[<cond>: X if cond(input)], fallback=Y)`: with a condition such as
+    "the input is easy", the cheap step answers what it can and the expensive one the rest.
+    """
+    parts = _router_parts(spec, ctx, rng)
+    if parts is None:
+        return None
+    target, condition, other = parts
+    new = RouterSpec(
+        routes=[RouteSpec(name=condition, step=target.node, condition_name=condition)],
+        fallback_step=other,
+    )
+    return _finish(lambda: replace_at(spec, target.path, new), ctx)
+
+
+def wrap_in_loop(
+    spec: TopologySpec, ctx: MutationContext, rng: random.Random
+) -> TopologySpec | None:
+    """A node becomes the step of a refinement loop with a registered evaluator and state
+    updater (`max_iterations = ctx.loop_max_iterations`)."""
+    evaluators = ctx.names("evaluator")
+    updaters = ctx.names("state_updater")
+    if not ctx.kind_allowed("refinement_loop") or not evaluators or not updaters:
+        return None
+    targets = [p for p in _wrap_targets(spec, ctx) if not isinstance(p.node, RefinementLoopSpec)]
+    if not targets:
+        return None
+    target = rng.choice(targets)
+    new = RefinementLoopSpec(
+        step=target.node,
+        evaluator=rng.choice(evaluators),
+        state_updater_name=rng.choice(updaters),
+        max_iterations=ctx.loop_max_iterations,
+    )
+    return _finish(lambda: replace_at(spec, target.path, new), ctx)
+
+
+def unwrap(spec: TopologySpec, ctx: MutationContext, rng: random.Random) -> TopologySpec | None:
+    """A composite is replaced by one of its children (the root only by a composite child)."""
+    choices: list[tuple[str, AnyNode]] = []
+    for pos in _positions(spec):
+        for _, child in child_slots(pos.node):
+            if pos.path == "$" and child.node_kind not in COMPOSITE_KINDS:
+                continue
+            choices.append((pos.path, child))
+    if not choices:
+        return None
+    path, child = rng.choice(choices)
+    return _finish(lambda: replace_at(spec, path, child), ctx)
+
+
+def change_agent(
+    spec: TopologySpec, ctx: MutationContext, rng: random.Random
+) -> TopologySpec | None:
+    """A registered agent step uses another registered agent."""
+    targets = [
+        p
+        for p in _positions(spec)
+        if isinstance(p.node, AgentStepSpec)
+        and p.node.agent_name is not None
+        and any(a != p.node.agent_name for a in ctx.agent_names)
+    ]
+    if not targets:
+        return None
+    target = rng.choice(targets)
+    node = cast(AgentStepSpec, target.node)
+    name = rng.choice([a for a in ctx.agent_names if a != node.agent_name])
+    return _finish(lambda: replace_at(spec, target.path, _rebuild(node, agent_name=name)), ctx)
+
+
+def change_function(
+    spec: TopologySpec, ctx: MutationContext, rng: random.Random
+) -> TopologySpec | None:
+    """A function step uses another `step` callable (its explicit `name`, if any, is dropped)."""
+    steps = ctx.names("step")
+    targets = [
+        p
+        for p in _positions(spec)
+        if isinstance(p.node, FunctionStepSpec) and any(s != p.node.callable_name for s in steps)
+    ]
+    if not targets:
+        return None
+    target = rng.choice(targets)
+    node = cast(FunctionStepSpec, target.node)
+    name = rng.choice([s for s in steps if s != node.callable_name])
+    return _finish(
+        lambda: replace_at(spec, target.path, _rebuild(node, callable_name=name, name=None)), ctx
+    )
+
+
+def change_merge(
+    spec: TopologySpec, ctx: MutationContext, rng: random.Random
+) -> TopologySpec | None:
+    """A parallel uses another merge from `ctx.merge_names()`."""
+    merges = ctx.merge_names()
+    targets = [
+        p
+        for p in _positions(spec)
+        if isinstance(p.node, ParallelSpec) and any(m != p.node.merge for m in merges)
+    ]
+    if not targets:
+        return None
+    target = rng.choice(targets)
+    node = cast(ParallelSpec, target.node)
+    merge = rng.choice([m for m in merges if m != node.merge])
+    return _finish(lambda: replace_at(spec, target.path, _rebuild(node, merge=merge)), ctx)
+
+
+def change_condition(
+    spec: TopologySpec, ctx: MutationContext, rng: random.Random
+) -> TopologySpec | None:
+    """A route with a condition uses another registered condition."""
+    conditions = ctx.names("condition")
+    targets = [
+        (p, i)
+        for p in _positions(spec)
+        if isinstance(p.node, RouterSpec)
+        for i, r in enumerate(p.node.routes)
+        if r.condition_name is not None and any(c != r.condition_name for c in conditions)
+    ]
+    if not targets:
+        return None
+    target, i = rng.choice(targets)
+    router = cast(RouterSpec, target.node)
+    route = router.routes[i]
+    condition = rng.choice([c for c in conditions if c != route.condition_name])
+
+    def build() -> AnyNode:
+        routes = list(router.routes)
+        routes[i] = _rebuild(route, condition_name=condition)
+        return replace_at(spec, target.path, _rebuild(router, routes=routes))
+
+    return _finish(build, ctx)
+
+
+OPERATORS: Mapping[str, Operator] = MappingProxyType(
+    {
+        "insert_step": insert_step,
+        "remove_step": remove_step,
+        "swap_steps": swap_steps,
+        "wrap_in_parallel": wrap_in_parallel,
+        "add_parallel_branch": add_parallel_branch,
+        "add_router": add_router,
+        "add_cascade": add_cascade,
+        "wrap_in_loop": wrap_in_loop,
+        "unwrap": unwrap,
+        "change_agent": change_agent,
+        "change_function": change_function,
+        "change_merge": change_merge,
+        "change_condition": change_condition,
+    }
+)
+"""Every mutation operator by name, in a fixed order."""
+
+
+# --- mutate, crossover, random specs -----------------------------------------------------------
+
+
+def mutate(
+    spec: TopologySpec,
+    ctx: MutationContext,
+    rng: random.Random,
+    n_tries: int = 20,
+    *,
+    operators: Sequence[str] | None = None,
+    avoid: Collection[str] = (),
+    accept: Callable[[TopologySpec], bool] | None = None,
+) -> tuple[TopologySpec, str]:
+    """Apply a random applicable operator; the result is valid and new.
+
+    Up to `n_tries` times, an operator is drawn uniformly and applied; if none of those draws
+    gives a usable result, every operator is tried once more in a shuffled order before giving
+    up. A result is usable when it is valid for `ctx` (see `is_valid_candidate`), its canonical
+    hash differs from the input's and is not in `avoid`, and `accept(result)` holds (e.g. the
+    engine's full check, `lambda s: ask_ctx.check(s).ok`).
+
+    Args:
+        spec: the parent.
+        ctx: names and limits.
+        rng: the source of randomness (the same state gives the same result).
+        n_tries: random draws before the final sweep (>= 1).
+        operators: operator names to draw from (default: all of `OPERATORS`).
+        avoid: canonical hashes the result must not have (e.g. every candidate so far).
+        accept: an extra check the result must pass.
+
+    Returns:
+        `(new_spec, operator_name)`.
+
+    Raises:
+        ValueError: an unknown operator name or `n_tries` < 1.
+        SearchError: no operator gives a usable result.
+    """
+    names = list(OPERATORS) if operators is None else list(operators)
+    unknown = [n for n in names if n not in OPERATORS]
+    if unknown or not names:
+        raise ValueError(f"unknown operator(s) {unknown}; operators are {list(OPERATORS)}")
+    if n_tries < 1:
+        raise ValueError(f"n_tries must be >= 1, got {n_tries}")
+    parent_hash = spec_hash(spec)
+
+    def attempt(name: str) -> TopologySpec | None:
+        child = OPERATORS[name](spec, ctx, rng)
+        if child is None:
+            return None
+        digest = spec_hash(child)
+        if digest == parent_hash or digest in avoid:
+            return None
+        if accept is not None and not accept(child):
+            return None
+        return child
+
+    for _ in range(n_tries):
+        name = rng.choice(names)
+        child = attempt(name)
+        if child is not None:
+            return child, name
+    sweep = list(names)
+    rng.shuffle(sweep)
+    for name in sweep:
+        child = attempt(name)
+        if child is not None:
+            return child, name
+    raise SearchError(
+        f"no mutation applies to this spec with the names and limits given "
+        f"(tried {', '.join(names)})"
+    )
+
+
+def crossover(
+    a: TopologySpec,
+    b: TopologySpec,
+    ctx: MutationContext,
+    rng: random.Random,
+    n_tries: int = 10,
+) -> TopologySpec | None:
+    """Subtree crossover: a random node of `a` replaced by a random node of `b`.
+
+    The donated subtree loses its node ids (so ids stay unique). The root of `a` is only
+    replaced by a composite of `b`. Returns a valid spec that differs from both parents, or None
+    after `n_tries` draws.
+    """
+    a_positions = _positions(a)
+    b_nodes = [p.node for p in _positions(b)]
+    hashes = {spec_hash(a), spec_hash(b)}
+    for _ in range(n_tries):
+        target = rng.choice(a_positions)
+        pool = b_nodes
+        if target.path == "$":
+            pool = [n for n in b_nodes if n.node_kind in COMPOSITE_KINDS]
+        child = _finish(_grafter(a, target.path, rng.choice(pool)), ctx)
+        if child is not None and spec_hash(child) not in hashes:
+            return child
+    return None
+
+
+def _grafter(spec: AnyNode, path: str, donor: AnyNode) -> Callable[[], AnyNode]:
+    def build() -> AnyNode:
+        # a copy of the donor without node ids (its canonical form), so ids stay unique
+        return replace_at(spec, path, parse_operation(canonical_dict(donor)))
+
+    return build
+
+
+def random_spec(
+    ctx: MutationContext, rng: random.Random, n_mutations: int | None = None
+) -> TopologySpec:
+    """A random valid topology (the `random` strategy's sampler).
+
+    Starts from a small composite of new steps (a pipeline of one to three steps; or, when
+    pipelines are not allowed, a parallel, a router or a loop), then applies `n_mutations`
+    random mutations (default: 0 to 3, drawn).
+
+    Raises:
+        SearchError: nothing can be built from `ctx` (no usable agent or step callable, or no
+            allowed composite with the names it needs).
+    """
+    base = _random_base(ctx, rng)
+    if base is None:
+        raise SearchError(
+            "cannot build a topology from this context: it needs an allowed agent or step "
+            "callable and an allowed composite kind with the names it needs"
+        )
+    spec = base
+    count = rng.randint(0, 3) if n_mutations is None else n_mutations
+    for _ in range(count):
+        try:
+            spec, _ = mutate(spec, ctx, rng, n_tries=5)
+        except SearchError:
+            break
+    return spec
+
+
+def _random_base(ctx: MutationContext, rng: random.Random) -> TopologySpec | None:
+    if not _atomic_options(ctx):
+        return None
+
+    def atom() -> AnyNode:
+        node = _new_atomic(ctx, rng)
+        if node is None:  # pragma: no cover - options were checked above
+            raise ValueError("no atomic step available")
+        return node
+
+    builders: list[Callable[[], AnyNode]] = []
+    if ctx.kind_allowed("pipeline"):
+        builders.append(
+            lambda: PipelineSpec(
+                steps=[PipelineStepEntry(operation=atom()) for _ in range(rng.randint(1, 3))]
+            )
+        )
+    merges = ctx.merge_names()
+    if ctx.kind_allowed("parallel") and merges:
+        builders.append(lambda: ParallelSpec(steps=[atom(), atom()], merge=rng.choice(merges)))
+    conditions = ctx.names("condition")
+    if ctx.kind_allowed("router") and conditions:
+        builders.append(
+            lambda: RouterSpec(
+                routes=[
+                    RouteSpec(name="route", step=atom(), condition_name=rng.choice(conditions))
+                ],
+                fallback_step=atom(),
+            )
+        )
+    evaluators, updaters = ctx.names("evaluator"), ctx.names("state_updater")
+    if ctx.kind_allowed("refinement_loop") and evaluators and updaters:
+        builders.append(
+            lambda: RefinementLoopSpec(
+                step=atom(),
+                evaluator=rng.choice(evaluators),
+                state_updater_name=rng.choice(updaters),
+                max_iterations=ctx.loop_max_iterations,
+            )
+        )
+    # pipelines first: the others only when pipelines are not allowed (or cannot be built)
+    for build in builders:
+        spec = _finish(build, ctx)
+        if spec is not None:
+            return spec
+    return None
