@@ -8,6 +8,10 @@ spec = parse_topology('{"kind": "pipeline", "steps": [{"operation": {"kind": "ag
 ```
 """
 
+from core.ir.canonical import canonical_dict, canonical_json, spec_hash
+from core.ir.design import TopologyDesign, check_output_schema, design_output_schema, parse_design
+from core.ir.dot import to_dot
+from core.ir.ids import assign_ids
 from core.ir.limits import (
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_NODES,
@@ -17,6 +21,7 @@ from core.ir.limits import (
     parse_operation,
     parse_topology,
 )
+from core.ir.metrics import StructuralMetrics, spec_metrics
 from core.ir.models import (
     ATOMIC_KINDS,
     COMPOSITE_KINDS,
@@ -36,6 +41,8 @@ from core.ir.models import (
     StepConfigSpec,
     TopologySpec,
 )
+from core.ir.nodes import iter_nodes, node_at, remove_at, replace_at
+from core.ir.schema import operation_json_schema, topology_json_schema
 
 __all__ = [
     "ATOMIC_KINDS",
@@ -58,8 +65,25 @@ __all__ = [
     "RouterSpec",
     "SpecLimits",
     "StepConfigSpec",
+    "StructuralMetrics",
+    "TopologyDesign",
     "TopologySpec",
+    "assign_ids",
+    "canonical_dict",
+    "canonical_json",
     "check_limits",
+    "check_output_schema",
+    "design_output_schema",
+    "iter_nodes",
+    "node_at",
+    "operation_json_schema",
+    "parse_design",
     "parse_operation",
     "parse_topology",
+    "remove_at",
+    "replace_at",
+    "spec_hash",
+    "spec_metrics",
+    "to_dot",
+    "topology_json_schema",
 ]

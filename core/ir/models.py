@@ -43,11 +43,14 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     SerializerFunctionWrapHandler,
     model_serializer,
     model_validator,
 )
 from pydantic.config import JsonDict
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 __all__ = [
     "ATOMIC_KINDS",
@@ -311,6 +314,23 @@ class RefinementLoopSpec(_Node):
         return self
 
 
+class _AnyOfSchema:
+    """JSON-schema hook for the node unions: `anyOf` instead of Pydantic's `oneOf`.
+
+    The alternatives are disjoint (each has its own `kind` constant), so the two mean the same;
+    `anyOf` is what every provider's structured-output mode accepts (OpenAI strict mode and
+    Gemini reject `oneOf`), so no provider transform has to rewrite it (F2).
+    """
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        if "oneOf" in schema:
+            schema["anyOf"] = schema.pop("oneOf")
+        return schema
+
+
 OperationSpec = Annotated[
     AgentStepSpec
     | FunctionStepSpec
@@ -319,12 +339,14 @@ OperationSpec = Annotated[
     | RouterSpec
     | RefinementLoopSpec,
     Field(discriminator="kind"),
+    _AnyOfSchema(),
 ]
 """Any node: what a step position holds."""
 
 TopologySpec = Annotated[
     PipelineSpec | ParallelSpec | RouterSpec | RefinementLoopSpec,
     Field(discriminator="kind"),
+    _AnyOfSchema(),
 ]
 """A whole topology: one of the four composites."""
 
