@@ -363,7 +363,11 @@ def pareto_ranks(
     """Non-dominated rank per entry (0 = on the front); None for entries that are not ranked
     (invalid, another split, a NaN objective value)."""
     fronts = non_dominated_sort(objective_matrix(entries, objectives, split), _dirs(objectives))
-    ranks: list[int | None] = [None] * len(entries)
+    return _ranks_of(fronts, len(entries))
+
+
+def _ranks_of(fronts: Sequence[npt.NDArray[np.intp]], n: int) -> list[int | None]:
+    ranks: list[int | None] = [None] * n
     for r, front in enumerate(fronts):
         for i in front:
             ranks[int(i)] = r
@@ -440,6 +444,8 @@ class Archive:
         self._objectives = resolve_objectives(objectives)
         self._entries: list[ArchiveEntry] = []
         self._by_hash: dict[str, int] = {}
+        # the archive objectives' values per entry, computed once on add (entries are frozen)
+        self._rows: list[tuple[float, ...]] = []
 
     @property
     def strategy(self) -> ArchiveStrategy:
@@ -484,6 +490,7 @@ class Archive:
         known = self._by_hash.get(entry.spec_hash)
         if known is None:
             self._entries.append(entry)
+            self._rows.append(entry.objective_values(self._objectives))
             self._by_hash[entry.spec_hash] = len(self._entries) - 1
             return len(self._entries) - 1
         old = self._entries[known]
@@ -496,7 +503,22 @@ class Archive:
                 invalid_reason=entry.invalid_reason,
             )
             self._entries[known] = ArchiveEntry.model_validate(data)
+            self._rows[known] = self._entries[known].objective_values(self._objectives)
         return known
+
+    def _matrix(
+        self, objectives: Sequence[ObjectiveLike] | None, split: str | None
+    ) -> tuple[npt.NDArray[np.float64], list[Direction]]:
+        """Objective matrix (invalid / other-split rows NaN) and directions; cached rows for the
+        archive's own objectives."""
+        if objectives is not None:
+            objs = resolve_objectives(objectives)
+            return objective_matrix(self._entries, objs, split), [o.direction for o in objs]
+        dirs: list[Direction] = [o.direction for o in self._objectives]
+        m = np.array(self._rows, dtype=np.float64).reshape(len(self._rows), len(dirs))
+        keep = np.array([_selected(e, split) for e in self._entries], dtype=np.bool_)
+        m[~keep] = np.nan
+        return m, dirs
 
     def best(self, split: str | None = None) -> ArchiveEntry | None:
         """The valid entry with the highest aggregate score (ties: earliest), or None."""
@@ -517,13 +539,15 @@ class Archive:
         self, split: str | None = None, objectives: Sequence[ObjectiveLike] | None = None
     ) -> list[int]:
         """Indices of `pareto(...)`; objectives default to the archive's."""
-        return pareto_indices(self._entries, objectives or self._objectives, split)
+        m, dirs = self._matrix(objectives, split)
+        return [int(i) for i in np.flatnonzero(pareto_front_mask(m, dirs))]
 
     def ranks(
         self, split: str | None = None, objectives: Sequence[ObjectiveLike] | None = None
     ) -> list[int | None]:
         """Non-dominated rank per entry (0 = front), None for entries not ranked."""
-        return pareto_ranks(self._entries, objectives or self._objectives, split)
+        m, dirs = self._matrix(objectives, split)
+        return _ranks_of(non_dominated_sort(m, dirs), len(self._entries))
 
     def view(self) -> list[ArchiveEntry]:
         """What the designer is shown under the archive's strategy (see `view_indices`)."""

@@ -301,9 +301,10 @@ def test_identical_specs_are_one_entry() -> None:
     assert a[0] == e
     # a replacement can make an invalid entry valid and the other way round
     a.add(entry(spec("c"), [b(NAN)], NAN))
-    assert not a[1].valid
+    assert not a[1].valid and a.pareto_indices() == [0] and a.ranks() == [0, None]
     a.add(entry(spec("c"), [b(1.0), b(1.0)], 1.0))
     assert a[1].valid and a.best_index() == 1
+    assert a.pareto_indices() == [1] and a.ranks() == [1, 0]
 
 
 def test_entries_is_a_snapshot() -> None:
@@ -472,6 +473,13 @@ def test_front_equals_naive_reference(rows: list[tuple]) -> None:
     assert pareto_indices(entries, objs) == expected
     for i in expected:
         assert math.isfinite(entries[i].aggregate_score)
+    # the archive's cached rows give the same answers as the pure functions
+    archive = Archive(objectives=objs)
+    for e in entries:
+        archive.add(e)
+    assert archive.pareto_indices() == expected
+    assert archive.ranks() == pareto_ranks(entries, objs)
+    assert archive.ranks(split="validation") == [None] * len(entries)
 
 
 def test_search_package_exports_these_modules() -> None:
