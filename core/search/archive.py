@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeAlias, cast
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from core.errors import SpecError
 from core.evaluation.metrics import MetricBundle, bundle_invalid_reason
@@ -129,8 +129,9 @@ class ArchiveEntry(BaseModel):
     """The generation that proposed it: -1 for the seed, then 0, 1, ..."""
     spec_json: str
     """The spec as JSON (or the raw proposal text when it did not parse)."""
-    bundles: tuple[MetricBundle, ...]
-    """One metric bundle per example evaluated, in example order (a deep copy)."""
+    bundles: Sequence[MetricBundle]
+    """One metric bundle per example evaluated, in example order (a deep copy, stored as a
+    tuple)."""
     aggregate_score: float
     """Mean of the scalarized bundles (`core.evaluation.aggregate_score`); higher is better."""
     thought: str = ""
@@ -151,6 +152,12 @@ class ArchiveEntry(BaseModel):
     """Number of operation nodes; derived when None."""
     invalid_reason: str | None = None
     """Why the entry is invalid (code first), or None when valid; derived when not given."""
+
+    @field_validator("bundles")
+    @classmethod
+    def _as_tuple(cls, value: Sequence[MetricBundle]) -> tuple[MetricBundle, ...]:
+        # JSON input validates a Sequence to a list: store a tuple whatever the input mode
+        return tuple(value)
 
     @model_validator(mode="before")
     @classmethod

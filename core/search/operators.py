@@ -114,19 +114,19 @@ class MutationContext(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
-    agent_names: tuple[str, ...] = ()
-    """Registered agents usable as agent steps."""
-    callables: Mapping[str, tuple[str, ...]] = Field(default_factory=dict[str, tuple[str, ...]])
+    agent_names: Sequence[str] = ()
+    """Registered agents usable as agent steps (stored sorted, as a tuple)."""
+    callables: Mapping[str, Sequence[str]] = Field(default_factory=dict[str, Sequence[str]])
     """Role -> registered callable names usable in that role; roles are `ROLES`. A name may be
     listed under several roles."""
-    allowed_step_kinds: tuple[str, ...] | None = ("agent_step", "function_step")
+    allowed_step_kinds: Sequence[str] | None = ("agent_step", "function_step")
     """Node kinds a candidate may use, with the gene's rule: atomic kinds must be listed;
     composite kinds are restricted only when at least one composite kind is listed. None: all."""
     max_depth: int = Field(default=4, ge=1)
     """Maximum nesting depth of a candidate (a flat pipeline is 1)."""
     limits: SpecLimits = Field(default_factory=SpecLimits)
     """The IR's parse limits (node count, and a depth ceiling above `max_depth`)."""
-    builtin_merges: tuple[str, ...] = ("fastest", "first_wins")
+    builtin_merges: Sequence[str] = ("fastest", "first_wins")
     """Built-in merges the operators may use besides the registered `merge` callables. Default:
     the two that return one branch's output, so a wrapped step keeps its output type
     (`collect_all` returns a list; add it here if the next step takes one)."""
@@ -135,7 +135,7 @@ class MutationContext(BaseModel):
 
     @field_validator("agent_names", "builtin_merges")
     @classmethod
-    def _sorted(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+    def _sorted(cls, value: Sequence[str]) -> tuple[str, ...]:
         return tuple(sorted(set(value)))
 
     @field_validator("callables")
@@ -144,11 +144,11 @@ class MutationContext(BaseModel):
         unknown = sorted(set(value) - set(ROLES))
         if unknown:
             raise ValueError(f"unknown callable role(s) {unknown}; roles are {list(ROLES)}")
-        return MappingProxyType({r: tuple(sorted(set(value.get(r, ())))) for r in ROLES})
+        return {r: tuple(sorted(set(value.get(r, ())))) for r in ROLES}
 
     @field_validator("builtin_merges")
     @classmethod
-    def _builtin(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+    def _builtin(cls, value: Sequence[str]) -> Sequence[str]:
         bad = [m for m in value if m not in BUILTIN_MERGES]
         if bad:
             raise ValueError(f"not built-in merges: {bad}; built-ins are {list(BUILTIN_MERGES)}")
@@ -156,7 +156,7 @@ class MutationContext(BaseModel):
 
     @field_validator("allowed_step_kinds")
     @classmethod
-    def _kinds(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    def _kinds(cls, value: Sequence[str] | None) -> tuple[str, ...] | None:
         return normalize_allowed_kinds(value)
 
     @classmethod
@@ -183,7 +183,7 @@ class MutationContext(BaseModel):
         """
         if role not in ROLES:
             raise ValueError(f"unknown callable role {role!r}; roles are {list(ROLES)}")
-        return self.callables.get(role, ())
+        return tuple(self.callables.get(role, ()))
 
     def merge_names(self) -> tuple[str, ...]:
         """Merges the operators may use: `builtin_merges`, then registered `merge` callables."""
@@ -244,7 +244,8 @@ def is_valid_candidate(spec: AnyNode, ctx: MutationContext) -> TopologySpec | No
         return None
     if spec_metrics(parsed).depth > ctx.max_depth:
         return None
-    if check_allowed_kinds(parsed, ctx.allowed_step_kinds) is not None:
+    allowed = None if ctx.allowed_step_kinds is None else tuple(ctx.allowed_step_kinds)
+    if check_allowed_kinds(parsed, allowed) is not None:
         return None
     return parsed
 
