@@ -173,7 +173,7 @@ class FunctionStepSpec(_Node):
     callable_name: Name
     """Name of a callable in the callable registry."""
     name: Name | None = None
-    """The step name; default the callable's name."""
+    """The step name; default `callable_name`."""
 
 
 class StepConfigSpec(BaseModel):
