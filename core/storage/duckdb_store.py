@@ -1,0 +1,587 @@
+"""`DuckDBRunStore`: the run store on one DuckDB file (or in memory).
+
+Concurrency (the storage decision in `architecture.md`; field cases F9, F10):
+
+- **One owner process per file.** DuckDB lets one process open a database file, and blocks even
+  read-only opens from other processes while it is held. Opening a held file raises
+  `StoreBusyError` naming the holder; `open_store(path, on_busy="journals")` then gives a
+  read-only view built from the run journals instead (see `from_journals`), so the command
+  line's `runs` and `show` still work while the studio holds the file.
+- **A search never holds the file.** It writes its run journal (`core.storage.journal`) beside
+  the database; the owner ingests journals (`ingest`), by default before every query
+  (`auto_ingest`), so a search in another process is visible live and loses nothing.
+- **A cursor per thread.** One DuckDB connection per store; each thread gets its own cursor
+  (`connection.cursor()`, kept thread-locally), because a DuckDB connection must not be shared
+  across threads. Writes are short transactions, one at a time (a store-wide lock), so two
+  threads never conflict on a row; reads run concurrently.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Self, TypeVar, cast
+
+import duckdb
+import pandas as pd  # pyright: ignore[reportMissingTypeStubs]
+
+from core.errors import StoreBusyError, StoreError
+from core.search.events import SearchEvent
+from core.search.pareto import DEFAULT_OBJECTIVES, Objective
+from core.storage import _ingest, queries
+from core.storage._schema import ensure_schema
+from core.storage.base import RunStore
+from core.storage.journal import JOURNAL_SUFFIX, encode_event, journal_is_live
+from core.storage.journal import journal_dir as default_journal_dir
+from core.storage.records import IngestReport, RunRecord, RunStatus, TopologyVersion
+
+__all__ = ["DuckDBRunStore"]
+
+_log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+_DIRECT_BYTES = 1 << 20
+"""A first ingest of a finished journal at least this big reads the file directly (no copy)."""
+
+_HOLDER = re.compile(r"held in (?P<prog>.+?) \(PID (?P<pid>\d+)\)")
+
+
+def _busy_message(path: str, exc: BaseException) -> str:
+    m = _HOLDER.search(str(exc))
+    who = f"process {m['pid']} ({m['prog']})" if m else "another process"
+    return (
+        f"the run store {path} is held by {who}: DuckDB lets only one process open a database "
+        "file, even read-only. Close that process (the studio, or another topology-studio "
+        "command) or use another --db file; to read its runs meanwhile, open a read-only view "
+        "from the run journals with open_store(path, on_busy='journals') (the CLI's `runs` and "
+        f"`show` do this). A search does not need the file: it writes its journal under "
+        f"{default_journal_dir(path)} and the holder picks it up."
+    )
+
+
+def _timestamp(when: datetime | float | None) -> float:
+    if when is None:
+        return time.time()
+    if isinstance(when, datetime):
+        return when.timestamp()
+    return float(when)
+
+
+def _none_if_na(value: Any) -> Any:
+    return None if value is None or (isinstance(value, float) and value != value) else value
+
+
+class DuckDBRunStore(RunStore):
+    """The run store on a DuckDB file, or in memory (`":memory:"`); see the module docstring.
+
+    Args:
+        path: the database file (created with its parent folders if missing), or `":memory:"`.
+        journal_dir: the folder of run journals to ingest. None: `<path>.journals` for a file,
+            no journals for `":memory:"`.
+        read_only: refuse every write except `ingest` (the journal view uses it; the file
+            itself is still opened normally).
+        auto_ingest: ingest new journal lines before every query, so a search running in
+            another process shows up live. An ingest failure there is logged, never raised:
+            the query answers from what is stored.
+
+    Raises:
+        StoreBusyError: another process holds the file.
+        SchemaVersionError: the file was written by a newer schema version.
+        StoreError: the file is not a run store or cannot be opened.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = ":memory:",
+        *,
+        journal_dir: str | os.PathLike[str] | None = None,
+        read_only: bool = False,
+        auto_ingest: bool = True,
+    ) -> None:
+        self._path = os.fspath(path)
+        in_memory = self._path == ":memory:"
+        if journal_dir is not None:
+            self._journal_dir: Path | None = Path(journal_dir)
+        else:
+            self._journal_dir = None if in_memory else default_journal_dir(self._path)
+        self._read_only = read_only
+        self._auto_ingest = auto_ingest
+        if not in_memory:
+            Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            con = duckdb.connect(self._path)
+        except duckdb.Error as exc:
+            text = str(exc)
+            if "lock" in text.lower():
+                raise StoreBusyError(_busy_message(self._path, exc)) from exc
+            raise StoreError(f"cannot open the run store {self._path}: {text}") from exc
+        try:
+            self.schema_version: int = ensure_schema(con)
+            """The database's schema version (after migrating)."""
+            rows = con.execute("SELECT journal, byte_offset FROM ingest_offsets").fetchall()
+        except BaseException:
+            con.close()
+            raise
+        self._con: duckdb.DuckDBPyConnection | None = con
+        self._offsets: dict[str, int] = {str(r[0]): int(r[1]) for r in rows}
+        self._local = threading.local()
+        self._cursors: weakref.WeakKeyDictionary[threading.Thread, duckdb.DuckDBPyConnection] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._cursors_lock = threading.Lock()
+        self._write_lock = threading.RLock()
+
+    @classmethod
+    def from_journals(cls, journals: str | os.PathLike[str]) -> Self:
+        """A read-only, in-memory view of the runs in a journal folder.
+
+        For when another process holds the database file: it answers every run query from the
+        journals (ingested into an in-memory DuckDB, and kept live by `auto_ingest`). What
+        exists only in the database (proposals, approvals, topology versions, runs recorded
+        without a journal) is not in it.
+        """
+        store = cls(":memory:", journal_dir=journals, read_only=True)
+        store.ingest()
+        return store
+
+    # ---- plumbing ---------------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        """The database file, or `":memory:"`."""
+        return self._path
+
+    @property
+    def journal_dir(self) -> Path | None:
+        """The folder of run journals this store ingests, if any."""
+        return self._journal_dir
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
+
+    def _cur(self) -> duckdb.DuckDBPyConnection:
+        """This thread's cursor (created on first use)."""
+        con = self._con
+        if con is None:
+            raise StoreError(f"the run store {self._path} is closed")
+        cur = cast(duckdb.DuckDBPyConnection | None, getattr(self._local, "cur", None))
+        if cur is None:
+            cur = con.cursor()
+            self._local.cur = cur
+            with self._cursors_lock:
+                self._cursors[threading.current_thread()] = cur
+        return cur
+
+    def _writable(self) -> duckdb.DuckDBPyConnection:
+        if self._read_only:
+            raise StoreError(
+                "this run store is a read-only view (the database file is held by another "
+                "process); write through the process that holds it"
+            )
+        return self._cur()
+
+    @staticmethod
+    def _in_transaction(cur: duckdb.DuckDBPyConnection, fn: Callable[[], _T]) -> _T:
+        cur.execute("BEGIN TRANSACTION")
+        try:
+            out = fn()
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        return out
+
+    def _refresh(self) -> None:
+        if not self._auto_ingest or self._journal_dir is None:
+            return
+        try:
+            report = self.ingest()
+        except StoreError:
+            raise
+        except Exception as exc:  # never let a background refresh break a query (F10)
+            _log.warning("ingesting run journals failed: %s", exc)
+            return
+        for name, err in report.failed:
+            _log.warning("ingesting run journal %s failed (will retry): %s", name, err)
+
+    def close(self) -> None:
+        with self._write_lock:
+            con, self._con = self._con, None
+            if con is None:
+                return
+            with self._cursors_lock:
+                cursors = list(self._cursors.values())
+                self._cursors.clear()
+            for cur in cursors:
+                try:
+                    cur.close()
+                except duckdb.Error:
+                    pass
+            con.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._con is None else "open"
+        return f"DuckDBRunStore({self._path!r}, {state}, read_only={self._read_only})"
+
+    # ---- events and journals -----------------------------------------------------------------
+
+    def record_events(self, events: Iterable[SearchEvent]) -> int:
+        chunk = b"".join(encode_event(e) + b"\n" for e in events)
+        if not chunk:
+            return 0
+        with self._write_lock:
+            cur = self._writable()
+            try:
+                _ingest.load_delta(cur, chunk)
+                return self._in_transaction(cur, lambda: _ingest.apply_delta(cur))
+            except duckdb.Error as exc:
+                raise StoreError(f"recording events failed (nothing stored): {exc}") from exc
+
+    def _journal_files(self) -> list[Path]:
+        if self._journal_dir is None:
+            return []
+        try:
+            names = sorted(os.listdir(self._journal_dir))
+        except FileNotFoundError:
+            return []
+        return [self._journal_dir / n for n in names if n.endswith(JOURNAL_SUFFIX)]
+
+    def _store_delta(
+        self, cur: duckdb.DuckDBPyConnection, name: str, start: int, end: int, delta: _ingest.Delta
+    ) -> int:
+        """Store a journal's loaded delta and its new offset `end` (inside a transaction).
+
+        Returns:
+            How many events were new.
+        """
+        n = _ingest.apply_delta(cur, journal=name)
+        _ingest.record_errors(cur, name, start, delta)
+        cur.execute(
+            "INSERT INTO ingest_offsets VALUES (?, ?, ?) ON CONFLICT (journal) DO UPDATE "
+            "SET byte_offset = excluded.byte_offset, updated_at = excluded.updated_at",
+            [name, end, time.time()],
+        )
+        return n
+
+    def _ingest_journal(self, cur: duckdb.DuckDBPyConnection, path: Path) -> tuple[int, int]:
+        """Ingest one journal's new complete lines: `(new events, skipped lines)`."""
+        name = path.name
+        size = path.stat().st_size
+        start = self._offsets.get(name, 0)
+        if size == start:
+            return 0, 0
+        if size < start:
+            _log.warning("run journal %s shrank; re-reading it from the start", name)
+            start = 0
+        delta: _ingest.Delta | None = None
+        end = size
+        if start == 0 and size >= _DIRECT_BYTES and journal_is_live(path) is False:
+            with path.open("rb") as fh:
+                fh.seek(size - 1)
+                ends_complete = fh.read(1) == b"\n"
+            if ends_complete and _ingest.load_delta_from_file(cur, path):
+                delta = _ingest.Delta()
+        if delta is None:
+            with path.open("rb") as fh:
+                fh.seek(start)
+                chunk = _ingest.split_complete_lines(fh.read(size - start))
+            if not chunk:
+                return 0, 0
+            end = start + len(chunk)
+            delta = _ingest.load_delta(cur, chunk)
+        loaded = delta
+        n = self._in_transaction(cur, lambda: self._store_delta(cur, name, start, end, loaded))
+        self._offsets[name] = end
+        return n, len(loaded.errors)
+
+    def ingest(self) -> IngestReport:
+        n_events = n_journals = skipped = 0
+        failed: list[tuple[str, str]] = []
+        with self._write_lock:
+            cur = self._cur()
+            for path in self._journal_files():
+                before = self._offsets.get(path.name)
+                try:
+                    n, bad = self._ingest_journal(cur, path)
+                except (OSError, duckdb.Error, StoreError) as exc:
+                    failed.append((path.name, f"{type(exc).__name__}: {exc}"))
+                    continue
+                if self._offsets.get(path.name) != before:
+                    n_journals += 1
+                n_events += n
+                skipped += bad
+        return IngestReport(
+            n_events=n_events, n_journals=n_journals, skipped_lines=skipped, failed=failed
+        )
+
+    # ---- runs ---------------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        self._refresh()
+        row = (
+            self._cur()
+            .execute(
+                "SELECT run_id, problem, strategy, seed, status, reason, config::VARCHAR, "
+                "problem_config::VARCHAR, started_at, finished_at, last_event_at, n_events, "
+                "n_resumes, best_idx, budget_used::VARCHAR, journal FROM runs WHERE run_id = ?",
+                [run_id],
+            )
+            .fetchone()
+        )
+        if row is None:
+            return None
+        status = queries.effective_status(str(row[4]), row[15], self._journal_dir)
+        return RunRecord(
+            run_id=str(row[0]),
+            problem=row[1],
+            strategy=row[2],
+            seed=row[3],
+            status=cast(RunStatus, status),
+            reason=row[5],
+            config=json.loads(row[6]) if row[6] else {},
+            problem_config=json.loads(row[7]) if row[7] else {},
+            started_at=row[8],
+            finished_at=row[9],
+            last_event_at=row[10],
+            n_events=int(row[11]),
+            n_resumes=int(row[12]),
+            best_idx=row[13],
+            budget_used=json.loads(row[14]) if row[14] else {},
+        )
+
+    def list_runs(self) -> pd.DataFrame:
+        self._refresh()
+        return queries.list_runs(self._cur(), self._journal_dir)
+
+    # ---- specs --------------------------------------------------------------------------------
+
+    def put_spec(self, spec_hash: str, spec_json: str) -> bool:
+        if not spec_hash:
+            raise StoreError("a spec needs its canonical hash (got an empty one)")
+        with self._write_lock:
+            cur = self._writable()
+            row = cur.execute(
+                "INSERT INTO specs VALUES (?, ?, ?) ON CONFLICT DO NOTHING RETURNING spec_hash",
+                [spec_hash, spec_json, time.time()],
+            ).fetchall()
+            return bool(row)
+
+    def get_spec(self, spec_hash: str) -> str | None:
+        row = (
+            self._cur()
+            .execute("SELECT spec_json FROM specs WHERE spec_hash = ?", [spec_hash])
+            .fetchone()
+        )
+        return None if row is None else str(row[0])
+
+    # ---- queries ------------------------------------------------------------------------------
+
+    def archive(
+        self,
+        run_id: str,
+        *,
+        split: str | None = None,
+        objectives: Sequence[Objective] = DEFAULT_OBJECTIVES,
+        include_unevaluated: bool = False,
+    ) -> pd.DataFrame:
+        self._refresh()
+        return queries.archive(
+            self._cur(),
+            run_id,
+            split=split,
+            objectives=objectives,
+            include_unevaluated=include_unevaluated,
+        )
+
+    def candidate_examples(
+        self, run_id: str, candidate_idx: int, *, split: str | None = None, with_trace: bool = False
+    ) -> pd.DataFrame:
+        self._refresh()
+        return queries.candidate_examples(
+            self._cur(), run_id, candidate_idx, split=split, with_trace=with_trace
+        )
+
+    def example_trace(
+        self, run_id: str, candidate_idx: int, example_id: str, *, trial: int = 0
+    ) -> list[dict[str, Any]] | None:
+        self._refresh()
+        return queries.example_trace(self._cur(), run_id, candidate_idx, example_id, trial)
+
+    def compare_candidates(
+        self,
+        run_id: str,
+        a: int,
+        b: int,
+        *,
+        run_id_b: str | None = None,
+        threshold: float = 0.5,
+    ) -> pd.DataFrame:
+        self._refresh()
+        return queries.compare_candidates(
+            self._cur(), run_id, a, b, run_id_b=run_id_b, threshold=threshold
+        )
+
+    def progress(self, run_id: str) -> pd.DataFrame:
+        self._refresh()
+        return queries.progress(self._cur(), run_id)
+
+    def snapshots(self, run_id: str) -> pd.DataFrame:
+        self._refresh()
+        return queries.snapshots(self._cur(), run_id)
+
+    def logs(self, run_id: str) -> pd.DataFrame:
+        self._refresh()
+        return queries.logs(self._cur(), run_id)
+
+    # ---- proposals, approvals, topology versions ----------------------------------------------
+
+    def record_proposal(
+        self,
+        target: str,
+        spec_json: str,
+        *,
+        spec_hash: str | None = None,
+        run_id: str | None = None,
+        candidate_idx: int | None = None,
+        base_version: int | None = None,
+        diff: str = "",
+        proposed_by: str = "",
+        when: datetime | float | None = None,
+    ) -> int:
+        if not target:
+            raise StoreError("a proposal needs a target")
+        with self._write_lock:
+            row = (
+                self._writable()
+                .execute(
+                    "INSERT INTO proposals (target, spec_json, spec_hash, run_id, candidate_idx, "
+                    "base_version, diff, proposed_by, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING proposal_id",
+                    [
+                        target,
+                        spec_json,
+                        spec_hash,
+                        run_id,
+                        candidate_idx,
+                        base_version,
+                        diff,
+                        proposed_by,
+                        _timestamp(when),
+                    ],
+                )
+                .fetchone()
+            )
+        if row is None:  # pragma: no cover - RETURNING always yields the row
+            raise StoreError("recording the proposal returned no id")
+        return int(row[0])
+
+    def record_approval(
+        self,
+        proposal_id: int,
+        *,
+        who: str,
+        when: datetime | float | None = None,
+        comment: str = "",
+        base_version: int | None = None,
+        applied_version: int | None = None,
+        decision: str = "approved",
+    ) -> int:
+        if decision not in ("approved", "rejected"):
+            raise StoreError(f"decision must be 'approved' or 'rejected', got {decision!r}")
+        if not who:
+            raise StoreError("an approval needs who made it")
+        with self._write_lock:
+            cur = self._writable()
+
+            def go() -> int:
+                found = cur.execute(
+                    "SELECT 1 FROM proposals WHERE proposal_id = ?", [proposal_id]
+                ).fetchone()
+                if found is None:
+                    raise StoreError(f"no proposal {proposal_id}")
+                row = cur.execute(
+                    "INSERT INTO approvals (proposal_id, decision, who, decided_at, comment, "
+                    "base_version, applied_version) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                    "RETURNING approval_id",
+                    [
+                        proposal_id,
+                        decision,
+                        who,
+                        _timestamp(when),
+                        comment,
+                        base_version,
+                        applied_version,
+                    ],
+                ).fetchone()
+                return int(row[0]) if row else 0
+
+            return self._in_transaction(cur, go)
+
+    def list_proposals(self, target: str | None = None) -> pd.DataFrame:
+        return queries.list_proposals(self._cur(), target)
+
+    def save_topology_version(
+        self, target: str, spec_json: str, *, spec_hash: str | None = None, note: str = ""
+    ) -> int:
+        if not target:
+            raise StoreError("a topology version needs a target")
+        try:
+            json.loads(spec_json)
+        except ValueError as exc:
+            raise StoreError(f"a topology version must be JSON: {exc}") from exc
+        with self._write_lock:
+            cur = self._writable()
+
+            def go() -> int:
+                row = cur.execute(
+                    "SELECT coalesce(max(version), 0) + 1 FROM topology_versions WHERE target = ?",
+                    [target],
+                ).fetchone()
+                version = int(row[0]) if row else 1
+                cur.execute(
+                    "INSERT INTO topology_versions VALUES (?, ?, ?, ?, ?, ?)",
+                    [target, version, spec_json, spec_hash, time.time(), note],
+                )
+                return version
+
+            return self._in_transaction(cur, go)
+
+    def list_topology_versions(self, target: str) -> pd.DataFrame:
+        return queries.list_topology_versions(self._cur(), target)
+
+    def get_topology_version(self, target: str, version: int | None = None) -> TopologyVersion:
+        cur = self._cur()
+        row = cur.execute(
+            "SELECT version, spec_json, spec_hash, created_at, note FROM topology_versions "
+            "WHERE target = $target AND ($version IS NULL OR version = $version) "
+            "ORDER BY version DESC LIMIT 1",
+            {"target": target, "version": version},
+        ).fetchone()
+        if row is None:
+            have = [
+                int(r[0])
+                for r in cur.execute(
+                    "SELECT version FROM topology_versions WHERE target = ? ORDER BY version",
+                    [target],
+                ).fetchall()
+            ]
+            which = "any version" if version is None else f"version {version}"
+            raise StoreError(f"target {target!r} has no {which}; saved versions: {have or 'none'}")
+        return TopologyVersion(
+            target=target,
+            version=int(row[0]),
+            spec_json=str(row[1]),
+            spec_hash=_none_if_na(row[2]),
+            created_at=float(row[3]),
+            note=str(row[4]),
+        )

@@ -1,0 +1,366 @@
+"""The run journal: a search's events as JSON lines, written by the search, read by the store.
+
+A search writes every event it emits to its run's journal, one JSON object per line. The run
+store ingests journals (`RunStore.ingest`), so a search running in another process (the
+command line) is visible live in the studio, which holds the database file, and nothing is lost
+when that process dies: every line is flushed to the operating system as it is written, and
+fsynced at the points a resume restarts from (see `FSYNC_TYPES`).
+
+Location: beside the database, `<db path>.journals/<run_id>.jsonl`, e.g.
+`data/runs.duckdb.journals/20250101-120000-3f9a1c.jsonl` (`journal_dir`, `journal_path`). A
+search needs only the database *path*, never the open database, so it can run while the studio
+holds the file.
+
+Encoding: `encode_event(event)`, i.e. the event's fields as JSON with NaN and infinities as the
+bare constants `NaN`, `Infinity`, `-Infinity` (pydantic's own `model_dump_json` turns them into
+`null`, which `parse_event` then rejects for required floats; an invalid result must keep its
+NaN so the store can mark it invalid, field case F7). `parse_event` and DuckDB's `read_json`
+both read these constants.
+
+Crash tolerance: a process killed mid-write leaves at most one torn last line (no newline).
+`read_journal` drops it (or keeps it, if it happens to be a complete event), and
+`RunJournal.resume` cuts it off before appending, continuing `seq` after the last recorded
+event. One writer at a time: a writer holds an exclusive `flock` on its journal for as long as
+it is open, so resuming a run that is still running fails with `StoreBusyError`, and
+`journal_is_live` tells a running search from a crashed one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Final, Self
+
+import pydantic
+import pydantic_core
+
+from core.errors import StoreBusyError, StoreError
+from core.search.events import SearchEvent, parse_event
+from core.storage import _filelock
+
+__all__ = [
+    "FSYNC_TYPES",
+    "JOURNAL_SUFFIX",
+    "JournalScan",
+    "RunJournal",
+    "check_run_id",
+    "encode_event",
+    "journal_dir",
+    "journal_is_live",
+    "journal_path",
+    "new_run_id",
+    "read_journal",
+    "scan_journal",
+]
+
+JOURNAL_SUFFIX: Final = ".jsonl"
+"""A journal file's suffix; its stem is the run id."""
+
+FSYNC_TYPES: Final[frozenset[str]] = frozenset(
+    {"run_started", "candidate_evaluated", "archive_snapshot", "run_finished"}
+)
+"""Event types after which the journal is fsynced (the points a resume restarts from). Every
+line is flushed anyway, which survives a killed process; fsync also survives a machine crash."""
+
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_run_id(run_id: str) -> str:
+    """Return `run_id` if it is usable as a file name, else raise.
+
+    A run id is 1 to 128 characters of letters, digits, `.`, `_` and `-`, not starting with
+    `.`, `_` or `-` (so it can never name a path outside the journal folder).
+
+    Raises:
+        StoreError: the id is not usable.
+    """
+    if not _RUN_ID.fullmatch(run_id):
+        raise StoreError(
+            f"invalid run id {run_id!r}: use 1-128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return run_id
+
+
+def new_run_id(now: float | None = None) -> str:
+    """A fresh run id that sorts by start time, e.g. `"20250101-120000-3f9a1c"` (UTC)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(time.time() if now is None else now))
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+def journal_dir(db_path: str | os.PathLike[str]) -> Path:
+    """The folder of run journals that belongs to a database file: `<db path>.journals`."""
+    return Path(f"{os.fspath(db_path)}.journals")
+
+
+def journal_path(db_path: str | os.PathLike[str], run_id: str) -> Path:
+    """The journal of run `run_id` for a database file: `<db path>.journals/<run_id>.jsonl`.
+
+    Raises:
+        StoreError: `run_id` is not a valid run id (see `check_run_id`).
+    """
+    return journal_dir(db_path) / f"{check_run_id(run_id)}{JOURNAL_SUFFIX}"
+
+
+def journal_is_live(path: str | os.PathLike[str]) -> bool | None:
+    """Whether a live process is writing this journal right now.
+
+    Returns:
+        True: a writer holds it. False: no writer (finished, or crashed: resume it). None: the
+        platform has no file locks (Windows), so nobody can tell.
+    """
+    return _filelock.is_locked(path)
+
+
+def encode_event(event: SearchEvent) -> bytes:
+    """One journal line for an event (JSON, NaN and infinities kept), without the newline."""
+    return pydantic_core.to_json(event.model_dump(), inf_nan_mode="constants")
+
+
+@dataclass(frozen=True, slots=True)
+class JournalScan:
+    """What a journal file holds, read up to its last complete line.
+
+    Attributes:
+        events: the events, in file order.
+        good_bytes: the byte length of the part that holds them (where appending continues).
+        torn: the bytes after it that are not a complete event (a torn last line), else b"".
+        complete_tail: True when the last line was a complete event missing only its newline.
+    """
+
+    events: list[SearchEvent]
+    good_bytes: int
+    torn: bytes
+    complete_tail: bool
+
+
+def _iter_lines(data: bytes) -> Iterator[tuple[int, bytes, bool]]:
+    """(start offset, line without newline, has newline) for each line of `data`."""
+    pos = 0
+    n = len(data)
+    while pos < n:
+        end = data.find(b"\n", pos)
+        if end < 0:
+            yield pos, data[pos:], False
+            return
+        yield pos, data[pos:end], True
+        pos = end + 1
+
+
+def scan_journal(path: str | os.PathLike[str]) -> JournalScan:
+    """Read a journal, tolerating a torn last line.
+
+    Blank lines are skipped. A last line without a newline is kept when it parses as a complete
+    event (`complete_tail`), else it is the torn part.
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        StoreError: a line other than the last is not a valid event (the file is damaged; the
+            message names the line).
+    """
+    data = Path(path).read_bytes()
+    events: list[SearchEvent] = []
+    lineno = 0
+    for start, line, has_newline in _iter_lines(data):
+        lineno += 1
+        if not has_newline:
+            if not line.strip():
+                return JournalScan(events, start, data[start:], False)
+            try:
+                last = parse_event(line)
+            except pydantic.ValidationError:
+                return JournalScan(events, start, data[start:], False)
+            events.append(last)
+            return JournalScan(events, len(data), b"", True)
+        if line.strip():
+            try:
+                events.append(parse_event(line))
+            except pydantic.ValidationError as exc:
+                raise StoreError(
+                    f"{path}: line {lineno} is not a valid search event (the journal is "
+                    f"damaged): {exc.errors()[0]['msg'] if exc.errors() else exc}"
+                ) from exc
+    return JournalScan(events, len(data), b"", False)
+
+
+def read_journal(path: str | os.PathLike[str]) -> list[SearchEvent]:
+    """The events of a journal, in order; a torn last line (a killed writer) is dropped.
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        StoreError: a line other than the last is not a valid event.
+    """
+    return scan_journal(path).events
+
+
+class RunJournal:
+    """Append-only writer of one run's journal. Use `create`, `resume` or `open`.
+
+    `append(event)` writes one line and flushes it (readers in other processes see it at once);
+    after the event types in `FSYNC_TYPES`, and at `close`, the file is also fsynced. Events
+    must come in order: `event.seq == journal.next_seq` and one `run_id` per journal, so a
+    resumed run continues its numbering. Thread-safe. A journal holds an exclusive file lock
+    while open (see the module docstring); use it as a context manager or call `close`.
+
+    Attributes:
+        path: the journal file.
+        run_id: the run it records (None for a new journal until the first event).
+        next_seq: the `seq` the next event must carry.
+        recorded: the events already in the file when it was opened (empty for a new one).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        fh: IO[bytes],
+        *,
+        run_id: str | None,
+        next_seq: int,
+        recorded: tuple[SearchEvent, ...],
+    ) -> None:
+        self.path = path
+        self.run_id = run_id
+        self.next_seq = next_seq
+        self.recorded = recorded
+        self._fh: IO[bytes] | None = fh
+        self._lock = threading.Lock()
+
+    @classmethod
+    def create(cls, path: str | os.PathLike[str]) -> Self:
+        """Start a new, empty journal (parent folders are created).
+
+        Raises:
+            StoreError: the file already exists (resume it instead).
+        """
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fh = p.open("xb")
+        except FileExistsError as exc:
+            raise StoreError(
+                f"run journal {p} already exists: resume that run, or choose a new run id"
+            ) from exc
+        cls._lock_or_raise(fh, p)
+        return cls(p, fh, run_id=None, next_seq=0, recorded=())
+
+    @classmethod
+    def resume(cls, path: str | os.PathLike[str]) -> Self:
+        """Continue an existing journal after an interruption.
+
+        A torn last line is cut off (a complete last event missing its newline gets one), and
+        `next_seq` is the last recorded event's `seq` + 1. The events already recorded are in
+        `recorded`.
+
+        Raises:
+            FileNotFoundError: there is no such journal.
+            StoreBusyError: another live process is writing this journal.
+            StoreError: the journal is damaged before its last line, or its events disagree on
+                the run id.
+        """
+        p = Path(path)
+        fh = p.open("r+b")
+        try:
+            cls._lock_or_raise(fh, p)
+            scan = scan_journal(p)
+            fh.seek(scan.good_bytes)
+            fh.truncate()
+            if scan.complete_tail:
+                fh.write(b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        except BaseException:
+            fh.close()
+            raise
+        run_ids = {e.run_id for e in scan.events}
+        if len(run_ids) > 1:
+            fh.close()
+            raise StoreError(f"{p}: events of several runs in one journal: {sorted(run_ids)}")
+        run_id = scan.events[0].run_id if scan.events else None
+        next_seq = scan.events[-1].seq + 1 if scan.events else 0
+        return cls(p, fh, run_id=run_id, next_seq=next_seq, recorded=tuple(scan.events))
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> Self:
+        """`resume` the journal if the file exists, else `create` it."""
+        p = Path(path)
+        return cls.resume(p) if p.exists() else cls.create(p)
+
+    @staticmethod
+    def _lock_or_raise(fh: IO[bytes], path: Path) -> None:
+        if not _filelock.lock_exclusive(fh):
+            fh.close()
+            raise StoreBusyError(
+                f"run journal {path} is being written by another live process (is that search "
+                "still running?); wait for it to finish or stop it before resuming"
+            )
+
+    def append(self, event: SearchEvent) -> None:
+        """Write one event as one line, flushed (and fsynced for `FSYNC_TYPES`).
+
+        Raises:
+            ValueError: `event.seq` is not `next_seq`, or its run id is not this journal's.
+            StoreError: the journal is closed.
+        """
+        line = encode_event(event) + b"\n"
+        with self._lock:
+            fh = self._require_open()
+            if self.run_id is not None and event.run_id != self.run_id:
+                raise ValueError(
+                    f"event of run {event.run_id!r} appended to the journal of {self.run_id!r}"
+                )
+            if event.seq != self.next_seq:
+                raise ValueError(
+                    f"event seq {event.seq} out of order: this journal expects {self.next_seq}"
+                )
+            check_run_id(event.run_id)
+            fh.write(line)
+            fh.flush()
+            if event.type in FSYNC_TYPES:
+                os.fsync(fh.fileno())
+            self.run_id = event.run_id
+            self.next_seq += 1
+
+    def sync(self) -> None:
+        """Flush and fsync now."""
+        with self._lock:
+            fh = self._require_open()
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def close(self) -> None:
+        """Fsync, release the lock and close (idempotent)."""
+        with self._lock:
+            fh = self._fh
+            if fh is None:
+                return
+            self._fh = None
+            try:
+                fh.flush()
+                os.fsync(fh.fileno())
+            finally:
+                fh.close()
+
+    @property
+    def closed(self) -> bool:
+        """True after `close`."""
+        return self._fh is None
+
+    def _require_open(self) -> IO[bytes]:
+        if self._fh is None:
+            raise StoreError(f"run journal {self.path} is closed")
+        return self._fh
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RunJournal({str(self.path)!r}, run_id={self.run_id!r}, next_seq={self.next_seq})"

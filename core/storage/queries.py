@@ -1,0 +1,504 @@
+"""The studio's questions to the run store, as functions of a DuckDB connection -> DataFrame.
+
+`DuckDBRunStore` calls these with its thread's cursor; the column sets are documented on the
+matching `RunStore` methods. Every query keeps invalid entries (marked invalid, any NaN or
+infinite objective, rejected) off the front and out of "best" by filtering them explicitly:
+DuckDB sorts NaN as the largest value, so an unfiltered `max` or `ORDER BY ... DESC` would crown
+a NaN (field case F7).
+
+Which evaluation stands for a candidate (compare like with like): its full validation result if
+it has one, else its latest minibatch result, else its latest result of another split; the
+held-out `test` split never does (it has its own columns). See `_PREFERRED`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import duckdb
+import numpy as np
+import pandas as pd  # pyright: ignore[reportMissingTypeStubs]
+
+from core.search.pareto import DEFAULT_OBJECTIVES, Objective, pareto_front_mask
+from core.storage.journal import journal_is_live
+
+__all__ = [
+    "OBJECTIVE_COLUMNS",
+    "archive",
+    "candidate_examples",
+    "compare_candidates",
+    "effective_status",
+    "example_trace",
+    "interrupted_runs",
+    "list_proposals",
+    "list_runs",
+    "list_topology_versions",
+    "logs",
+    "progress",
+    "snapshots",
+    "status_label",
+]
+
+_TIER: Final = "CASE r.split WHEN 'validation' THEN 0 WHEN 'minibatch' THEN 1 ELSE 2 END"
+"""Preference of a result's split: lower is more complete."""
+
+_VALID: Final = """coalesce(
+    r.valid AND isfinite(r.accuracy) AND isfinite(r.cost_usd) AND isfinite(r.latency_ms)
+    AND isfinite(r.aggregate_score) AND r.n_agents IS NOT NULL AND r.depth IS NOT NULL
+    AND c.status IS DISTINCT FROM 'rejected', false)"""
+"""A result is valid only if marked valid, every objective is finite and the candidate was not
+rejected (F7). `isfinite(NULL)` is NULL, hence the coalesce."""
+
+
+def _bad(name: str) -> str:
+    return (
+        f"WHEN r.{name} IS NULL THEN 'missing_{name}' "
+        f"WHEN isnan(r.{name}) THEN 'nan_{name}' "
+        f"WHEN NOT isfinite(r.{name}) THEN 'inf_{name}' "
+    )
+
+
+_REASON: Final = (
+    "CASE WHEN c.status = 'rejected' THEN 'rejected: ' || coalesce(c.reason, '') "
+    "WHEN r.invalid_reason IS NOT NULL THEN r.invalid_reason "
+    + "".join(_bad(n) for n in ("accuracy", "cost_usd", "latency_ms", "aggregate_score"))
+    + "WHEN r.n_agents IS NULL OR r.depth IS NULL THEN 'missing_structure' "
+    "WHEN NOT coalesce(r.valid, false) THEN 'invalid' END"
+)
+"""Why a result is not valid (the search's own reason first)."""
+
+_PREFERRED: Final = f"""
+    SELECT r.*, {_TIER} AS tier, {_VALID} AS valid_eff,
+           CASE WHEN {_VALID} THEN NULL ELSE {_REASON} END AS reason_eff
+    FROM candidate_results r
+    LEFT JOIN candidates c ON c.run_id = r.run_id AND c.candidate_idx = r.candidate_idx
+    WHERE {{where}}
+    QUALIFY row_number() OVER (
+        PARTITION BY r.run_id, r.candidate_idx ORDER BY {_TIER}, r.seq DESC) = 1
+"""
+"""One result per candidate (format `where` over `r`, e.g. the run and split filter)."""
+
+
+def _df(
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    params: Sequence[object] | Mapping[str, object] = (),
+) -> pd.DataFrame:
+    args: list[object] | dict[str, object] = (
+        dict(params) if isinstance(params, Mapping) else list(params)
+    )
+    return con.execute(sql, args).df()
+
+
+def status_label(status: str, reason: str | None, last_event_at: float | None) -> str:
+    """Human text for a run's state, e.g. `"running, data as of 2025-01-01 12:00:03 UTC"`."""
+    as_of = (
+        time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(last_event_at))
+        if last_event_at is not None and np.isfinite(last_event_at)
+        else "no events yet"
+    )
+    if status == "running":
+        return f"running, data as of {as_of}"
+    if status == "interrupted":
+        return f"interrupted (no process writes it), data as of {as_of}; resume it with --resume"
+    return f"{status}: {reason}" if reason else status
+
+
+def effective_status(status: str, journal: str | None, journal_dir: Path | None) -> str:
+    """A stored status, with `running` turned into `interrupted` when the run's journal exists
+    and no live process holds it (see `journal_is_live`)."""
+    if status != "running" or journal is None or journal_dir is None:
+        return status
+    path = journal_dir / journal
+    if not path.exists():
+        return status
+    live = journal_is_live(path)
+    return "interrupted" if live is False else status
+
+
+_AS_OF: Final = (
+    "coalesce(strftime(make_timestamp((last_event_at * 1e6)::BIGINT), '%Y-%m-%d %H:%M:%S UTC'), "
+    "'no events yet')"
+)
+
+
+def interrupted_runs(con: duckdb.DuckDBPyConnection, journal_dir: Path | None) -> list[str]:
+    """The stored-as-running runs whose journal no live process holds any more."""
+    if journal_dir is None:
+        return []
+    rows = con.execute(
+        "SELECT run_id, journal FROM runs WHERE status = 'running' AND journal IS NOT NULL"
+    ).fetchall()
+    return [
+        str(run_id)
+        for run_id, journal in rows
+        if effective_status("running", str(journal), journal_dir) == "interrupted"
+    ]
+
+
+def list_runs(con: duckdb.DuckDBPyConnection, journal_dir: Path | None = None) -> pd.DataFrame:
+    """Every run, newest first (columns: see `RunStore.list_runs`).
+
+    Args:
+        con: a connection to a run store.
+        journal_dir: the journal folder; a `running` run whose journal no live process holds
+            is reported `interrupted`. None: statuses as stored.
+    """
+    sql = f"""
+    WITH res AS ({_PREFERRED.format(where="r.split <> 'test'")}),
+    best AS (
+        SELECT run_id, candidate_idx AS best_idx, aggregate_score AS best_score FROM (
+            SELECT *, min(tier) OVER (PARTITION BY run_id) AS best_tier FROM res WHERE valid_eff
+        ) WHERE tier = best_tier
+        QUALIFY row_number() OVER (
+            PARTITION BY run_id ORDER BY aggregate_score DESC, candidate_idx) = 1
+    ),
+    ev AS (
+        SELECT run_id, count(*) FILTER (WHERE NOT cached) AS n_evaluations,
+               coalesce(sum(cost_usd) FILTER (WHERE NOT cached AND isfinite(cost_usd)), 0.0)
+                   AS eval_cost
+        FROM evaluations GROUP BY run_id
+    ),
+    cand AS (
+        SELECT run_id, count(*) AS n_candidates,
+               coalesce(sum(design_cost_usd) FILTER (WHERE isfinite(design_cost_usd)), 0.0)
+                   AS design_cost
+        FROM candidates GROUP BY run_id
+    ),
+    base AS (
+        SELECT runs.*,
+               CASE WHEN runs.status = 'running'
+                         AND list_contains($interrupted::VARCHAR[], runs.run_id)
+                    THEN 'interrupted' ELSE runs.status END AS status_now
+        FROM runs
+    )
+    SELECT b.run_id, b.problem, b.strategy, b.seed, b.status_now AS status,
+           CASE b.status_now
+               WHEN 'running' THEN 'running, data as of ' || {_AS_OF}
+               WHEN 'interrupted' THEN 'interrupted (no process writes it), data as of '
+                   || {_AS_OF} || '; resume it with --resume'
+               ELSE CASE WHEN coalesce(b.reason, '') = '' THEN b.status_now
+                         ELSE b.status_now || ': ' || b.reason END
+           END AS status_label,
+           b.reason, b.started_at, b.finished_at, b.last_event_at,
+           coalesce(b.finished_at, b.last_event_at) - b.started_at AS wall_s,
+           b.n_events, b.n_resumes,
+           coalesce(cand.n_candidates, 0) AS n_candidates,
+           coalesce(ev.n_evaluations, 0) AS n_evaluations,
+           coalesce(ev.eval_cost, 0.0) + coalesce(cand.design_cost, 0.0) AS cost_usd,
+           best.best_idx, best.best_score
+    FROM base b
+    LEFT JOIN best USING (run_id)
+    LEFT JOIN ev USING (run_id)
+    LEFT JOIN cand USING (run_id)
+    ORDER BY b.started_at DESC NULLS LAST, b.run_id DESC
+    """
+    return _df(con, sql, {"interrupted": interrupted_runs(con, journal_dir)})
+
+
+OBJECTIVE_COLUMNS: Final[frozenset[str]] = frozenset(
+    {
+        "accuracy",
+        "cost_usd",
+        "latency_ms",
+        "n_agents",
+        "depth",
+        "aggregate_score",
+        "error_rate",
+        "blank_rate",
+        "stdev",
+        "n_examples",
+    }
+)
+"""The archive columns an objective may name."""
+
+_ARCHIVE_COLUMNS: Final = """
+    candidate_idx, generation, parent_idx, operator, thought, candidate_status, reason,
+    spec_hash, objective_split, n_examples, accuracy, cost_usd, latency_ms, n_agents, depth,
+    aggregate_score, error_rate, blank_rate, stdev, valid, invalid_reason,
+    valid AND list_contains($front::INTEGER[], candidate_idx) AS on_front, is_best,
+    in_snapshot, snapshot_front AND valid AS snapshot_front, test_accuracy, test_aggregate_score
+"""
+
+
+def archive(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    *,
+    split: str | None = None,
+    objectives: Sequence[Objective] = DEFAULT_OBJECTIVES,
+    include_unevaluated: bool = False,
+) -> pd.DataFrame:
+    """A run's archive with objectives, validity and front membership.
+
+    Columns and arguments: see `RunStore.archive`. The front is `core.search.pareto`'s
+    `pareto_front_mask` over the valid rows' objectives.
+
+    Raises:
+        ValueError: an objective names no numeric archive column (see `OBJECTIVE_COLUMNS`).
+    """
+    names = [o.name for o in objectives]
+    unknown = [n for n in names if n not in OBJECTIVE_COLUMNS]
+    if unknown:
+        raise ValueError(f"unknown objective column(s) {unknown}; use {sorted(OBJECTIVE_COLUMNS)}")
+    where = "r.run_id = $run AND (r.split = $split OR ($split IS NULL AND r.split <> 'test'))"
+    sql = f"""
+    WITH res AS ({_PREFERRED.format(where=where)}),
+    keys AS (
+        SELECT candidate_idx FROM res
+        UNION
+        SELECT candidate_idx FROM candidates WHERE run_id = $run AND $unevaluated
+    ),
+    snap AS (SELECT entries, front FROM snapshots WHERE run_id = $run ORDER BY seq DESC LIMIT 1),
+    test AS (
+        SELECT candidate_idx, accuracy, aggregate_score FROM candidate_results
+        WHERE run_id = $run AND split = 'test'
+        QUALIFY row_number() OVER (PARTITION BY candidate_idx ORDER BY seq DESC) = 1
+    ),
+    joined AS (
+        SELECT k.candidate_idx, c.generation, c.parent_idx, c.operator, c.thought,
+               c.status AS candidate_status, c.reason,
+               coalesce(res.spec_hash, c.spec_hash) AS spec_hash,
+               res.split AS objective_split, res.n_examples,
+               res.accuracy, res.cost_usd, res.latency_ms, res.n_agents, res.depth,
+               res.aggregate_score, res.error_rate, res.blank_rate, res.stdev,
+               coalesce(res.valid_eff, false) AS valid,
+               CASE WHEN coalesce(res.valid_eff, false) THEN NULL
+                    WHEN res.candidate_idx IS NULL THEN
+                        CASE WHEN c.status = 'rejected' THEN 'rejected: ' || coalesce(c.reason, '')
+                             WHEN c.status = 'duplicate' THEN 'duplicate'
+                             ELSE 'not_evaluated' END
+                    ELSE res.reason_eff END AS invalid_reason,
+               res.tier,
+               coalesce(list_contains((SELECT entries FROM snap), k.candidate_idx), false)
+                   AS in_snapshot,
+               coalesce(list_contains((SELECT front FROM snap), k.candidate_idx), false)
+                   AS snapshot_front,
+               test.accuracy AS test_accuracy, test.aggregate_score AS test_aggregate_score
+        FROM keys k
+        LEFT JOIN res ON res.candidate_idx = k.candidate_idx
+        LEFT JOIN candidates c ON c.run_id = $run AND c.candidate_idx = k.candidate_idx
+        LEFT JOIN test ON test.candidate_idx = k.candidate_idx
+    ),
+    tiered AS (SELECT *, min(tier) FILTER (WHERE valid) OVER () AS best_tier FROM joined)
+    SELECT * EXCLUDE (tier, best_tier),
+           coalesce(valid AND tier = best_tier AND row_number() OVER (
+               PARTITION BY valid AND tier = best_tier
+               ORDER BY aggregate_score DESC, candidate_idx) = 1, false) AS is_best
+    FROM tiered
+    """
+    params: dict[str, object] = {
+        "run": run_id,
+        "split": split,
+        "unevaluated": include_unevaluated,
+    }
+    k = len(names)
+    con.execute("BEGIN TRANSACTION")  # both reads see the same data
+    try:
+        rows = con.execute(
+            f"SELECT candidate_idx, valid, {', '.join(names)} FROM ({sql}) ORDER BY candidate_idx",
+            params,
+        ).fetchall()
+        points = np.full((len(rows), k), np.nan, dtype=np.float64)
+        for i, row in enumerate(rows):
+            if row[1]:
+                points[i] = [np.nan if v is None else float(v) for v in row[2:]]
+        mask = pareto_front_mask(points, [o.direction for o in objectives])
+        front = [int(row[0]) for row, on in zip(rows, mask.tolist(), strict=True) if on]
+        df = _df(
+            con,
+            f"SELECT {_ARCHIVE_COLUMNS} FROM ({sql}) ORDER BY candidate_idx",
+            {**params, "front": front},
+        )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return df
+
+
+def candidate_examples(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    candidate_idx: int,
+    *,
+    split: str | None = None,
+    with_trace: bool = False,
+) -> pd.DataFrame:
+    """A candidate's per-example results (columns: see `RunStore.candidate_examples`)."""
+    trace = ", trace::VARCHAR AS trace" if with_trace else ""
+    return _df(
+        con,
+        f"""
+        SELECT split, example_id, trial, accuracy, cost_usd, latency_ms, input_tokens,
+               output_tokens, requests, status, error, output_summary, cached, seq, ts{trace}
+        FROM evaluations
+        WHERE run_id = $run AND candidate_idx = $idx AND ($split IS NULL OR split = $split)
+        ORDER BY split, example_id, trial
+        """,
+        {"run": run_id, "idx": candidate_idx, "split": split},
+    )
+
+
+def example_trace(
+    con: duckdb.DuckDBPyConnection, run_id: str, candidate_idx: int, example_id: str, trial: int
+) -> list[dict[str, Any]] | None:
+    """One example's trace as a list of span dicts, or None when not stored."""
+    row = con.execute(
+        "SELECT trace::VARCHAR FROM evaluations WHERE run_id = ? AND candidate_idx = ? "
+        "AND example_id = ? AND trial = ? ORDER BY seq LIMIT 1",
+        [run_id, candidate_idx, example_id, trial],
+    ).fetchone()
+    if row is None:
+        return None
+    if row[0] is None:
+        return []
+    spans: list[dict[str, Any]] = json.loads(str(row[0]))
+    return spans
+
+
+def compare_candidates(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    a: int,
+    b: int,
+    *,
+    run_id_b: str | None = None,
+    threshold: float = 0.5,
+) -> pd.DataFrame:
+    """Two candidates compared per example (columns: see `RunStore.compare_candidates`)."""
+    side = """
+        SELECT split, example_id, avg(accuracy) AS acc,
+               coalesce(any_value(status) FILTER (WHERE status <> 'ok'), 'ok') AS st
+        FROM evaluations WHERE run_id = $run_{s} AND candidate_idx = $idx_{s}
+        GROUP BY split, example_id
+    """
+    sql = f"""
+    WITH a AS ({side.format(s="a")}), b AS ({side.format(s="b")}),
+    j AS (
+        SELECT coalesce(a.split, b.split) AS split,
+               coalesce(a.example_id, b.example_id) AS example_id,
+               a.acc AS accuracy_a, b.acc AS accuracy_b,
+               coalesce(isfinite(a.acc) AND a.acc >= $t AND a.st <> 'error', false) AS right_a,
+               coalesce(isfinite(b.acc) AND b.acc >= $t AND b.st <> 'error', false) AS right_b,
+               a.st AS status_a, b.st AS status_b,
+               a.example_id IS NULL AS missing_a, b.example_id IS NULL AS missing_b
+        FROM a FULL OUTER JOIN b ON a.split = b.split AND a.example_id = b.example_id
+    )
+    SELECT split, example_id, accuracy_a, accuracy_b, right_a, right_b, status_a, status_b,
+           CASE WHEN missing_a THEN 'only_b' WHEN missing_b THEN 'only_a'
+                WHEN right_a AND NOT right_b THEN 'right_to_wrong'
+                WHEN right_b AND NOT right_a THEN 'wrong_to_right'
+                WHEN right_a THEN 'both_right' ELSE 'both_wrong' END AS change
+    FROM j ORDER BY split, example_id
+    """
+    params = {
+        "run_a": run_id,
+        "idx_a": a,
+        "run_b": run_id if run_id_b is None else run_id_b,
+        "idx_b": b,
+        "t": threshold,
+    }
+    return _df(con, sql, params)
+
+
+def progress(con: duckdb.DuckDBPyConnection, run_id: str) -> pd.DataFrame:
+    """Cost and best score over evaluations (columns: see `RunStore.progress`)."""
+    sql = f"""
+    WITH ev AS (
+        SELECT seq, ts, 0 AS kind, NULL::INTEGER AS candidate_idx, NULL::VARCHAR AS split,
+               CASE WHEN cached THEN 0 ELSE 1 END AS n_eval,
+               CASE WHEN NOT cached AND isfinite(cost_usd) THEN cost_usd ELSE 0.0 END AS cost,
+               CASE WHEN NOT cached AND NOT coalesce(isfinite(cost_usd), false) THEN 1 ELSE 0 END
+                   AS unpriced,
+               NULL::DOUBLE AS score, NULL::BOOLEAN AS valid
+        FROM evaluations WHERE run_id = $run
+        UNION ALL
+        SELECT seq, ts, 1, NULL, NULL, 0,
+               CASE WHEN isfinite(design_cost_usd) THEN design_cost_usd ELSE 0.0 END, 0, NULL, NULL
+        FROM candidates WHERE run_id = $run
+        UNION ALL
+        SELECT r.seq, r.ts, 2, r.candidate_idx, r.split, 0, 0.0, 0, r.aggregate_score, {_VALID}
+        FROM candidate_results r
+        LEFT JOIN candidates c ON c.run_id = r.run_id AND c.candidate_idx = r.candidate_idx
+        WHERE r.run_id = $run
+    ),
+    cum AS (
+        SELECT *, sum(n_eval) OVER w AS n_evaluations, sum(cost) OVER w AS cost_usd,
+               sum(unpriced) OVER w AS n_unpriced
+        FROM ev WINDOW w AS (ORDER BY seq, kind ROWS UNBOUNDED PRECEDING)
+    )
+    SELECT seq, ts, candidate_idx, split, n_evaluations::BIGINT AS n_evaluations, cost_usd,
+           n_unpriced::BIGINT AS n_unpriced, CASE WHEN valid THEN score END AS score, valid,
+           max(CASE WHEN valid THEN score END) OVER (
+               PARTITION BY split ORDER BY seq ROWS UNBOUNDED PRECEDING) AS best_score
+    FROM cum WHERE kind = 2
+    ORDER BY seq
+    """
+    return _df(con, sql, {"run": run_id})
+
+
+def snapshots(con: duckdb.DuckDBPyConnection, run_id: str) -> pd.DataFrame:
+    """The run's archive snapshots in order (columns: see `RunStore.snapshots`).
+
+    As recorded, except that invalid candidates are dropped from `front` and never stand as
+    `best_idx` / `best_score` (F7): a snapshot whose best is invalid or not finite has None.
+    """
+    sql = f"""
+    WITH res AS ({_PREFERRED.format(where="r.run_id = $run AND r.split <> 'test'")}),
+    ok AS (SELECT coalesce(list(candidate_idx), []) AS idx FROM res WHERE valid_eff)
+    SELECT s.seq, s.ts, s.generation, s.entries,
+           list_filter(s.front, lambda x: list_contains(ok.idx, x)) AS front,
+           CASE WHEN isfinite(s.best_score) AND list_contains(ok.idx, s.best_idx)
+                THEN s.best_idx END AS best_idx,
+           CASE WHEN isfinite(s.best_score) AND list_contains(ok.idx, s.best_idx)
+                THEN s.best_score END AS best_score,
+           s.hypervolume, s.n_evaluations, s.cost_usd_total
+    FROM snapshots s CROSS JOIN ok WHERE s.run_id = $run ORDER BY s.seq
+    """
+    cur = con.execute(sql, {"run": run_id})
+    columns = [d[0] for d in cur.description or []]
+    return pd.DataFrame(cur.fetchall(), columns=columns)
+
+
+def logs(con: duckdb.DuckDBPyConnection, run_id: str) -> pd.DataFrame:
+    """The run's log messages in order: `seq, ts, level, message`."""
+    return _df(
+        con,
+        "SELECT seq, ts, level, message FROM events WHERE run_id = ? AND type = 'log' ORDER BY seq",
+        [run_id],
+    )
+
+
+def list_proposals(con: duckdb.DuckDBPyConnection, target: str | None = None) -> pd.DataFrame:
+    """Proposals with their latest decision (columns: see `RunStore.list_proposals`)."""
+    return _df(
+        con,
+        """
+        SELECT p.proposal_id, p.target, p.run_id, p.candidate_idx, p.spec_hash, p.base_version,
+               p.proposed_by, p.created_at, a.decision, a.who, a.decided_at, a.comment,
+               a.applied_version
+        FROM proposals p
+        LEFT JOIN (
+            SELECT * FROM approvals
+            QUALIFY row_number() OVER (PARTITION BY proposal_id ORDER BY approval_id DESC) = 1
+        ) a ON a.proposal_id = p.proposal_id
+        WHERE $target IS NULL OR p.target = $target
+        ORDER BY p.proposal_id DESC
+        """,
+        {"target": target},
+    )
+
+
+def list_topology_versions(con: duckdb.DuckDBPyConnection, target: str) -> pd.DataFrame:
+    """A target's versions, oldest first: `version, spec_hash, created_at, note`."""
+    return _df(
+        con,
+        "SELECT version, spec_hash, created_at, note FROM topology_versions WHERE target = ? "
+        "ORDER BY version",
+        [target],
+    )

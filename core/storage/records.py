@@ -1,0 +1,88 @@
+"""Frozen records the run store returns (lists and tables come back as pandas DataFrames)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["IngestReport", "RunRecord", "RunStatus", "TopologyVersion"]
+
+_CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+RunStatus = Literal["running", "interrupted", "completed", "stopped", "failed"]
+"""A run's state. `interrupted`: no `run_finished` event and no live process writes its journal
+any more (it crashed or was killed; resume it)."""
+
+
+class RunRecord(BaseModel):
+    """One run as stored."""
+
+    model_config = _CONFIG
+
+    run_id: str
+    """The run's id."""
+    problem: str | None
+    """The problem's name (None if the run's `run_started` event was never recorded)."""
+    strategy: str | None
+    """The search strategy."""
+    seed: int | None
+    """The search's random seed."""
+    status: RunStatus
+    """Its state; see `RunStatus`."""
+    reason: str | None
+    """Why it ended (from `run_finished`), else None."""
+    config: dict[str, Any] = Field(default_factory=dict[str, Any])
+    """The full search configuration."""
+    problem_config: dict[str, Any] = Field(default_factory=dict[str, Any])
+    """The problem's settings as loaded."""
+    started_at: float | None
+    """When it started, Unix seconds."""
+    finished_at: float | None
+    """When it ended, Unix seconds; None while running or interrupted."""
+    last_event_at: float | None
+    """Time of its last recorded event, Unix seconds: the data is as of then."""
+    n_events: int
+    """Events recorded."""
+    n_resumes: int
+    """How many times it was resumed."""
+    best_idx: int | None
+    """The winner from `run_finished`, if any."""
+    budget_used: dict[str, float] = Field(default_factory=dict[str, float])
+    """Budget figures from `run_finished`, e.g. `{"evaluations": 120, "usd": 0.3}`."""
+
+
+class TopologyVersion(BaseModel):
+    """One saved version of a target's topology (for history and rollback)."""
+
+    model_config = _CONFIG
+
+    target: str
+    """What the topology belongs to, e.g. a problem name or a file path."""
+    version: int
+    """1, 2, ... per target, in save order."""
+    spec_json: str
+    """The full spec exactly as saved (node ids included)."""
+    spec_hash: str | None
+    """Its canonical hash, when the caller gave it."""
+    created_at: float
+    """When it was saved, Unix seconds."""
+    note: str
+    """Free text, e.g. `"applied proposal 3"` or `"rollback to 1"`."""
+
+
+class IngestReport(BaseModel):
+    """What one `RunStore.ingest()` call did."""
+
+    model_config = _CONFIG
+
+    n_events: int = 0
+    """New events stored (re-ingested ones are not counted)."""
+    n_journals: int = 0
+    """Journals that had new complete lines."""
+    skipped_lines: int = 0
+    """Complete lines that were not valid events (recorded in the store's ingest errors and
+    skipped; the journal itself is never changed)."""
+    failed: list[tuple[str, str]] = Field(default_factory=list[tuple[str, str]])
+    """`(journal file, error)` per journal whose ingest failed; its offset did not move, so the
+    next ingest retries it."""
