@@ -26,7 +26,14 @@ from typing import Any, Literal, TypeAlias, cast
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from core.errors import SpecError
 from core.evaluation.metrics import MetricBundle, bundle_invalid_reason
@@ -167,12 +174,15 @@ class ArchiveEntry(BaseModel):
         values = dict(cast(Mapping[str, Any], data))
         raw_bundles = values.get("bundles", ())
         if isinstance(raw_bundles, list | tuple):
-            values["bundles"] = tuple(
-                b.model_copy(deep=True)
-                if isinstance(b, MetricBundle)
-                else MetricBundle.model_validate(b)
-                for b in cast(Sequence[Any], raw_bundles)
-            )
+            try:
+                values["bundles"] = tuple(
+                    b.model_copy(deep=True)
+                    if isinstance(b, MetricBundle)
+                    else MetricBundle.model_validate(b)
+                    for b in cast(Sequence[Any], raw_bundles)
+                )
+            except ValidationError:
+                return values  # field validation reports it, with its location
         text = values.get("spec_json")
         if not isinstance(text, str):
             return values  # field validation reports it
@@ -267,8 +277,11 @@ def _derived_reason(values: Mapping[str, Any], parse_error: str | None) -> str |
         reason = bundle_invalid_reason(bundle)
         if reason is not None:
             return f"{reason} (example {i})"
-    score = values.get("aggregate_score")
-    if isinstance(score, int | float) and not math.isfinite(score):
+    try:
+        score = float(cast(Any, values.get("aggregate_score")))  # field validation reports it
+    except (TypeError, ValueError):
+        score = 0.0
+    if not math.isfinite(score):
         return f"non_finite_score: aggregate_score is {score}"
     if all(b.failed for b in bundle_list):
         n_error = sum(1 for b in bundle_list if b.status == "error")

@@ -103,6 +103,15 @@ def test_entry_is_frozen_and_strict() -> None:
         entry(spec("a"), bogus=1)
     with pytest.raises(ValidationError):
         entry(spec("a"), generation=-2)
+    with pytest.raises(ValidationError, match=r"bundles\.0\.accuracy"):
+        ArchiveEntry(
+            generation=0, spec_json=spec("a"), bundles=[{"accuracy": "x"}], aggregate_score=1
+        )
+    # bundles as plain data are validated; a score given as text is still checked for NaN
+    e = ArchiveEntry(
+        generation=0, spec_json=spec("a"), bundles=[{"accuracy": 1}], aggregate_score="nan"
+    )  # type: ignore[arg-type]
+    assert e.invalid_reason == "non_finite_score: aggregate_score is nan"
 
 
 def test_entry_never_shares_lists_or_dicts_with_the_caller() -> None:
