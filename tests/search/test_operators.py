@@ -401,3 +401,38 @@ def test_random_spec() -> None:
             MutationContext(callables={"step": ["f"]}, allowed_step_kinds=("agent_step",)),
             random.Random(0),
         )
+
+
+def test_every_proposal_passes_the_engines_full_check() -> None:
+    """Names by role hydrate: the engine's checker (parse, limits, kinds, names, hydration)
+    accepts every mutation and random spec built from registered names."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
+
+    from core.hydrate import BUILTIN_MERGES as HYDRATE_MERGES
+    from core.hydrate import AgentRegistry, CallableRegistry
+    from core.search._checker import CandidateChecker
+    from core.search.operators import BUILTIN_MERGES
+
+    assert BUILTIN_MERGES == HYDRATE_MERGES
+    calls = CallableRegistry()
+    for role in ROLES:
+        for name in RICH.names(role):
+            calls.register(name, lambda *args: args[0])
+    agents = AgentRegistry()
+    for name in RICH.agent_names:
+        agents.register(name, lambda: Agent(TestModel()))
+    check = CandidateChecker(
+        callable_registry=calls,
+        agent_registry=agents,
+        max_depth=RICH.max_depth,
+        allowed_step_kinds=None,
+    )
+    for seed in range(15):
+        rng = random.Random(seed)
+        spec = random_spec(RICH, rng)
+        assert check(spec).ok, check(spec).reason
+        for _ in range(5):
+            spec, op = mutate(spec, RICH, rng)
+            result = check(spec)
+            assert result.ok, (op, result.reason)
