@@ -89,6 +89,11 @@ class Budget(BaseModel):
 class BudgetTracker:
     """What a run has used so far, against its `Budget` (a live handle, not a record).
 
+    Costs are summed with `math.fsum` over per-item values, so the totals do not depend on the
+    order results arrive in (concurrent examples), and a resumed run sees the same figures as
+    an uninterrupted one. A NaN cost (an unpriced model: that evaluation is invalid anyway)
+    counts as 0.
+
     Args:
         budget: the limits.
         clock: seconds, monotonic (tests pass a fake); `time.monotonic` by default.
@@ -108,30 +113,69 @@ class BudgetTracker:
         self._wall_offset_s = max(0.0, wall_offset_s)
         self.evaluations = 0
         """Candidate evaluations so far."""
-        self.example_evaluations = 0
-        """Example runs (example x trial) this run needed for the first time."""
-        self.eval_usd = 0.0
-        """Logical USD of those example runs."""
-        self.design_usd = 0.0
-        """USD of design (meta agent) calls, replayed ones included."""
-        self.usd_spent = 0.0
-        """USD this process actually paid (cache hits and replayed work excluded)."""
         self.since_improvement = 0
         """Candidate evaluations since the last new best."""
+        self._examples: dict[tuple[str, str, int], float] = {}
+        self._design: list[float] = []
+        self._spent: list[float] = []
+
+    @staticmethod
+    def _usd(value: float) -> float:
+        return value if math.isfinite(value) and value > 0 else 0.0
+
+    def record_example(self, key: tuple[str, str, int], cost_usd: float, *, fresh: bool) -> bool:
+        """Count one example run `(spec_hash, example_id, trial)` the first time it is needed.
+
+        Args:
+            key: the evaluation cache key.
+            cost_usd: its recorded cost.
+            fresh: True when it was run now (paid), False when a cache or journal served it.
+
+        Returns:
+            True when the key was new to this run (it counted), False when already counted.
+        """
+        if key in self._examples:
+            return False
+        self._examples[key] = self._usd(cost_usd)
+        if fresh:
+            self._spent.append(self._usd(cost_usd))
+        return True
+
+    def record_design(self, cost_usd: float, *, fresh: bool) -> None:
+        """Count one proposal's design cost (`fresh=False`: replayed from a journal)."""
+        self._design.append(self._usd(cost_usd))
+        if fresh:
+            self._spent.append(self._usd(cost_usd))
+
+    @property
+    def example_evaluations(self) -> int:
+        """Example runs (example x trial) this run needed, each counted once."""
+        return len(self._examples)
+
+    @property
+    def eval_usd(self) -> float:
+        """Logical USD of those example runs."""
+        return math.fsum(self._examples.values())
+
+    @property
+    def design_usd(self) -> float:
+        """USD of design (meta agent) calls, replayed ones included."""
+        return math.fsum(self._design)
 
     @property
     def usd(self) -> float:
         """Logical cost so far: evaluations plus design, USD."""
-        return self.eval_usd + self.design_usd
+        return math.fsum([*self._examples.values(), *self._design])
+
+    @property
+    def usd_spent(self) -> float:
+        """USD this process actually paid (cache hits and replayed work excluded)."""
+        return math.fsum(self._spent)
 
     @property
     def wall_s(self) -> float:
         """Seconds used so far (including a resumed run's recorded span)."""
         return self._wall_offset_s + (self._clock() - self._start)
-
-    def add_usd(self, value: float) -> float:
-        """A cost as counted: NaN (an unpriced model) counts as 0 here; it is reported apart."""
-        return value if math.isfinite(value) and value > 0 else 0.0
 
     def exhausted(self, *, next_evaluation: bool = False) -> str | None:
         """The reason the run must stop now, or None.
@@ -141,26 +185,27 @@ class BudgetTracker:
                 `max_evaluations` is reached when one more would exceed it.
 
         Returns:
-            e.g. `"max_evaluations reached (40)"`, `"max_usd reached (1.02 >= 1.0)"`,
-            `"max_wall_s reached"`, `"patience exhausted (10 evaluations without a new best)"`.
+            e.g. `"max_evaluations reached (40)"`, `"max_usd reached (1.02 >= 1)"`,
+            `"max_wall_s reached (60 s)"`,
+            `"patience exhausted (10 evaluations without a new best)"`.
         """
         b = self.budget
         if b.max_evaluations is not None:
-            needed = self.evaluations + (1 if next_evaluation else 0)
-            if needed > b.max_evaluations or self.evaluations >= b.max_evaluations:
+            used = self.evaluations + (1 if next_evaluation else 0)
+            if used > b.max_evaluations or self.evaluations >= b.max_evaluations:
                 return f"max_evaluations reached ({b.max_evaluations})"
-        if b.max_usd is not None and self.usd >= b.max_usd:
-            return f"max_usd reached ({self.usd:.6g} >= {b.max_usd:g})"
+        usd = self.usd
+        if b.max_usd is not None and usd >= b.max_usd:
+            return f"max_usd reached ({usd:.6g} >= {b.max_usd:g})"
         if b.max_wall_s is not None and self.wall_s >= b.max_wall_s:
             return f"max_wall_s reached ({b.max_wall_s:g} s)"
         if b.patience is not None and self.since_improvement >= b.patience:
-            return (
-                f"patience exhausted ({self.since_improvement} evaluations without a new best)"
-            )
+            return f"patience exhausted ({self.since_improvement} evaluations without a new best)"
         return None
 
     def used(self) -> dict[str, float]:
-        """The figures for `RunFinished.budget_used`."""
+        """The figures for `RunFinished.budget_used` (wall time excluded from equality checks:
+        it is the only one that is not deterministic)."""
         return {
             "evaluations": float(self.evaluations),
             "example_evaluations": float(self.example_evaluations),

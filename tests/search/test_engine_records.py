@@ -59,9 +59,13 @@ def test_tracker_reasons_in_order() -> None:
     tracker.evaluations = 2
     assert tracker.exhausted() == "max_evaluations reached (2)"
     tracker.evaluations = 0
-    tracker.eval_usd, tracker.design_usd = 0.75, 0.25
+    assert tracker.record_example(("h", "q1", 0), 0.75, fresh=False) is True
+    assert tracker.record_example(("h", "q1", 0), 0.75, fresh=True) is False
+    assert tracker.exhausted() is None
+    tracker.record_design(0.25, fresh=True)
     assert tracker.exhausted() == "max_usd reached (1 >= 1)"
-    tracker.eval_usd = 0.0
+    assert (tracker.usd, tracker.usd_spent, tracker.example_evaluations) == (1.0, 0.25, 1)
+    tracker = BudgetTracker(Budget(max_wall_s=10.0, patience=3), clock=lambda: now[0])
     now[0] = 110.0
     assert tracker.exhausted() == "max_wall_s reached (10 s)"
     now[0] = 100.0

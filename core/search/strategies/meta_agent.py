@@ -1,0 +1,485 @@
+"""`MetaAgentSearch`: the ADAS-style designer loop on a pydantic-ai agent (semantics section 8).
+
+Per generation the designer (a pydantic-ai `Agent` with `output_type=TopologyDesign`, any
+`provider:model` string or a `Model` object) is shown the registered names with descriptions
+and roles, the topology JSON schema, the constraints, the depth limit, the allowed kinds and
+the archive view (per `archive_strategy`) with each entry's metrics, and:
+
+1. **design**: proposes a `TopologyDesign(thought, spec)`;
+2. **reflexion** x `reflexion_passes`: is asked to critique and revise its design (continuing
+   the conversation); a revision with a different canonical spec replaces the design;
+3. **check**: the design is checked exactly as the engine will (parse limits, `max_depth`,
+   allowed kinds, registered names, hydration);
+4. **debug** x up to `debug_max`: on failure (an output pydantic-ai could not validate, or a
+   check failure) the designer is fed the full error text together with the allowed names, and
+   asked for a corrected design.
+
+The result is one `Proposal` per generation: the valid design, or (after the debug rounds) a
+rejected one with its reason and raw text. Its `parent_idx` is the incumbent, the best
+candidate on the full validation split, which the design must beat on the minibatch to be
+promoted.
+
+Cost (F3): every designer call gets a fresh `RunUsage` passed to `agent.run(..., usage=...)`,
+which pydantic-ai fills in place, so its usage counts even when the run raises (structured-output
+retries included). Each call's usage is priced with the `Pricer` and summed (`math.fsum`) into
+the proposal's `design_cost_usd` and `design_requests`.
+
+Fail fast (F2): `preflight` checks the designer's output schema against its provider profile
+(`core.ir.design.check_output_schema`) and that the designer's model has a price, before any
+evaluation or paid call.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import Field
+from pydantic_ai import Agent, capture_run_messages
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryFeedbackPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models import Model, infer_model_profile
+from pydantic_ai.usage import RunUsage
+
+from core.agents.usage import model_name
+from core.errors import SearchError, SpecError
+from core.evaluation.pricing import Pricer
+from core.ir.canonical import spec_hash
+from core.ir.design import TopologyDesign, check_output_schema, parse_design
+from core.ir.schema import topology_json_schema
+from core.runtime.tracing import ModelUsage
+from core.search.archive import view_indices
+from core.search.strategies.base import (
+    AskContext,
+    Proposal,
+    SearchSpace,
+    Strategy,
+    StrategyConfig,
+)
+
+if TYPE_CHECKING:
+    from core.evaluation.evaluator import TopologyEvaluator
+    from core.evaluation.metrics import GoldExample
+    from core.hydrate import AgentRegistry, CallableRegistry
+    from core.search.budget import Budget
+    from core.search.gene import TopologyGene
+    from core.search.result import OptimizationResult
+
+__all__ = ["MetaAgentConfig", "MetaAgentSearch"]
+
+_ROLE_USE = {
+    "step": "function_step.callable_name",
+    "merge": "parallel.merge",
+    "condition": "route.condition_name",
+    "classifier": "router.classifier",
+    "evaluator": "refinement_loop.evaluator",
+    "state_updater": "refinement_loop.state_updater_name",
+}
+
+_RAW_CHARS = 4000
+"""Raw designer output kept on a rejected proposal, in characters."""
+
+
+class MetaAgentConfig(StrategyConfig):
+    """The meta agent's options (semantics section 8 defaults); values are checked."""
+
+    n_generations: int = Field(default=10, ge=1)  # pyright: ignore[reportIncompatibleVariableOverride]
+    """Generations to run; each designs one candidate."""
+    reflexion_passes: int = Field(default=2, ge=0)
+    """Critique-and-revise rounds after each design."""
+    debug_max: int = Field(default=3, ge=0)
+    """Debug retries for a design that fails its checks (fed the error and the allowed names)."""
+    output_retries: int = Field(default=1, ge=0)
+    """pydantic-ai's own retries of an output it cannot validate, per designer call."""
+
+
+@dataclass(slots=True)
+class _Spend:
+    """Usage of one proposal's designer calls."""
+
+    costs: list[float] = field(default_factory=list[float])
+    requests: int = 0
+
+    @property
+    def usd(self) -> float:
+        return math.fsum(self.costs)
+
+
+@dataclass(slots=True)
+class _Call:
+    """One designer call's outcome."""
+
+    design: TopologyDesign | None
+    history: list[ModelMessage] | None
+    error: str | None
+    raw: str
+
+
+class MetaAgentSearch(Strategy):
+    """The ADAS-style meta agent search (see the module docstring).
+
+    Use it as a strategy (`run_search(problem, "meta_agent", model=...)`), or on its own with
+    `optimize(...)` given a gene and an evaluator.
+
+    Args:
+        config: the options (default `MetaAgentConfig()`).
+        gene: the searched topology (needed by `optimize` only).
+        evaluator: the evaluator (needed by `optimize` only).
+        model: the designer's model: a pydantic-ai `provider:model` string (e.g.
+            `"openai:gpt-4o"`, `"ollama:qwen2.5"`) or a `Model` (tests: `FunctionModel`).
+        pricer: prices the designer's usage (default `Pricer()`: genai-prices; in-process fake
+            models are free unless the table prices them).
+        strict: the `strict` setting of the output schema (pydantic-ai's default None).
+    """
+
+    name: ClassVar[str] = "meta_agent"
+    config: MetaAgentConfig
+
+    def __init__(
+        self,
+        config: MetaAgentConfig | None = None,
+        gene: TopologyGene | None = None,
+        evaluator: TopologyEvaluator | None = None,
+        *,
+        model: str | Model,
+        pricer: Pricer | None = None,
+        strict: bool | None = None,
+    ) -> None:
+        super().__init__(config or MetaAgentConfig())
+        self.gene = gene
+        self.evaluator = evaluator
+        self.model = model
+        self.model_name = model_name(model)
+        self.pricer = pricer if pricer is not None else Pricer()
+        self.strict = strict
+        self._agent: Agent[None, TopologyDesign] | None = None
+        self._instructions = ""
+
+    # -- the contract ------------------------------------------------------------------------
+
+    def preflight(self, space: SearchSpace) -> None:
+        """F2: the designer's provider must take the output schema; its model must be priced.
+
+        Raises:
+            SearchError: the schema breaks under the provider's profile, the provider's package
+                is missing, or the model has no price (the message says what to do).
+        """
+        try:
+            target: Any = (
+                infer_model_profile(self.model) if isinstance(self.model, str) else self.model
+            )
+        except ImportError as exc:
+            raise SearchError(f"designer model {self.model_name!r}: {exc}") from exc
+        check_output_schema(target, strict=self.strict)
+        quote = self.pricer.quote(ModelUsage(self.model_name, 1, 1, 1))
+        if quote.reason is not None:
+            raise SearchError(
+                f"designer model {self.model_name!r} has no price ({quote.reason}): add it to "
+                "the problem's [models.prices] table, or price unknown models as zero"
+            )
+        self._instructions = self.instructions(space)
+
+    async def ask(self, ctx: AskContext) -> list[Proposal]:
+        """One design per generation (or the recorded one, when resuming)."""
+        recorded = ctx.recorded.get(ctx.next_candidate_idx)
+        if recorded is not None:
+            return [recorded]
+        if not self._instructions:
+            self._instructions = self.instructions(ctx.space)
+        parent = _incumbent(ctx)
+        spend = _Spend()
+        prompt = self.design_prompt(ctx)
+        call = await self._call(prompt, None, spend)
+        current = call
+        for _ in range(self.config.reflexion_passes):
+            if current.design is None:
+                break
+            revised = await self._call(self.reflexion_prompt(), current.history, spend)
+            if revised.design is None:
+                continue  # a failed revision keeps the design (its cost is counted)
+            if spec_hash(revised.design.spec) != spec_hash(current.design.spec):
+                current = revised
+            else:
+                current = _Call(current.design, revised.history, None, current.raw)
+        error: str
+        attempt = 0
+        while True:
+            if current.design is not None:
+                check = ctx.check(current.design.spec)
+                if check.ok:
+                    return [
+                        Proposal(
+                            spec=current.design.spec,
+                            parent_idx=parent,
+                            operator="meta_agent",
+                            thought=current.design.thought,
+                            design_cost_usd=spend.usd,
+                            design_requests=spend.requests,
+                        )
+                    ]
+                error = check.reason or "invalid design"
+            else:
+                error = current.error or "no design"
+            if attempt >= self.config.debug_max:
+                return [
+                    Proposal(
+                        text=current.raw[:_RAW_CHARS],
+                        parent_idx=parent,
+                        operator="meta_agent",
+                        thought="" if current.design is None else current.design.thought,
+                        design_cost_usd=spend.usd,
+                        design_requests=spend.requests,
+                        reason=(
+                            f"no_valid_design: still invalid after {attempt} debug "
+                            f"retr{'y' if attempt == 1 else 'ies'}: {error}"
+                        ),
+                    )
+                ]
+            attempt += 1
+            history = current.history
+            debug = self.debug_prompt(error, ctx.space)
+            if history is None:
+                debug = prompt + "\n\n" + debug
+            retry = await self._call(debug, history, spend)
+            if retry.design is not None or retry.history is not None:
+                current = retry
+            else:
+                current = _Call(None, history, retry.error, retry.raw)
+
+    # -- prompts -----------------------------------------------------------------------------
+
+    def instructions(self, space: SearchSpace) -> str:
+        """The designer's system instructions: building blocks, rules, constraints, schema."""
+        gene = space.gene
+        lines = [
+            "You design agent topologies: compositions of registered agents and functions, "
+            "written as JSON. A topology is run on each task input; its final output is scored.",
+        ]
+        if space.problem_description:
+            lines += ["", f"The task: {space.problem_description}"]
+        lines += ["", "Agents (use in agent_step.agent_name, router.classifier, "]
+        lines[-1] += "refinement_loop.evaluator):"
+        lines += [f"- {a.name}: {a.description}" for a in space.agents] or ["- (none)"]
+        lines += ["", "Functions, with the roles they may play:"]
+        for c in space.callables:
+            roles = ", ".join(c.roles) or "none"
+            lines.append(f"- {c.name} [{roles}]: {c.description}")
+        if not space.callables:
+            lines.append("- (none)")
+        lines += ["", "Where each role goes:"]
+        lines += [f"- {role}: {where}" for role, where in _ROLE_USE.items()]
+        lines += [
+            "- parallel.merge may also be a built-in: collect_all, first_wins, fastest",
+            "",
+            "Rules:",
+            "- the top level is a pipeline, parallel, router or refinement_loop",
+            f"- nesting depth at most {gene.max_depth} (an agent or function step is depth 0; "
+            "each composite around it adds 1)",
+            f"- allowed step kinds: {', '.join(gene.allowed_step_kinds)} (composites are "
+            "allowed unless listed otherwise)",
+            "- use only the names listed above, each in one of its roles; no inline agents",
+        ]
+        if gene.constraints:
+            lines.append(f"- {gene.constraints}")
+        lines += [
+            "",
+            "The JSON schema of a topology:",
+            json.dumps(topology_json_schema(), sort_keys=True, separators=(",", ":")),
+            "",
+            "Answer with a TopologyDesign: `thought` (your reasoning) and `spec` (the topology).",
+        ]
+        return "\n".join(lines)
+
+    def design_prompt(self, ctx: AskContext) -> str:
+        """The generation's prompt: the archive view with metrics, then the request."""
+        archive = ctx.archive
+        entries = archive.entries
+        shown = view_indices(entries, archive.strategy, archive.size)
+        w = self.config.weights
+        lines = [
+            f"Generation {ctx.generation}. The archive holds {len(entries)} evaluated "
+            f"topologies; you are shown {len(shown)} ({archive.strategy} view). Scores are "
+            f"aggregate scores (higher is better: {w.accuracy:g} x accuracy {w.cost_usd:+g} x "
+            f"cost in USD per example {w.latency_ms:+g} x latency in ms), on the split named.",
+            "",
+        ]
+        for rank, a_idx in enumerate(shown, start=1):
+            e = entries[a_idx]
+            cand = ctx.archive_candidates[a_idx] if a_idx < len(ctx.archive_candidates) else a_idx
+            if e.valid:
+                metrics = (
+                    f"score {e.aggregate_score:.4f}, accuracy {e.objective('accuracy'):.3f}, "
+                    f"cost ${e.objective('cost_usd'):.6f}/example, latency "
+                    f"{e.objective('latency_ms'):.0f} ms, agents {e.n_agents}, depth {e.depth}"
+                )
+            else:
+                metrics = f"INVALID: {e.invalid_reason}"
+            lines.append(
+                f"[{rank}] candidate {cand} (generation {e.generation}, {e.split}, "
+                f"{e.n_examples} examples): {metrics}"
+            )
+            if e.thought:
+                lines.append(f"thought: {e.thought}")
+            lines.append(f"spec: {e.spec_json}")
+            lines.append("")
+        lines.append(
+            "Design a new topology that scores higher than every archived one. Learn from the "
+            "archive; do not repeat an archived design. Think about which agents are right on "
+            "which inputs, about checks, ensembles and cascades, and about cost and latency."
+        )
+        return "\n".join(lines)
+
+    def reflexion_prompt(self) -> str:
+        """The critique-and-revise request (ADAS's reflexion)."""
+        return (
+            "Reflect on your design. Is it new compared with the archive? Does every name exist "
+            "and play one of its listed roles? Is it within the depth limit and the rules? Will "
+            "it run correctly on every input, and is it worth its cost and latency? Then answer "
+            "with the improved design, or the same design if it is already right."
+        )
+
+    def debug_prompt(self, error: str, space: SearchSpace) -> str:
+        """The debug request: the full error and the allowed names."""
+        return (
+            "Your design cannot be used. The error:\n"
+            f"{error}\n\n"
+            "Allowed names:\n"
+            f"{space.allowed_names_text()}\n\n"
+            f"Depth limit: {space.gene.max_depth}. Allowed step kinds: "
+            f"{', '.join(space.gene.allowed_step_kinds)}.\n"
+            "Answer with a corrected design."
+        )
+
+    # -- calls -------------------------------------------------------------------------------
+
+    def _designer(self) -> Agent[None, TopologyDesign]:
+        if self._agent is None:
+            self._agent = Agent(
+                self.model,
+                output_type=TopologyDesign,
+                instructions=self._instructions,
+                retries=self.config.output_retries,
+                name="designer",
+            )
+        return self._agent
+
+    async def _call(
+        self, prompt: str, history: Sequence[ModelMessage] | None, spend: _Spend
+    ) -> _Call:
+        """One designer run: its usage always counted, failures returned, never raised."""
+        agent = self._designer()
+        usage = RunUsage()
+        with capture_run_messages() as messages:
+            try:
+                result = await agent.run(
+                    prompt, message_history=list(history) if history else None, usage=usage
+                )
+            except Exception as exc:  # an output it cannot validate, a provider error, ...
+                raw = _last_output(messages)
+                return _Call(None, None, _failure_text(exc, raw, messages), raw)
+            finally:
+                self._spend(usage, spend)
+        design = result.output
+        return _Call(design, result.all_messages(), None, design.model_dump_json())
+
+    def _spend(self, usage: RunUsage, spend: _Spend) -> None:
+        if not (usage.requests or usage.input_tokens or usage.output_tokens):
+            return
+        quote = self.pricer.quote(
+            ModelUsage(self.model_name, usage.requests, usage.input_tokens, usage.output_tokens)
+        )
+        cost = quote.cost_usd if math.isfinite(quote.cost_usd) else 0.0
+        spend.costs.append(cost)
+        spend.requests += usage.requests
+
+    # -- running on its own ------------------------------------------------------------------
+
+    async def optimize(
+        self,
+        validation: Sequence[GoldExample],
+        *,
+        callable_registry: CallableRegistry,
+        agent_registry: AgentRegistry,
+        test: Sequence[GoldExample] | None = None,
+        budget: Budget | None = None,
+        **options: Any,
+    ) -> OptimizationResult:
+        """Run the search with this strategy on `validation` (see `core.search.engine.SearchRun`
+        for `options`: `roles`, `subscribers`, `run_id`, `resume_from`, `stop_file`, ...).
+
+        Raises:
+            SearchError: no gene or evaluator was given.
+        """
+        from core.search._engine import SearchRun
+
+        if self.gene is None or self.evaluator is None:
+            raise SearchError("MetaAgentSearch.optimize needs the gene and the evaluator")
+        run = SearchRun(
+            self,
+            gene=self.gene,
+            evaluator=self.evaluator,
+            validation=validation,
+            callable_registry=callable_registry,
+            agent_registry=agent_registry,
+            test=test,
+            budget=budget,
+            **options,
+        )
+        return await run.run()
+
+
+def _incumbent(ctx: AskContext) -> int | None:
+    a_idx = ctx.archive.best_index("validation")
+    if a_idx is None or a_idx >= len(ctx.archive_candidates):
+        return None
+    return ctx.archive_candidates[a_idx]
+
+
+def _last_output(messages: Sequence[ModelMessage]) -> str:
+    """The designer's last output as text (tool-call arguments or text), "" if none."""
+    for message in reversed(messages):
+        if isinstance(message, ModelResponse):
+            for part in message.parts:
+                if isinstance(part, ToolCallPart):
+                    args = part.args
+                    return args if isinstance(args, str) else json.dumps(args)
+                if isinstance(part, TextPart):
+                    return part.content
+            return ""
+    return ""
+
+
+def _failure_text(exc: Exception, raw: str, messages: Sequence[ModelMessage]) -> str:
+    """The full error for a debug retry: our own parse of the last output when there is one
+    (it names every problem with its JSON path), else pydantic-ai's feedback and message."""
+    if raw.strip():
+        try:
+            parse_design(raw)
+        except SpecError as err:
+            return f"invalid_design: {err}"
+        except Exception as err:  # pragma: no cover - parse_design raises SpecError only
+            return f"invalid_design: {type(err).__name__}: {err}"
+    feedback = ""
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, RetryFeedbackPart):
+                    feedback = part.model_response()
+                elif isinstance(part, ToolReturnPart) and part.outcome != "success":
+                    feedback = part.model_response_str()
+            if feedback:
+                break
+    text = f"{type(exc).__name__}: {exc}"
+    if not raw.strip():
+        text = f"empty_design: the designer returned no design ({text})"
+    return text + (f"; last feedback: {feedback}" if feedback else "")
