@@ -1,0 +1,203 @@
+"""The schema of a problem's TOML file (`problem.toml`), as frozen Pydantic models.
+
+Every section is checked here, before any of the problem's code runs; a loading error names the
+file and the dotted field (see `core.problems.load_problem`). The format, with every field, is
+documented in `core.problems` and in `data/problems/gsm8k_replay/README.md`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from core.evaluation.pricing import ModelPrice
+
+__all__ = [
+    "DatasetConfig",
+    "GoldConfig",
+    "ModelsConfig",
+    "ProblemConfig",
+    "SearchDefaults",
+]
+
+_CONFIG = ConfigDict(
+    frozen=True, extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False
+)
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+StepKind = Literal[
+    "agent_step", "function_step", "pipeline", "parallel", "router", "refinement_loop"
+]
+"""The IR's node kinds (semantics section 6)."""
+
+
+def _relative_path(v: str) -> str:
+    parts = v.replace("\\", "/").split("/")
+    if not v or v.startswith(("/", "\\")) or ".." in parts or ":" in parts[0]:
+        raise ValueError("must be a relative path inside the problem directory")
+    return v
+
+
+class GoldConfig(BaseModel):
+    """`[gold]`: where the gold examples come from and how they are split.
+
+    Split rule (deterministic, independent of file order): every example gets the key
+    `sha256(split_salt + "\\0" + split_key(example))` (hex), examples are ranked by that key and
+    the first `validation_size` form the `"validation"` split, the rest the `"test"` split; each
+    split keeps the source order. `split_key` is the problem module's `ProblemParts.split_key`
+    (e.g. the question text) or, when it gives none, the example `id`.
+    """
+
+    model_config = _CONFIG
+
+    source: Literal["module", "jsonl"] = "module"
+    """`"module"`: the registries module's `ProblemParts.load_gold`; `"jsonl"`: the file `path`."""
+    path: str | None = None
+    """For `source = "jsonl"`: a JSON-lines file relative to the problem directory, one
+    `{"id", "input", "expected", "rubric", "weight"}` object a line (`input` required)."""
+    validation_size: int = Field(default=300, ge=1)
+    """Number of examples in the validation split (the search's); the rest are the test split."""
+    split_salt: str = ""
+    """Salt mixed into the split hash; change it to draw a different (still fixed) split."""
+
+    @field_validator("path")
+    @classmethod
+    def _check_path(cls, v: str | None) -> str | None:
+        return None if v is None else _relative_path(v)
+
+
+class SearchDefaults(BaseModel):
+    """`[search]`: default search settings for this problem (a CLI flag or the studio may
+    override any of them)."""
+
+    model_config = _CONFIG
+
+    strategy: str = "evolutionary"
+    """Search strategy name: `"evolutionary"`, `"random"` or `"meta_agent"` (needs `meta_model`)."""
+    max_evaluations: int = Field(default=40, ge=1)
+    """Stop after this many candidate evaluations (the seed counts)."""
+    max_usd: float | None = Field(default=None, ge=0)
+    """Stop when the priced cost of all evaluations reaches this many USD (None: no limit)."""
+    max_wall_time_s: float | None = Field(default=None, gt=0)
+    """Stop after this many seconds of wall time (None: no limit)."""
+    patience: int | None = Field(default=None, ge=1)
+    """Stop after this many evaluations without a new best (None: never)."""
+    minibatch_size: int = Field(default=20, ge=1)
+    """Validation examples per candidate evaluation during the search."""
+    seed: int = 42
+    """Random seed of the strategy and the minibatch draws."""
+    concurrency: int = Field(default=8, ge=1)
+    """Examples evaluated concurrently."""
+    meta_model: str | None = None
+    """pydantic-ai model id of the meta agent (`"provider:model"`), for `meta_agent` only."""
+    allowed_step_kinds: tuple[StepKind, ...] = ("agent_step", "function_step")
+    """Step kinds a candidate may use (semantics section 8, `TopologyGene.allowed_step_kinds`)."""
+    max_depth: int = Field(default=4, ge=1)
+    """Maximum nesting depth of a candidate topology (`TopologyGene.max_depth`)."""
+
+
+class ModelsConfig(BaseModel):
+    """`[models]`: model prices and the replay time scale."""
+
+    model_config = _CONFIG
+
+    time_scale: float = Field(default=1.0, ge=0)
+    """Multiplier on simulated (replay) model latency before it is slept for real: 0 sleeps
+    nothing, 1 sleeps the modelled time. Reported latency is always the modelled time."""
+    prices: dict[str, ModelPrice] = Field(default_factory=dict[str, ModelPrice])
+    """Model name as recorded in usage (e.g. `"replay:6b_finetuning"`) -> price per 1K tokens.
+    These win over genai-prices (see `core.evaluation.pricing`)."""
+
+
+class DatasetConfig(BaseModel):
+    """`[datasets.<name>]`: files fetched by `core.problems.datasets.fetch_dataset_file`.
+
+    The files are looked up as `<configured dir>/<name>/<file>`, then in the cache, then
+    downloaded from `url` with `{file}` replaced by the file name; the sha256 is always checked.
+    """
+
+    model_config = _CONFIG
+
+    url: str
+    """Pinned download address pattern with a `{file}` placeholder (http or https)."""
+    files: dict[str, str] = Field(min_length=1)
+    """File name -> expected sha256 (64 lowercase hex digits)."""
+    timeout_s: float = Field(default=10.0, gt=0)
+    """Network timeout of one download, in seconds."""
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, v: str) -> str:
+        if "{file}" not in v:
+            raise ValueError("url must contain the placeholder {file}")
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("url must be an http:// or https:// address")
+        return v
+
+    @field_validator("files")
+    @classmethod
+    def _check_files(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, digest in v.items():
+            if not name or "/" in name or "\\" in name or name in (".", ".."):
+                raise ValueError(f"file name {name!r} must be a plain file name")
+            if not _SHA256_RE.match(digest):
+                raise ValueError(f"sha256 of {name!r} must be 64 lowercase hex digits")
+        return v
+
+
+class ProblemConfig(BaseModel):
+    """The whole `problem.toml`.
+
+    Top-level keys: `name`, `description`, `registries`, `seed`, `score_function`; tables
+    `[gold]`, `[search]`, `[models]` (with `[models.prices."<model>"]`), `[datasets.<name>]`, and
+    `[params]` (free-form, for the problem's own module to validate via
+    `ProblemContext.params_as`).
+    """
+
+    model_config = _CONFIG
+
+    name: str
+    """Problem name (letters, digits, `_ . -`), used in run records."""
+    description: str = ""
+    """What the problem is, for people and for the meta agent."""
+    registries: str = "registries.py"
+    """The Python file (relative to the problem directory) whose `build(ctx)` returns the
+    problem's parts."""
+    seed: str = "seed.json"
+    """The seed topology spec (JSON of a `TopologySpec`), relative to the problem directory."""
+    score_function: str | None = None
+    """Name of one of `ProblemParts.score_functions`; may be omitted when there is exactly one."""
+    gold: GoldConfig = Field(default_factory=GoldConfig)
+    """`[gold]`: gold-set source and splits."""
+    search: SearchDefaults = Field(default_factory=SearchDefaults)
+    """`[search]`: default search settings."""
+    models: ModelsConfig = Field(default_factory=ModelsConfig)
+    """`[models]`: prices and the replay time scale."""
+    datasets: dict[str, DatasetConfig] = Field(default_factory=dict[str, DatasetConfig])
+    """`[datasets.<name>]`: pinned data files with checksums."""
+    params: dict[str, Any] = Field(default_factory=dict[str, Any])
+    """`[params]`: problem-specific settings, validated by the problem's own module."""
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError("name must start with a letter or digit and use only [A-Za-z0-9_.-]")
+        return v
+
+    @field_validator("registries", "seed")
+    @classmethod
+    def _check_relative(cls, v: str) -> str:
+        return _relative_path(v)
+
+    @field_validator("datasets")
+    @classmethod
+    def _check_dataset_names(cls, v: dict[str, DatasetConfig]) -> dict[str, DatasetConfig]:
+        for name in v:
+            if not _NAME_RE.match(name):
+                raise ValueError(f"dataset name {name!r} must use only [A-Za-z0-9_.-]")
+        return v

@@ -1,0 +1,134 @@
+"""`Problem`: the live handle a loaded problem definition gives the rest of the engine."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from core.evaluation.metrics import GoldExample, ScoreFn
+from core.evaluation.pricing import ModelPrice
+from core.hydrate import AgentRegistry, CallableRegistry
+from core.ir import TopologySpec
+from core.problems.config import ProblemConfig, SearchDefaults
+
+__all__ = ["Problem"]
+
+
+class Problem:
+    """A loaded problem: registries, score function, gold splits, seed topology and settings.
+
+    A live handle (it holds the problem module's functions and agent factories), not a record:
+    `to_dict()` is its JSON-serialisable record and `config_hash` its identity. Build one with
+    `core.problems.load_problem`.
+
+    Attributes:
+        name: the problem's name (`name` in the TOML).
+        description: what the problem is.
+        root: the problem directory.
+        toml_path: the problem's TOML file.
+        config: the validated TOML (overrides applied).
+        overrides: the dotted overrides that were applied, as given.
+        module: the problem's registries module (its own helpers are reachable from here).
+        callable_registry: the registered functions.
+        agent_registry: the registered agent factories.
+        score_fn: the score function `(output, example) -> float in [0, 1]`.
+        score_function_name: its name among the module's score functions.
+        splits: split name -> gold examples; always `"validation"` (what a search uses) and
+            `"test"` (held out, for the final report), each with a unique `id` per example.
+        seed_spec: the seed topology, validated and with every name registered.
+        search: default search settings (`[search]`).
+        prices: model name -> price per 1K tokens (`[models.prices]`).
+        time_scale: multiplier on replayed latency before it is slept (`[models] time_scale`).
+        roles: callable role -> registered names usable in it (see `core.problems.CallableRole`);
+            every role is present, possibly empty.
+    """
+
+    def __init__(
+        self,
+        *,
+        config: ProblemConfig,
+        root: Path,
+        toml_path: Path,
+        overrides: Mapping[str, Any],
+        module: ModuleType,
+        callable_registry: CallableRegistry,
+        agent_registry: AgentRegistry,
+        score_fn: ScoreFn,
+        score_function_name: str,
+        splits: Mapping[str, Sequence[GoldExample]],
+        seed_spec: TopologySpec,
+        roles: Mapping[str, Sequence[str]],
+        code_sha256: str,
+    ) -> None:
+        self.config = config
+        self.name = config.name
+        self.description = config.description
+        self.root = root
+        self.toml_path = toml_path
+        self.overrides: dict[str, Any] = dict(overrides)
+        self.module = module
+        self.callable_registry = callable_registry
+        self.agent_registry = agent_registry
+        self.score_fn = score_fn
+        self.score_function_name = score_function_name
+        self.splits: dict[str, list[GoldExample]] = {k: list(v) for k, v in splits.items()}
+        self.seed_spec = seed_spec
+        self.search: SearchDefaults = config.search
+        self.prices: dict[str, ModelPrice] = dict(config.models.prices)
+        self.time_scale: float = config.models.time_scale
+        self.roles: dict[str, list[str]] = {k: list(v) for k, v in roles.items()}
+        self._code_sha256 = code_sha256
+        self._config_hash: str | None = None
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{k}={len(v)}" for k, v in self.splits.items())
+        return f"Problem({self.name!r}, root={str(self.root)!r}, {sizes})"
+
+    def _identity(self) -> dict[str, Any]:
+        config = self.config.model_dump(mode="json", exclude={"search": True})
+        config["models"].pop("time_scale", None)
+        return {
+            "config": config,
+            "seed_spec": self.seed_spec.model_dump(mode="json"),
+            "splits": {k: [ex.id for ex in v] for k, v in sorted(self.splits.items())},
+            "code_sha256": self._code_sha256,
+        }
+
+    @property
+    def config_hash(self) -> str:
+        """sha256 (hex) of what decides scores and costs: the config except `[search]` and
+        `models.time_scale` (which change only how a search runs and wall time), the seed spec,
+        the split ids, and the problem module's source. Same hash = same problem."""
+        if self._config_hash is None:
+            text = json.dumps(self._identity(), sort_keys=True, separators=(",", ":"))
+            self._config_hash = hashlib.sha256(text.encode()).hexdigest()
+        return self._config_hash
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable record of the problem for the run store.
+
+        Keys: `name`, `description`, `root`, `toml_path`, `config_hash`, `code_sha256`,
+        `config` (the full validated config), `overrides`, `score_function`, `split_sizes`
+        (split -> count), `seed_spec`, `agents` and `callables` (registered names, sorted),
+        `roles`.
+        """
+        return {
+            "name": self.name,
+            "description": self.description,
+            "root": str(self.root),
+            "toml_path": str(self.toml_path),
+            "config_hash": self.config_hash,
+            "code_sha256": self._code_sha256,
+            "config": self.config.model_dump(mode="json"),
+            "overrides": json.loads(json.dumps(self.overrides, default=str)),
+            "score_function": self.score_function_name,
+            "split_sizes": {k: len(v) for k, v in self.splits.items()},
+            "seed_spec": self.seed_spec.model_dump(mode="json"),
+            "agents": list(self.agent_registry.names()),
+            "callables": list(self.callable_registry.names()),
+            "roles": {k: list(v) for k, v in self.roles.items()},
+        }
