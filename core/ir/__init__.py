@@ -9,7 +9,13 @@ spec = parse_topology('{"kind": "pipeline", "steps": [{"operation": {"kind": "ag
 """
 
 from core.ir.canonical import canonical_dict, canonical_json, spec_hash
-from core.ir.design import TopologyDesign, check_output_schema, design_output_schema, parse_design
+from core.ir.design import (
+    SPEC_LIMITS_CONTEXT_KEY,
+    TopologyDesign,
+    check_output_schema,
+    design_output_schema,
+    parse_design,
+)
 from core.ir.dot import to_dot
 from core.ir.ids import assign_ids
 from core.ir.limits import (
@@ -52,6 +58,7 @@ __all__ = [
     "KINDS",
     "MAX_DEPTH_CEILING",
     "NODE_TYPES",
+    "SPEC_LIMITS_CONTEXT_KEY",
     "AgentSpec",
     "AgentStepSpec",
     "AnyNode",

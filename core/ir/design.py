@@ -43,6 +43,7 @@ from core.ir.limits import SpecLimits
 from core.ir.models import ATOMIC_KINDS, COMPOSITE_KINDS, KINDS, TopologySpec
 
 __all__ = [
+    "SPEC_LIMITS_CONTEXT_KEY",
     "TopologyDesign",
     "check_output_schema",
     "design_output_schema",

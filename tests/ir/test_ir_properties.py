@@ -29,7 +29,7 @@ from core.ir import (
 from core.ir.testing import corrupted_spec_texts, topology_specs
 
 SETTINGS = settings(
-    max_examples=150,
+    max_examples=75,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
