@@ -1,5 +1,13 @@
-"""Evaluation: gold examples, metric records and scalarization (the evaluator extends this)."""
+"""Evaluation: gold examples, metric records and scalarization, pricing, the evaluation cache and
+the topology evaluator."""
 
+from core.evaluation.cache import EvaluationCache, InMemoryEvaluationCache
+from core.evaluation.evaluator import (
+    CandidateEvaluation,
+    EvaluatorConfig,
+    ExampleResult,
+    TopologyEvaluator,
+)
 from core.evaluation.metrics import (
     BundleStatus,
     GoldExample,
@@ -11,6 +19,7 @@ from core.evaluation.metrics import (
     is_valid,
     scalarize,
 )
+from core.evaluation.pricing import CostQuote, ModelPrice, Pricer
 
 __all__ = [
     "BundleStatus",
@@ -22,4 +31,14 @@ __all__ = [
     "bundle_invalid_reason",
     "is_valid",
     "scalarize",
+    # pricing, cache, evaluator
+    "CandidateEvaluation",
+    "CostQuote",
+    "EvaluationCache",
+    "EvaluatorConfig",
+    "ExampleResult",
+    "InMemoryEvaluationCache",
+    "ModelPrice",
+    "Pricer",
+    "TopologyEvaluator",
 ]

@@ -1,0 +1,398 @@
+"""`TopologyEvaluator`: run a candidate topology on gold examples, concurrently, with real cost.
+
+One `evaluate(spec, examples)` call:
+
+1. **Checks, before anything runs** (F4). The spec is parsed with the structural limits
+   (`core.ir.parse_topology`), then checked against `max_depth`, `allowed_step_kinds` and
+   inline agents, then hydrated once (`core.hydrate.topology_from_spec`, which resolves every
+   registered name before building anything). Any failure gives a `CandidateEvaluation` with
+   `status="rejected"`, a `reason` starting with a code, no results, no cost and `valid=False`:
+
+   | code                     | when                                                       |
+   |--------------------------|------------------------------------------------------------|
+   | `invalid_spec`           | not JSON, not a valid spec (`SpecError` text kept)          |
+   | `max_depth_exceeded`     | deeper than the IR limit or than `max_depth` (`depth 5 > 4`) |
+   | `max_nodes_exceeded`     | more nodes than the IR limit                               |
+   | `step_kind_not_allowed`  | a node kind outside `allowed_step_kinds` (kind and path)    |
+   | `inline_agents_disabled` | an inline `AgentSpec` while `allow_inline_agents` is False  |
+   | `unknown_names`          | unregistered names (the `UnknownNamesError` text, every     |
+   |                          | name with its JSON path; also in `unknown_names`)           |
+   | `hydration_error`        | anything else hydration raised                             |
+
+2. **Runs.** Every (example, trial) not in the cache runs under one
+   `asyncio.Semaphore(concurrency)`, each in its own `capture_trace()`, through the hydrated
+   topology's `execute` (a top-level `Parallel` yields its merged value, a loop its output). A run
+   never raises (see `core.evaluation._run`): exceptions and `example_timeout_s` become status
+   `error`; blank outputs status `degenerate` (not scored); a NaN, infinite or out-of-range
+   score, a failing score function, or a non-finite or unpriced cost status `invalid`.
+   Cost is the `Pricer` over the trace's usage by model: every request, retries included.
+   Latency is the critical-path model time when the run recorded any (replay models do, so
+   latency is deterministic), else wall time, in ms.
+
+3. **Verdict** (`core.evaluation._aggregate.judge`): one bundle per example (trials combined),
+   weighted means, the aggregate score, error and blank rates, and the status `ok`,
+   `invalid` (any invalid run: F7) or `degenerate` ((blank + error) runs / runs >=
+   `degenerate_threshold`: F5). Only `ok` is valid.
+
+Finished runs go into the evaluation cache under `(spec_hash, example_id, trial)`, so a spec
+proposed again (same canonical hash) makes no model call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from core.errors import EvaluationError, SpecError, SpecLimitError, UnknownNamesError
+from core.evaluation._aggregate import fsum_finite, judge
+from core.evaluation._checks import check_allowed_kinds, check_max_depth, normalize_allowed_kinds
+from core.evaluation._records import CandidateEvaluation, CandidateStatus, ExampleResult
+from core.evaluation._run import (
+    BlankFn,
+    RunContext,
+    RunnableTopology,
+    default_is_blank,
+    example_key,
+    run_example,
+)
+from core.evaluation.cache import EvaluationCache
+from core.evaluation.metrics import GoldExample, MetricWeights, ScoreFn
+from core.evaluation.pricing import Pricer
+from core.hydrate import AgentRegistry, CallableRegistry, InlineAgentFactory, topology_from_spec
+from core.ir import SpecLimits, parse_topology, spec_hash, spec_metrics
+from core.ir.models import AgentSpec, AgentStepSpec, AnyNode, RefinementLoopSpec, RouterSpec, walk
+
+__all__ = [
+    "CandidateEvaluation",
+    "EvaluatorConfig",
+    "ExampleCallback",
+    "ExampleResult",
+    "TopologyEvaluator",
+]
+
+ExampleCallback = Callable[[ExampleResult], None]
+"""Receives each `ExampleResult` as it completes (cache hits too), e.g. to journal it live."""
+
+
+class EvaluatorConfig(BaseModel):
+    """The evaluator's options, as one frozen record (what a run journal stores)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    concurrency: int = Field(default=8, ge=1)
+    """Runs in flight at once, over all (example, trial) pairs of one `evaluate` call."""
+    n_trials: int = Field(default=1, ge=1)
+    """Runs per example; with more than one, bundles are means with the accuracy's stdev."""
+    weights: MetricWeights = Field(default_factory=MetricWeights)
+    """Weights of the aggregate score (semantics section 8 defaults)."""
+    max_depth: int | None = Field(default=None, ge=0)
+    """Reject specs deeper than this (`TopologyGene.max_depth`); None: only the IR limits."""
+    allowed_step_kinds: tuple[str, ...] | None = None
+    """Reject specs with other node kinds (`TopologyGene.allowed_step_kinds`; see
+    `_checks.check_allowed_kinds` for how composites are treated); None: all kinds."""
+    limits: SpecLimits | None = None
+    """The IR's structural limits when parsing (None: `SpecLimits()` defaults)."""
+    degenerate_threshold: float = Field(default=0.5, ge=0.0, le=1.0, allow_inf_nan=False)
+    """A candidate whose share of blank or failed runs is at least this is degenerate (F5)."""
+    example_timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Per-run deadline in seconds; a run past it is an `error` (and is not cached)."""
+    allow_inline_agents: bool = False
+    """Allow inline `AgentSpec`s (needs an `agent_factory`); off: such specs are rejected."""
+
+    @field_validator("allowed_step_kinds", mode="before")
+    @classmethod
+    def _kinds(cls, value: Any) -> Any:
+        return normalize_allowed_kinds(value) if value is not None else None
+
+
+def _has_inline_agents(spec: AnyNode) -> str | None:
+    """The JSON path of the first inline `AgentSpec`, or None."""
+    for path, node in walk(spec):
+        if isinstance(node, AgentStepSpec) and node.inline_spec is not None:
+            return f"{path}.inline_spec"
+        if isinstance(node, RouterSpec) and isinstance(node.classifier, AgentSpec):
+            return f"{path}.classifier"
+        if isinstance(node, RefinementLoopSpec) and isinstance(node.evaluator, AgentSpec):
+            return f"{path}.evaluator"
+    return None
+
+
+class TopologyEvaluator:
+    """Evaluates candidate topologies on gold examples; see the module docstring for the rules.
+
+    Args:
+        callable_registry: the registered functions, merges, conditions, state updaters.
+        agent_registry: the registered agent factories.
+        score_fn: `(output, example) -> float in [0, 1]`, sync or async.
+        pricer: prices model usage; default `Pricer()` (genai-prices, unpriced models invalid).
+        concurrency: runs in flight at once (>= 1).
+        n_trials: runs per example (>= 1).
+        weights: metric weights of the aggregate score.
+        cache: the evaluation cache; None: no caching.
+        max_depth: reject deeper specs with `max_depth_exceeded`.
+        allowed_step_kinds: reject other kinds with `step_kind_not_allowed`.
+        limits: the IR's structural limits for parsing.
+        degenerate_threshold: share of blank or failed runs that makes a candidate degenerate.
+        example_timeout_s: per-run deadline, seconds.
+        allow_inline_agents: accept inline `AgentSpec`s (requires `agent_factory`).
+        agent_factory: builds an agent from an inline `AgentSpec`, for hydration.
+        is_blank: the problem's blank test for structured outputs; default `default_is_blank`.
+        config: all the options above at once; when given, the option arguments must be left at
+            their defaults.
+
+    Raises:
+        EvaluationError: inline agents allowed without an `agent_factory`, or `config` given
+            together with option arguments.
+        pydantic.ValidationError: an option out of range (e.g. `concurrency=0`, an unknown kind).
+    """
+
+    def __init__(
+        self,
+        *,
+        callable_registry: CallableRegistry,
+        agent_registry: AgentRegistry,
+        score_fn: ScoreFn,
+        pricer: Pricer | None = None,
+        concurrency: int = 8,
+        n_trials: int = 1,
+        weights: MetricWeights | None = None,
+        cache: EvaluationCache | None = None,
+        max_depth: int | None = None,
+        allowed_step_kinds: Sequence[str] | None = None,
+        limits: SpecLimits | None = None,
+        degenerate_threshold: float = 0.5,
+        example_timeout_s: float | None = None,
+        allow_inline_agents: bool = False,
+        agent_factory: InlineAgentFactory | None = None,
+        is_blank: BlankFn | None = None,
+        config: EvaluatorConfig | None = None,
+    ) -> None:
+        options = EvaluatorConfig(
+            concurrency=concurrency,
+            n_trials=n_trials,
+            weights=weights if weights is not None else MetricWeights(),
+            max_depth=max_depth,
+            allowed_step_kinds=None if allowed_step_kinds is None else tuple(allowed_step_kinds),
+            limits=limits,
+            degenerate_threshold=degenerate_threshold,
+            example_timeout_s=example_timeout_s,
+            allow_inline_agents=allow_inline_agents,
+        )
+        if config is not None:
+            if options != EvaluatorConfig():
+                raise EvaluationError("pass either config= or option arguments, not both")
+            options = config
+        if options.allow_inline_agents and agent_factory is None:
+            raise EvaluationError("allow_inline_agents=True needs an agent_factory")
+        self._config = options
+        self._callables = callable_registry
+        self._agents = agent_registry
+        self._score_fn = score_fn
+        self._pricer = pricer if pricer is not None else Pricer()
+        self._cache = cache
+        self._agent_factory = agent_factory if options.allow_inline_agents else None
+        self._is_blank: BlankFn = is_blank if is_blank is not None else default_is_blank
+
+    @property
+    def config(self) -> EvaluatorConfig:
+        """The options, as one frozen record."""
+        return self._config
+
+    @property
+    def cache(self) -> EvaluationCache | None:
+        """The evaluation cache, if any."""
+        return self._cache
+
+    @property
+    def pricer(self) -> Pricer:
+        """The pricer."""
+        return self._pricer
+
+    def _rejected(
+        self,
+        split: str,
+        reason: str,
+        *,
+        spec_hash_: str = "",
+        n_agents: int | None = None,
+        depth: int | None = None,
+        unknown: UnknownNamesError | None = None,
+    ) -> CandidateEvaluation:
+        return CandidateEvaluation(
+            spec_hash=spec_hash_,
+            split=split,
+            status="rejected",
+            reason=reason,
+            n_trials=self._config.n_trials,
+            n_agents=n_agents,
+            depth=depth,
+            cost_usd=0.0,
+            valid=False,
+            invalid_reason=reason,
+            unknown_names=[] if unknown is None else list(unknown.unknown),
+            known_names={} if unknown is None else dict(unknown.known),
+        )
+
+    def _prepare(
+        self, spec: Any, split: str
+    ) -> tuple[RunnableTopology, str, int, int] | CandidateEvaluation:
+        """Parse, check and hydrate; a `CandidateEvaluation` (rejected) on any failure."""
+        cfg = self._config
+        try:
+            parsed = parse_topology(spec, cfg.limits)
+        except SpecLimitError as exc:
+            return self._rejected(split, f"{exc.limit}_exceeded: {exc}")
+        except SpecError as exc:
+            return self._rejected(split, f"invalid_spec: {exc}")
+        node: AnyNode = parsed
+        digest = spec_hash(parsed)
+        metrics = spec_metrics(parsed, agent_names=self._agents.names())
+        n_agents, depth = metrics.n_agents, metrics.depth
+
+        def reject(reason: str, unknown: UnknownNamesError | None = None) -> CandidateEvaluation:
+            return self._rejected(
+                split, reason, spec_hash_=digest, n_agents=n_agents, depth=depth, unknown=unknown
+            )
+
+        reason = check_max_depth(depth, cfg.max_depth) or check_allowed_kinds(
+            node, cfg.allowed_step_kinds
+        )
+        if reason is not None:
+            return reject(reason)
+        if not cfg.allow_inline_agents and (path := _has_inline_agents(node)) is not None:
+            return reject(
+                f"inline_agents_disabled: inline AgentSpec at {path}; use a registered agent name"
+            )
+        try:
+            topology: RunnableTopology = topology_from_spec(
+                parsed,
+                callable_registry=self._callables,
+                agent_registry=self._agents,
+                agent_factory=self._agent_factory,
+                allow_inline_agents=cfg.allow_inline_agents,
+            )
+        except UnknownNamesError as exc:
+            return reject(f"unknown_names: {exc}", exc)
+        except Exception as exc:  # a proposal must never crash the search
+            return reject(f"hydration_error: {type(exc).__name__}: {exc}")
+        return topology, digest, n_agents, depth
+
+    async def evaluate(
+        self,
+        spec: Any,
+        examples: Sequence[GoldExample],
+        *,
+        split: str = "validation",
+        on_example: ExampleCallback | None = None,
+    ) -> CandidateEvaluation:
+        """Evaluate one candidate on `examples`; never raises for a bad candidate or run.
+
+        Args:
+            spec: a `TopologySpec`, its JSON text, or a mapping.
+            examples: the gold examples (ids unique; an example without `id` is keyed by a
+                content hash, see `example_key`).
+            split: recorded on the result, e.g. `"validation"`, `"minibatch"`, `"test"`.
+            on_example: called (synchronously, on the event loop) with each `ExampleResult` as it
+                completes, cache hits included; an exception it raises cancels the remaining
+                runs and propagates.
+
+        Returns:
+            The `CandidateEvaluation`: `rejected` (nothing ran), or `ok` / `degenerate` /
+            `invalid` with every run's result.
+
+        Raises:
+            EvaluationError: `examples` is empty or two examples share an id (misuse, not a
+                candidate's fault).
+        """
+        if not examples:
+            raise EvaluationError("evaluate() needs at least one example")
+        keys = [example_key(e) for e in examples]
+        dupes = sorted({k for k in keys if keys.count(k) > 1})
+        if dupes:
+            raise EvaluationError(f"duplicate example ids {dupes}: give each example a unique id")
+        prepared = self._prepare(spec, split)
+        if isinstance(prepared, CandidateEvaluation):
+            return prepared
+        topology, digest, n_agents, depth = prepared
+        cfg = self._config
+        ctx = RunContext(
+            spec_hash=digest,
+            split=split,
+            n_agents=n_agents,
+            depth=depth,
+            pricer=self._pricer,
+            score_fn=self._score_fn,
+            is_blank=self._is_blank,
+            timeout_s=cfg.example_timeout_s,
+        )
+        n_trials = cfg.n_trials
+        slots: list[ExampleResult | None] = [None] * (len(examples) * n_trials)
+        fresh: list[ExampleResult] = []
+        semaphore = asyncio.Semaphore(cfg.concurrency)
+
+        async def run_one(index: int, example: GoldExample, key: str, trial: int) -> None:
+            async with semaphore:
+                result, cacheable = await run_example(topology, example, key, trial, ctx)
+            if cacheable and self._cache is not None:
+                self._cache.put(result)
+            fresh.append(result)
+            slots[index] = result
+            if on_example is not None:
+                on_example(result)
+
+        pending: list[tuple[int, GoldExample, str, int]] = []
+        for i, (example, key) in enumerate(zip(examples, keys, strict=True)):
+            for trial in range(n_trials):
+                index = i * n_trials + trial
+                hit = None if self._cache is None else self._cache.get(digest, key, trial)
+                if hit is None:
+                    pending.append((index, example, key, trial))
+                    continue
+                cached = hit.model_copy(update={"cached": True, "split": split})
+                slots[index] = cached
+                if on_example is not None:
+                    on_example(cached)
+        try:
+            async with asyncio.TaskGroup() as group:
+                for job in pending:
+                    group.create_task(run_one(*job))
+        except BaseExceptionGroup as failed:  # only on_example or the cache can raise here
+            raise failed.exceptions[0] from None
+
+        results = [r for r in slots if r is not None]
+        verdict = judge(
+            results,
+            n_examples=len(examples),
+            n_trials=n_trials,
+            example_weights=[e.weight for e in examples],
+            weights=cfg.weights,
+            degenerate_threshold=cfg.degenerate_threshold,
+        )
+        status: CandidateStatus = verdict.status
+        return CandidateEvaluation(
+            spec_hash=digest,
+            split=split,
+            status=status,
+            reason=verdict.reason,
+            results=results,
+            bundles=verdict.bundles,
+            n_examples=len(examples),
+            n_trials=n_trials,
+            accuracy=verdict.accuracy,
+            cost_usd=verdict.cost_usd,
+            latency_ms=verdict.latency_ms,
+            stdev=verdict.stdev,
+            n_agents=n_agents,
+            depth=depth,
+            aggregate_score=verdict.aggregate_score,
+            error_rate=verdict.error_rate,
+            blank_rate=verdict.blank_rate,
+            n_model_requests=sum(r.requests for r in fresh),
+            fresh_cost_usd=fsum_finite([r.cost_usd for r in fresh]),
+            n_cached=len(results) - len(fresh),
+            valid=status == "ok",
+            invalid_reason=None if status == "ok" else verdict.reason,
+        )
