@@ -148,7 +148,8 @@ def judge(
     Returns:
         The verdict. Status rules, first match wins: `"invalid"` when any run is invalid (a
         NaN or out-of-range score, a non-finite or unpriced cost; F7) or the aggregate score is
-        not finite; `"degenerate"` when (blank + error runs) / runs >= `degenerate_threshold`;
+        not finite; `"degenerate"` when some run is blank or failed and (blank + error runs) / runs
+        >= `degenerate_threshold` (so 0.0 means "any failure", never "always");
         else `"ok"`. Means are weighted by `example_weights`; `stdev` is the sample standard
         deviation over trials of each trial's weighted mean accuracy (None for one trial).
 
@@ -193,7 +194,7 @@ def judge(
     else:
         failed = sum(1 for r in results if r.blank or r.status == "error")
         share = failed / n_runs
-        if share >= degenerate_threshold:
+        if failed and share >= degenerate_threshold:
             status = "degenerate"
             reason = (
                 f"degenerate: {_pct(share)} blank or failed runs ({n_blank} blank, "

@@ -426,7 +426,7 @@ def test_latency_falls_back_to_wall_time() -> None:
 
     ev = make_evaluator({"w": wait})
     result = evaluate(ev, pipeline(fn_step("w")), examples(1))
-    assert 20.0 <= result.results[0].latency_ms < 5000.0
+    assert 15.0 <= result.results[0].latency_ms < 5000.0  # wall time of a 20 ms sleep
 
 
 # ---------------------------------------------------------------------------------------------

@@ -189,3 +189,9 @@ def test_weighted_mean_and_finite_sum() -> None:
     assert weighted_mean([1.0, 0.0], [3.0, 1.0]) == 0.75
     assert math.isnan(weighted_mean([1.0], [0.0]))
     assert fsum_finite([0.5, math.nan, 0.25]) == 0.75
+
+
+def test_threshold_zero_means_any_failure_not_always() -> None:
+    assert verdict([run("a"), run("b")], n_examples=2, threshold=0.0).status == "ok"
+    failing = [run("a"), run("b", status="error", accuracy=0.0, error="E: x")]
+    assert verdict(failing, n_examples=2, threshold=0.0).status == "degenerate"
