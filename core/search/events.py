@@ -35,7 +35,9 @@ __all__ = [
     "parse_event",
 ]
 
-_CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+_CONFIG = ConfigDict(
+    frozen=True, extra="forbid", use_attribute_docstrings=True, ser_json_inf_nan="constants"
+)
 
 
 class _EventBase(BaseModel):
