@@ -1,4 +1,5 @@
-"""Search: Pareto functions, the archive and structural mutation operators (others extend this)."""
+"""Search: Pareto functions, the archive, structural mutation operators, the engine (ask/tell loop,
+budgets, events, promotion, resume), the strategies and the result (others extend this)."""
 
 from core.search.archive import (
     OBJECTIVE_NAMES,
@@ -14,6 +15,16 @@ from core.search.archive import (
     resolve_objectives,
     view_indices,
 )
+from core.search.budget import Budget, BudgetTracker, StopSignal
+from core.search.engine import (
+    SearchRun,
+    Subscriber,
+    build_search,
+    build_search_space,
+    minibatch_indices,
+    run_search,
+)
+from core.search.gene import TopologyGene
 from core.search.operators import (
     BUILTIN_MERGES,
     OPERATORS,
@@ -36,6 +47,32 @@ from core.search.pareto import (
     objective_directions,
     pareto_front_mask,
 )
+from core.search.result import CandidateRecord, OptimizationResult, unpack_topology_output
+from core.search.strategies import (
+    STRATEGY_NAMES,
+    AskContext,
+    CheckResult,
+    EvolutionaryConfig,
+    EvolutionarySearch,
+    MetaAgentConfig,
+    MetaAgentSearch,
+    NameInfo,
+    Proposal,
+    RandomConfig,
+    RandomSearch,
+    SearchSpace,
+    Strategy,
+    StrategyConfig,
+    get_strategy,
+    strategy_config_class,
+)
+from core.search.subscribers import (
+    EventLog,
+    Progress,
+    ProgressCallback,
+    ProgressReporter,
+    journal_subscriber,
+)
 
 __all__ = [
     "BUILTIN_MERGES",
@@ -44,20 +81,51 @@ __all__ = [
     "OPERATORS",
     "ROLES",
     "STRATEGIES",
+    "STRATEGY_NAMES",
     "Archive",
     "ArchiveEntry",
     "ArchiveStrategy",
+    "AskContext",
+    "Budget",
+    "BudgetTracker",
+    "CandidateRecord",
+    "CheckResult",
     "Direction",
+    "EventLog",
+    "EvolutionaryConfig",
+    "EvolutionarySearch",
+    "MetaAgentConfig",
+    "MetaAgentSearch",
     "MutationContext",
+    "NameInfo",
     "Objective",
     "ObjectiveLike",
     "Operator",
+    "OptimizationResult",
+    "Progress",
+    "ProgressCallback",
+    "ProgressReporter",
+    "Proposal",
+    "RandomConfig",
+    "RandomSearch",
+    "SearchRun",
+    "SearchSpace",
+    "StopSignal",
+    "Strategy",
+    "StrategyConfig",
+    "Subscriber",
+    "TopologyGene",
     "best_index",
+    "build_search",
+    "build_search_space",
     "crossover",
     "crowding_distance",
     "dominates",
+    "get_strategy",
     "hypervolume",
     "is_valid_candidate",
+    "journal_subscriber",
+    "minibatch_indices",
     "mutate",
     "non_dominated_sort",
     "objective_directions",
@@ -67,5 +135,8 @@ __all__ = [
     "pareto_ranks",
     "random_spec",
     "resolve_objectives",
+    "run_search",
+    "strategy_config_class",
+    "unpack_topology_output",
     "view_indices",
 ]
