@@ -461,4 +461,5 @@ def load_problem(
         seed_spec=seed_spec,
         roles=roles,
         code_sha256=_code_sha256(_module_files(module_path)),
+        is_blank=parts.is_blank,
     )

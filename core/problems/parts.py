@@ -71,6 +71,9 @@ class ProblemParts:
             text); None hashes the example `id`.
         roles: role -> names of registered callables usable in that role (see `CallableRole`);
             a name may have several roles.
+        is_blank: whether a topology output is blank (no real answer: the evaluator counts it
+            apart from wrong answers, F5); None uses the evaluator's default (None, empty text
+            or collections). Structured outputs need their own.
     """
 
     callable_registry: CallableRegistry
@@ -79,6 +82,7 @@ class ProblemParts:
     load_gold: Callable[[], Sequence[GoldExample]] | None = None
     split_key: Callable[[GoldExample], str] | None = None
     roles: Mapping[str, Sequence[str]] = field(default_factory=dict[str, Sequence[str]])
+    is_blank: Callable[[Any], bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)

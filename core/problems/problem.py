@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -45,6 +45,7 @@ class Problem:
         time_scale: multiplier on replayed latency before it is slept (`[models] time_scale`).
         roles: callable role -> registered names usable in it (see `core.problems.CallableRole`);
             every role is present, possibly empty.
+        is_blank: the problem's blank-output test for the evaluator, or None for its default.
     """
 
     def __init__(
@@ -63,6 +64,7 @@ class Problem:
         seed_spec: TopologySpec,
         roles: Mapping[str, Sequence[str]],
         code_sha256: str,
+        is_blank: Callable[[Any], bool] | None = None,
     ) -> None:
         self.config = config
         self.name = config.name
@@ -81,6 +83,7 @@ class Problem:
         self.prices: dict[str, ModelPrice] = dict(config.models.prices)
         self.time_scale: float = config.models.time_scale
         self.roles: dict[str, list[str]] = {k: list(v) for k, v in roles.items()}
+        self.is_blank = is_blank
         self._code_sha256 = code_sha256
         self._config_hash: str | None = None
 

@@ -151,6 +151,7 @@ def test_a_toy_problem_loads_into_a_live_handle(tmp_path: Path) -> None:
         "state_updater": [],
     }
     assert list(p.roles) == list(CALLABLE_ROLES)
+    assert p.is_blank is None  # the evaluator's default
 
 
 def test_to_dict_is_json_and_config_hash_is_the_problem_identity(tmp_path: Path) -> None:
