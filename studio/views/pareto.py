@@ -15,9 +15,11 @@ import pandas as pd
 import plotly.graph_objects as go
 
 __all__ = [
+    "OBJECTIVES",
     "OBJECTIVE_LABELS",
     "pareto_figure",
     "progress_figure",
+    "progress_frame",
     "selected_candidates",
 ]
 
@@ -30,6 +32,9 @@ OBJECTIVE_LABELS: dict[str, str] = {
     "aggregate_score": "aggregate score",
 }
 """Axis titles for the objectives a user can put on X and Y."""
+
+OBJECTIVES: tuple[str, ...] = tuple(OBJECTIVE_LABELS)
+"""The objectives a user can put on X and Y, in menu order."""
 
 _TRACES: tuple[tuple[str, str, str], ...] = (
     ("Pareto front", "#d62728", "circle"),
@@ -78,7 +83,7 @@ def pareto_figure(
             go.Scatter(
                 x=rows[x].tolist(),
                 y=rows[y].tolist(),
-                mode="markers+lines" if name == "Pareto front" else "markers",
+                mode="markers",
                 line={"dash": "dot", "width": 1, "color": colour},
                 marker={"color": colour, "size": 11, "symbol": symbol},
                 name=name,
@@ -180,3 +185,28 @@ def progress_figure(snapshots: pd.DataFrame) -> go.Figure:
         margin={"l": 10, "r": 10, "t": 30, "b": 10},
     )
     return fig
+
+
+def progress_frame(snapshots: pd.DataFrame, progress: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The data of `progress_figure`: best score and hypervolume over example evaluations.
+
+    Archive snapshots (one per generation) carry both figures; before the first snapshot, or
+    for a store without snapshots, the per-result `progress` rows give the running best score
+    (no hypervolume).
+
+    Args:
+        snapshots: `RunStore.snapshots(run_id)`.
+        progress: `RunStore.progress(run_id)`, used when there are no snapshots.
+
+    Returns:
+        Columns `n_evaluations, best_score, hypervolume`, ordered by evaluations.
+    """
+    cols = ["n_evaluations", "best_score", "hypervolume"]
+    if not snapshots.empty:
+        df = snapshots.reindex(columns=cols)
+    elif progress is not None and not progress.empty:
+        df = progress.reindex(columns=cols)
+    else:
+        return pd.DataFrame({c: [] for c in cols})
+    df = df.astype({"n_evaluations": "int64", "best_score": "float64", "hypervolume": "float64"})
+    return df.sort_values("n_evaluations", kind="stable").reset_index(drop=True)

@@ -1,0 +1,173 @@
+"""Diff & apply: review a proposal against the registry (change table, coloured graphs, JSON
+diff), approve or reject it with a comment, and roll a topology back to an earlier version."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.errors import StaleTargetError
+from studio._st_common import get_manager, guard, show_error, store_banner
+from studio._st_render import graph
+from studio.views.candidate import parse_stored_spec
+from studio.views.diffs import diff_view
+from studio.views.tables import format_time
+
+st.title("Diff & apply")
+manager = get_manager()
+store_banner(manager)
+ss = st.session_state
+st.caption(f"Topology registry: `{manager.registry.root}`")
+
+proposals = None
+with guard():
+    proposals = manager.store.list_proposals()
+if proposals is None or proposals.empty:
+    st.info(
+        "No proposals yet: save a topology in the editor, or propose a candidate from the live view."
+    )
+else:
+    prefix = f"{manager.registry.root}/"
+    ids = [int(p) for p in proposals["proposal_id"].tolist()]
+    recs = {int(r["proposal_id"]): r for r in proposals.to_dict("records")}
+
+    def _label(pid: int) -> str:
+        r = recs[pid]
+        state = r["decision"] if isinstance(r["decision"], str) else "pending"
+        target = str(r["target"]).removeprefix(prefix)
+        src = (
+            f"run {r['run_id']} #{r['candidate_idx']}" if isinstance(r["run_id"], str) else "editor"
+        )
+        return f"#{pid} {target} ({state}, from {src}, by {r['proposed_by']})"
+
+    pending_first = sorted(ids, key=lambda p: (isinstance(recs[p]["decision"], str), -p))
+    wanted = st.query_params.get("proposal")
+    if (
+        wanted is not None
+        and wanted.isdigit()
+        and int(wanted) in ids
+        and ss.get("df_pid_link") != wanted
+    ):
+        ss["df_pid_link"] = wanted
+        ss["df_pid"] = int(wanted)
+    pid = st.selectbox("Proposal", pending_first, format_func=_label, key="df_pid")
+    st.query_params["proposal"] = str(pid)
+    rec = recs[int(pid)]
+    target = str(rec["target"])
+    if not target.startswith(prefix):
+        st.warning(
+            f"This proposal targets {target}, not this studio's registry; it cannot be applied here."
+        )
+    else:
+        name = target.removeprefix(prefix)
+        with guard():
+            spec, problem = parse_stored_spec(manager.proposal_spec(rec.get("spec_hash")))
+            if spec is None:
+                st.error(f"The proposed spec cannot be read: {problem}")
+            else:
+                shown = manager.dry_run(name, spec)
+                view = diff_view(
+                    shown.before,
+                    spec,
+                    before_label=f"{name} v{shown.base_version}"
+                    if shown.base_version
+                    else f"{name} (new)",
+                    after_label=f"proposal {pid}",
+                )
+                decided = isinstance(rec["decision"], str)
+                if decided:
+                    st.info(
+                        f"{str(rec['decision']).capitalize()} by {rec['who']} at "
+                        f"{format_time(rec['decided_at'])}"
+                        + (f": {rec['comment']}" if rec["comment"] else "")
+                        + (
+                            f" (wrote version {int(rec['applied_version'])})"
+                            if rec["applied_version"] == rec["applied_version"]
+                            and rec["applied_version"] is not None
+                            else ""
+                        )
+                    )
+                base = rec["base_version"]
+                if base == base and base is not None and shown.base_version != int(base):
+                    st.warning(
+                        f"The registry moved from version {int(base)} (when proposed) to "
+                        f"{shown.base_version}: the diff below is against the current version."
+                    )
+                c = view.counts
+                st.markdown(
+                    f"**{c['added']} added, {c['removed']} removed, {c['changed']} changed** "
+                    f"node(s) against {'version ' + str(shown.base_version) if shown.base_version else 'a new topology'}"
+                )
+                st.dataframe(view.changes, hide_index=True, key="df_changes")
+                g1, g2 = st.columns(2)
+                with g1:
+                    st.markdown("**Current** (removed red, changed orange)")
+                    graph(view.before_dot, empty="No current version: this creates the topology.")
+                with g2:
+                    st.markdown("**Proposed** (added green, changed orange)")
+                    graph(view.after_dot)
+                st.markdown("**Unified JSON diff**")
+                st.code(view.unified or "(identical)", language="diff")
+                # the approval applies what the person saw: the diff of the previous render
+                seen = ss.get(f"df_shown_{pid}") or shown
+                ss[f"df_shown_{pid}"] = shown
+                if not decided:
+                    comment = st.text_input("Comment", key=f"df_comment_{pid}")
+                    a1, a2, _ = st.columns([1, 1, 4])
+                    if a1.button(
+                        "Approve and apply",
+                        key="df_approve",
+                        type="primary",
+                        disabled=not shown.changed,
+                    ):
+                        try:
+                            done = manager.approve(int(pid), name, spec, seen, comment=comment)
+                            ss.pop(f"df_shown_{pid}", None)
+                            ss["df_msg"] = f"Applied: {name} is now version {done.new_version}."
+                            st.rerun()
+                        except StaleTargetError as exc:
+                            ss.pop(f"df_shown_{pid}", None)
+                            show_error(exc)
+                    if a2.button("Reject", key="df_reject"):
+                        manager.reject(int(pid), comment=comment)
+                        ss["df_msg"] = f"Rejected proposal {pid}."
+                        st.rerun()
+                    if not shown.changed:
+                        st.caption("The registry already holds this topology: nothing to apply.")
+msg = ss.pop("df_msg", None)
+if msg:
+    st.success(msg)
+
+st.divider()
+st.subheader("History and rollback")
+with guard():
+    names = manager.registry.names()
+    if not names:
+        st.caption("The registry has no topologies yet.")
+    else:
+        name_h = st.selectbox("Topology", names, key="df_hist_name")
+        hist = manager.registry.history(str(name_h))
+        st.dataframe(
+            [
+                {
+                    "version": h.version,
+                    "created_at": h.created_at,
+                    "base_version": h.base_version,
+                    "approved_by": h.approval.by if h.approval else "",
+                    "comment": h.approval.comment if h.approval else "",
+                    "note": h.note,
+                }
+                for h in reversed(hist)
+            ],
+            hide_index=True,
+            key="df_history",
+        )
+        earlier = [h.version for h in hist][:-1]
+        if earlier:
+            r1, r2, r3 = st.columns([1, 2, 1])
+            back_to = r1.selectbox("Roll back to", earlier[::-1], key="df_rb_version")
+            rb_comment = r2.text_input("Why", key="df_rb_comment")
+            r3.write("")
+            if r3.button("Roll back", key="df_rollback"):
+                v = manager.rollback(str(name_h), int(back_to), comment=rb_comment)
+                ss["df_msg"] = f"Rolled {name_h} back to v{back_to}: now version {v}."
+                st.rerun()

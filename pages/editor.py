@@ -1,0 +1,328 @@
+"""Topology editor: a node tree with a form per node, structural edits, a validated JSON tab,
+the graph, static metrics; save as a new version (a proposal) and evaluate on a split."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+import streamlit as st
+
+from core.errors import SpecError
+from core.ir import TopologySpec, assign_ids, node_at, to_dot
+from studio._st_common import get_manager, guard, page, show_error, store_banner
+from studio._st_render import format_value, graph, metric_row
+from studio.views.candidate import parse_stored_spec
+from studio.views.editor import (
+    EDITABLE_FIELDS,
+    WRAP_KINDS,
+    delete_node,
+    edit_node,
+    estimate_cost,
+    insert_step,
+    move_node,
+    new_atomic,
+    node_fields,
+    replace_node,
+    spec_to_text,
+    static_metrics,
+    tree_rows,
+    validate_text,
+    wrap_node,
+)
+from studio.views.tables import evaluation_table
+
+st.title("Topology editor")
+manager = get_manager()
+store_banner(manager)
+ss = st.session_state
+
+
+def _set_spec(spec: Any, source: str | None = None) -> None:
+    """Make `spec` the working copy (and the JSON tab's text)."""
+    text = spec_to_text(cast(TopologySpec, assign_ids(spec)))
+    ss["ed_spec"] = text
+    ss["ed_json"] = text
+    ss["ed_json_errors"] = []
+    if source is not None:
+        ss["ed_source"] = source
+
+
+def _msg(kind: str, text: str) -> None:
+    ss["ed_msg"] = (kind, text)
+
+
+def _edit(fn: Callable[[Any], Any], done: str) -> None:
+    """Run one edit on the working copy; keep it unchanged (with the reason) if it fails."""
+    spec, _ = parse_stored_spec(ss.get("ed_spec"))
+    if spec is None:
+        _msg("error", "Fix the JSON first: the working copy is not a valid topology.")
+        return
+    try:
+        _set_spec(fn(spec))
+        _msg("success", done)
+    except SpecError as exc:
+        where = "; ".join(f"{p}: {m}" for p, m in exc.errors) if exc.errors else ""
+        _msg("error", f"{exc}" + (f" ({where})" if where and where not in str(exc) else ""))
+
+
+# ---- incoming spec (from the live inspector) and loading ----------------------------------------
+
+problems = manager.problem_names()
+incoming = ss.pop("editor_incoming", None)
+if incoming:
+    spec_in, problem_text = parse_stored_spec(incoming.get("spec_json"))
+    if spec_in is not None:
+        _set_spec(spec_in, incoming.get("source", "inspector"))
+        ss["ed_name"] = incoming.get("name") or ss.get("ed_name", "topology")
+    elif problem_text:
+        st.error(problem_text)
+
+with st.expander("Load a topology", expanded="ed_spec" not in ss):
+    lc1, lc2 = st.columns(2)
+    with lc1:
+        problem_pick = st.selectbox(
+            "Problem (names, prices, evaluation)", problems or ["gsm8k_replay"], key="ed_problem"
+        )
+        if st.button("Load the problem's seed", key="ed_load_seed"):
+            with guard():
+                prob = manager.problem(str(problem_pick))
+                _set_spec(prob.seed_spec, f"seed of {prob.name}")
+                ss["ed_name"] = prob.name
+                st.rerun()
+    with lc2:
+        with guard():
+            names = manager.registry.names()
+            if names:
+                reg_name = st.selectbox("Registry topology", names, key="ed_reg_name")
+                hist = manager.registry.history(str(reg_name))
+                versions = [h.version for h in hist]
+                reg_v = st.selectbox("Version", versions[::-1], key="ed_reg_version")
+                if st.button("Load this version", key="ed_load_reg"):
+                    _set_spec(
+                        manager.registry.get(str(reg_name), int(reg_v)), f"{reg_name} v{reg_v}"
+                    )
+                    ss["ed_name"] = str(reg_name)
+                    st.rerun()
+            else:
+                st.caption(f"The registry ({manager.registry.root}) has no topologies yet.")
+
+if "ed_spec" not in ss:
+    with guard():
+        prob = manager.problem(
+            str(ss.get("ed_problem") or (problems[0] if problems else "gsm8k_replay"))
+        )
+        _set_spec(prob.seed_spec, f"seed of {prob.name}")
+        ss.setdefault("ed_name", prob.name)
+
+problem = None
+with guard():
+    problem = manager.problem(
+        str(ss.get("ed_problem") or (problems[0] if problems else "gsm8k_replay"))
+    )
+agents = sorted(problem.agent_registry.names()) if problem is not None else []
+callables = sorted(problem.callable_registry.names()) if problem is not None else []
+roles = problem.roles if problem is not None else {}
+
+if "ed_spec" not in ss:
+    st.stop()
+
+spec, spec_problem = parse_stored_spec(ss["ed_spec"])
+st.caption(f"Editing: {ss.get('ed_source', 'a topology')}")
+msg = ss.pop("ed_msg", None)
+if msg:
+    (st.success if msg[0] == "success" else st.error)(msg[1])
+
+left, right = st.columns([3, 2])
+
+# ---- left: tree + node form + actions, or the JSON tab ------------------------------------------
+
+with left:
+    tab_tree, tab_json = st.tabs(["Tree", "JSON"])
+    with tab_tree:
+        if spec is None:
+            st.error(f"The working copy is not valid ({spec_problem}); fix it in the JSON tab.")
+        else:
+            rows = tree_rows(spec)
+            paths = [r.path for r in rows]
+            labels = {r.path: ("\u2003" * r.depth) + f"{r.slot}: {r.label}" for r in rows}
+            if ss.get("ed_sel") not in paths:
+                ss["ed_sel"] = paths[0]
+            sel = st.radio("Nodes", paths, key="ed_sel", format_func=labels.__getitem__)
+            node = node_at(spec, sel)
+            st.markdown(f"**{node.node_kind}** at `{sel}`")
+
+            fields = node_fields(node)
+            with st.form(f"ed_form_{sel}_{ss['ed_spec'].__hash__()}"):
+                values: dict[str, Any] = {}
+                for name in EDITABLE_FIELDS[node.node_kind]:
+                    cur = fields.get(name)
+                    key = f"ed_f_{name}"
+                    if name == "agent_name" and agents:
+                        opts = agents if cur in agents else [*agents, str(cur)]
+                        values[name] = st.selectbox(name, opts, index=opts.index(str(cur)), key=key)
+                    elif name == "callable_name" and callables:
+                        opts = callables if cur in callables else [*callables, str(cur)]
+                        values[name] = st.selectbox(name, opts, index=opts.index(str(cur)), key=key)
+                    elif name == "keep_best":
+                        values[name] = st.checkbox(name, value=bool(cur), key=key)
+                    elif name == "max_iterations":
+                        values[name] = st.number_input(
+                            name, min_value=1, value=int(cur or 5), key=key
+                        )
+                    elif name in ("timeout", "confidence_threshold"):
+                        values[name] = st.number_input(
+                            f"{name} (0 = none)", min_value=0.0, value=float(cur or 0.0), key=key
+                        )
+                    else:
+                        values[name] = st.text_input(
+                            name, value="" if cur is None else str(cur), key=key
+                        )
+                if st.form_submit_button("Apply changes to this node"):
+                    _edit(lambda s, p=sel, v=values: edit_node(s, p, v), f"Updated {sel}.")
+                    st.rerun()
+
+            st.markdown("**Change the structure**")
+            a1, a2, a3 = st.columns(3)
+            new_kind = a1.selectbox(
+                "New step kind", ["agent_step", "function_step"], key="ed_new_kind"
+            )
+            choices = agents if new_kind == "agent_step" else (roles.get("step") or callables)
+            new_name = a2.selectbox("Name", choices or ["(none registered)"], key="ed_new_name")
+            where = a3.selectbox("Where", ["after", "before", "inside"], key="ed_where")
+            b1, b2, b3, b4, b5 = st.columns(5)
+            if b1.button("Insert step", key="ed_insert", type="primary"):
+                _edit(
+                    lambda s: insert_step(s, sel, new_atomic(new_kind, str(new_name)), where=where),
+                    f"Inserted a {new_kind} ({new_name}) {where} {sel}.",
+                )
+                st.rerun()
+            if b2.button("Replace", key="ed_replace"):
+                _edit(
+                    lambda s: replace_node(s, sel, new_atomic(new_kind, str(new_name))),
+                    f"Replaced {sel}.",
+                )
+                st.rerun()
+            if b3.button("Delete", key="ed_delete"):
+                _edit(lambda s: delete_node(s, sel), f"Deleted {sel}.")
+                st.rerun()
+            if b4.button("Move up", key="ed_up"):
+                _edit(lambda s: move_node(s, sel, -1), f"Moved {sel} up.")
+                st.rerun()
+            if b5.button("Move down", key="ed_down"):
+                _edit(lambda s: move_node(s, sel, +1), f"Moved {sel} down.")
+                st.rerun()
+            w1, w2, w3, w4 = st.columns(4)
+            wrap_kind = w1.selectbox("Wrap in", WRAP_KINDS, key="ed_wrap_kind")
+            evaluators = roles.get("evaluator") or callables
+            updaters = roles.get("state_updater") or callables
+            ev_name = w2.selectbox("Loop evaluator", evaluators or [""], key="ed_wrap_eval")
+            up_name = w3.selectbox("Loop state updater", updaters or [""], key="ed_wrap_upd")
+            w4.write("")
+            if w4.button("Wrap", key="ed_wrap"):
+                _edit(
+                    lambda s: wrap_node(
+                        s, sel, wrap_kind, evaluator=str(ev_name), state_updater=str(up_name)
+                    ),
+                    f"Wrapped {sel} in a {wrap_kind}.",
+                )
+                st.rerun()
+
+    with tab_json:
+
+        def _on_json() -> None:
+            parsed, errors = validate_text(ss["ed_json"])
+            ss["ed_json_errors"] = errors
+            if parsed is not None:
+                ss["ed_spec"] = spec_to_text(parsed)
+
+        st.text_area(
+            "Spec JSON (validated on every change)", key="ed_json", height=480, on_change=_on_json
+        )
+        errors = ss.get("ed_json_errors") or []
+        if errors:
+            st.error(f"{len(errors)} problem(s); the working copy keeps the last valid version.")
+            st.dataframe(
+                [{"JSON path": p, "problem": m} for p, m in errors],
+                hide_index=True,
+                key="ed_errors",
+            )
+        else:
+            st.success("Valid topology.")
+
+# ---- right: graph and metrics -----------------------------------------------------------------
+
+with right:
+    if spec is not None:
+        sel_node = node_at(spec, ss.get("ed_sel", "$")) if ss.get("ed_sel") else None
+        hl = {sel_node.id: "#fde047"} if sel_node is not None and sel_node.id else None
+        graph(to_dot(spec, highlight=hl, title=ss.get("ed_name", "")))
+        prices = problem.prices if problem is not None else {}
+        metrics = static_metrics(spec, prices, agent_names=agents or None)
+        metric_row(
+            {
+                "n_agents": metrics["n_agents"],
+                "depth": metrics["depth"],
+                "n_nodes": metrics["n_nodes"],
+            },
+            per_row=3,
+        )
+        est = estimate_cost(spec, prices, agent_names=agents or None)
+        st.markdown(f"**Estimated cost per example: {format_value('usd', est.usd_per_example)}**")
+        st.caption(
+            f"({est.assumptions}; prices from the problem's table"
+            + (f"; unpriced: {', '.join(est.unpriced)}" if est.unpriced else "")
+            + ")."
+        )
+
+# ---- save and evaluate ------------------------------------------------------------------------
+
+st.divider()
+s1, s2 = st.columns(2)
+with s1:
+    st.markdown("**Save as a new version**")
+    name = st.text_input("Topology name (in the registry)", key="ed_name")
+    if st.button("Save as new version", key="ed_save", type="primary", disabled=spec is None):
+        with guard():
+            assert spec is not None
+            pid = manager.propose(str(name).strip(), spec, note=str(ss.get("ed_source", "")))
+            versions = manager.store.list_topology_versions(str(name).strip())
+            st.success(
+                f"Saved {name} draft version {max(versions['version'].tolist())}; proposal {pid} "
+                "waits for review."
+            )
+            st.page_link(
+                page("diff"), label="Review it on Diff & apply", query_params={"proposal": str(pid)}
+            )
+with s2:
+    st.markdown("**Evaluate on a split**")
+    e1, e2 = st.columns(2)
+    split = e1.selectbox("Split", ["validation", "test"], key="ed_split")
+    limit = e2.number_input("Examples (0 = all)", min_value=0, value=20, step=5, key="ed_limit")
+    if st.button("Evaluate", key="ed_eval", disabled=spec is None or problem is None):
+        try:
+            assert spec is not None and problem is not None
+            with st.spinner("Evaluating..."):
+                ev = manager.evaluate(
+                    problem.name, spec, split=str(split), limit=int(limit) or None
+                )
+            ss["ed_eval_result"] = ev
+        except Exception as exc:  # noqa: BLE001 (shown in the page)
+            show_error(exc)
+    ev = ss.get("ed_eval_result")
+    if ev is not None:
+        st.caption(
+            f"{ev.status} on {ev.n_examples} {ev.split} examples"
+            + (f": {ev.reason}" if ev.reason else "")
+        )
+        metric_row(
+            {
+                "accuracy": ev.accuracy,
+                "cost_usd": ev.cost_usd,
+                "latency_ms": ev.latency_ms,
+                "aggregate_score": ev.aggregate_score,
+            },
+            per_row=4,
+        )
+        if ev.results:
+            st.dataframe(evaluation_table(ev.results), hide_index=True, key="ed_eval_rows")

@@ -1,0 +1,216 @@
+"""Live search: the Pareto front, progress, the archive and a candidate inspector, refreshing
+on their own while the run goes on (a fragment with `run_every`, and a pause switch)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.storage.queries import status_label
+from studio._st_common import get_manager, guard, load_runs, page, pick_run, store_banner
+from studio._st_render import format_value, inspector
+from studio.views.candidate import candidate_view
+from studio.views.links import parse_live_link
+from studio.views.pareto import (
+    OBJECTIVE_LABELS,
+    OBJECTIVES,
+    pareto_figure,
+    progress_figure,
+    progress_frame,
+    selected_candidates,
+)
+from studio.views.tables import ARCHIVE_SORTS, archive_table, candidate_options
+
+REFRESH_S = 2.0
+"""Seconds between live refreshes."""
+
+st.title("Live search")
+manager = get_manager()
+store_banner(manager)
+
+runs = None
+with guard():
+    runs = load_runs(manager)
+if runs is None or runs.empty:
+    st.info("No runs yet: start one on the Runs page or with `topology-studio search`.")
+    st.stop()
+
+link = parse_live_link(
+    st.query_params.to_dict(), runs=[str(r) for r in runs["run_id"]], objectives=OBJECTIVES
+)
+picked_run = pick_run(runs, key="live_run")
+if picked_run is None:
+    st.stop()
+run_id: str = str(picked_run)
+
+# the inspected candidate: from the deep link once, then from the chart, table or picker
+if st.session_state.get("live_sel_run") != run_id:
+    st.session_state["live_sel_run"] = run_id
+    st.session_state["live_sel"] = link.candidate
+    st.session_state["live_last_pick"] = None
+    st.session_state["live_last_row"] = None
+
+
+def _select(idx: int | None) -> None:
+    st.session_state["live_sel"] = idx
+    if idx is None:
+        st.query_params.pop("candidate", None)
+    else:
+        st.query_params["candidate"] = str(idx)
+
+
+c1, c2, c3, c4 = st.columns([2, 2, 1, 1])
+x = c1.selectbox(
+    "X objective",
+    OBJECTIVES,
+    index=OBJECTIVES.index(link.x or "cost_usd"),
+    format_func=lambda o: str(OBJECTIVE_LABELS.get(o, o)),
+    key="live_x",
+)
+y = c2.selectbox(
+    "Y objective",
+    OBJECTIVES,
+    index=OBJECTIVES.index(link.y or "accuracy"),
+    format_func=lambda o: str(OBJECTIVE_LABELS.get(o, o)),
+    key="live_y",
+)
+log_x = c3.checkbox("log X", key="live_logx")
+live = c4.toggle("Live updates", value=True, key="live_on", help="Pause to stop refreshing.")
+st.query_params["x"] = x
+st.query_params["y"] = y
+
+f1, f2, f3, f4 = st.columns([3, 2, 1, 1])
+text = f1.text_input(
+    "Filter the archive", key="live_filter", placeholder="operator, thought, reason, number"
+)
+sort_by = f2.selectbox("Sort by", ARCHIVE_SORTS, key="live_sort")
+descending = f3.toggle("Descending", value=True, key="live_desc")
+only_front = f4.toggle("Front only", value=False, key="live_front")
+
+
+@st.fragment(run_every=REFRESH_S if live else None)
+def live_view() -> None:
+    """Everything that refreshes: status, Pareto chart, progress, archive table."""
+    with guard():
+        store = manager.store
+        record = store.get_run(run_id)
+        archive = store.archive(run_id, include_unevaluated=True)
+        label = (
+            status_label(record.status, record.reason, record.last_event_at)
+            if record is not None
+            else "unknown run"
+        )
+        st.markdown(f"**{label}**" + ("" if live else "  (live updates paused)"))
+        valid = archive.loc[archive["valid"].astype(bool)] if not archive.empty else archive
+        best = valid.loc[valid["is_best"].astype(bool)] if not valid.empty else valid
+        m = st.columns(5)
+        m[0].metric("candidates", len(archive))
+        m[1].metric("valid", len(valid))
+        m[2].metric("on the front", sum(bool(v) for v in valid["on_front"].tolist()))
+        m[3].metric(
+            "best score",
+            format_value("aggregate_score", float(best["aggregate_score"].tolist()[0]))
+            if not best.empty
+            else "-",
+        )
+        m[4].metric(
+            "best candidate", str(best["candidate_idx"].tolist()[0]) if not best.empty else "-"
+        )
+
+        left, right = st.columns([3, 2])
+        with left:
+            fig = pareto_figure(
+                archive, x, y, selected=st.session_state.get("live_sel"), log_x=log_x
+            )
+            fig.update_layout(height=420, title="Pareto front")
+            event = st.plotly_chart(
+                fig,
+                key=f"pareto_{run_id}",
+                on_select="rerun",
+                selection_mode=("points",),
+                config={"displaylogo": False},
+            )
+            picked = selected_candidates(event.selection) if event else []
+            if picked and picked != st.session_state.get("live_last_pick"):
+                st.session_state["live_last_pick"] = picked
+                _select(picked[0])
+                st.rerun()
+        with right:
+            frame = progress_frame(store.snapshots(run_id), store.progress(run_id))
+            pfig = progress_figure(frame)
+            pfig.update_layout(height=420, title="Best score and hypervolume")
+            st.plotly_chart(pfig, key=f"progress_{run_id}", config={"displaylogo": False})
+
+        table = archive_table(
+            archive, text=text, only_front=only_front, sort_by=sort_by, descending=descending
+        )
+        st.caption(
+            f"Archive: {len(table)} of {len(archive)} candidates shown; select a row to inspect it."
+        )
+        state = st.dataframe(
+            table,
+            hide_index=True,
+            key=f"archive_{run_id}",
+            on_select="rerun",
+            selection_mode="single-row",
+            height=320,
+            column_config={
+                "accuracy": st.column_config.NumberColumn(format="%.3f"),
+                "cost_usd": st.column_config.NumberColumn(format="%.5f"),
+                "latency_ms": st.column_config.NumberColumn(format="%.0f"),
+                "aggregate_score": st.column_config.NumberColumn(format="%.4f"),
+            },
+        )
+        rows = list(state.selection.rows) if state else []
+        chosen = (
+            int(table["candidate_idx"].iloc[rows[0]]) if rows and rows[0] < len(table) else None
+        )
+        if chosen is not None and chosen != st.session_state.get("live_last_row"):
+            st.session_state["live_last_row"] = chosen
+            _select(chosen)
+            st.rerun()
+
+
+live_view()
+
+st.divider()
+with guard():
+    archive = manager.store.archive(run_id, include_unevaluated=True)
+    options = candidate_options(archive)
+    sel = st.session_state.get("live_sel")
+    if sel not in options:
+        sel = None
+    if not options:
+        st.caption("No candidates yet.")
+    else:
+        picked_box = st.selectbox(
+            "Inspect candidate",
+            options,
+            index=options.index(sel) if sel is not None else 0,
+            key=f"live_box_{run_id}_{sel}",
+            format_func=lambda i: f"candidate {i}",
+        )
+        if picked_box != sel:
+            _select(int(picked_box))
+            sel = int(picked_box)
+        sel = int(sel if sel is not None else options[0])
+        row = archive.loc[archive["candidate_idx"] == sel].iloc[0]
+        spec_hash = row.get("spec_hash")
+        spec_json = manager.store.get_spec(str(spec_hash)) if spec_hash else None
+        view = candidate_view(row, spec_json, manager.store.candidate_examples(run_id, sel))
+        inspector(view)
+        record = manager.store.get_run(run_id)
+        target = (record.problem if record is not None else None) or "topology"
+        b1, b2, _ = st.columns([1, 1, 3])
+        if view.spec is not None and b1.button("Open in the editor", key="live_to_editor"):
+            st.session_state["editor_incoming"] = {
+                "spec_json": view.spec.model_dump_json(),
+                "name": target,
+                "source": f"run {run_id} candidate {sel}",
+            }
+            st.switch_page(page("editor"))
+        if view.spec is not None and b2.button("Propose for apply", key="live_propose"):
+            pid = manager.propose(target, view.spec, run_id=run_id, candidate_idx=sel)
+            st.success(f"Proposal {pid}: write candidate {sel} as topology {target!r}.")
+            st.page_link(
+                page("diff"), label="Review it on Diff & apply", query_params={"proposal": str(pid)}
+            )

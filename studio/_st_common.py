@@ -1,0 +1,140 @@
+"""Render helpers every studio page uses: the cached manager, error display, run picking.
+
+This is the only studio module besides the pages that calls `st.*` (with `app.py`); view data
+comes from `studio.views`, state from `studio.manager`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
+
+from core.errors import TopologyStudioError
+from studio.manager import DB_ENV, StudioManager
+from studio.views.tables import run_label
+
+__all__ = [
+    "DEFAULT_DB",
+    "PAGES_DIR",
+    "db_path",
+    "get_manager",
+    "guard",
+    "PAGE_SPECS",
+    "load_runs",
+    "page",
+    "pick_run",
+    "show_error",
+    "store_banner",
+]
+
+_log = logging.getLogger("studio")
+
+PAGES_DIR = Path(__file__).resolve().parent.parent / "pages"
+"""The studio's page files."""
+
+DEFAULT_DB = Path("data") / "runs.duckdb"
+"""The database when `$TOPOLOGY_STUDIO_DB` is not set (relative to the working directory)."""
+
+
+PAGE_SPECS: dict[str, tuple[str, str]] = {
+    "runs": ("Runs", ":material/list:"),
+    "live": ("Live search", ":material/monitoring:"),
+    "editor": ("Topology editor", ":material/edit:"),
+    "compare": ("Compare", ":material/compare:"),
+    "diff": ("Diff & apply", ":material/difference:"),
+}
+"""Page name (its file `pages/<name>.py` and URL path) -> (title, icon), in menu order."""
+
+
+def page(name: str) -> st.Page:
+    """The `st.Page` of `pages/<name>.py` (for `st.navigation`, `st.page_link`, `st.switch_page`)."""
+    title, icon = PAGE_SPECS[name]
+    return st.Page(
+        PAGES_DIR / f"{name}.py", title=title, icon=icon, url_path=name, default=name == "runs"
+    )
+
+
+def db_path() -> Path:
+    """`$TOPOLOGY_STUDIO_DB`, else `data/runs.duckdb`, made absolute."""
+    env = os.environ.get(DB_ENV, "").strip()
+    return (Path(env).expanduser() if env else DEFAULT_DB).resolve()
+
+
+@st.cache_resource(show_spinner=False)
+def _manager(path: str) -> StudioManager:
+    return StudioManager(path)
+
+
+def get_manager() -> StudioManager:
+    """The studio's one manager for the configured database (shared by every session)."""
+    return _manager(str(db_path()))
+
+
+def show_error(exc: BaseException) -> None:
+    """Show an error in the page: the message of an engine error, a short line otherwise."""
+    if isinstance(exc, TopologyStudioError | ValueError | KeyError | LookupError | OSError):
+        text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+        st.error(f"{type(exc).__name__}: {text}", icon=":material/error:")
+    else:
+        _log.exception("unexpected error in the studio", exc_info=exc)
+        st.error(
+            f"Something went wrong ({type(exc).__name__}: {exc}). The details are in the "
+            "studio's log.",
+            icon=":material/error:",
+        )
+
+
+@contextlib.contextmanager
+def guard() -> Iterator[None]:
+    """Show any error raised inside as an in-page message, never as a traceback.
+
+    Streamlit's own control flow (`st.rerun`, `st.stop`, page switches) passes through.
+    """
+    try:
+        yield
+    except ScriptControlException:
+        raise
+    except Exception as exc:  # noqa: BLE001 (shown in the page)
+        show_error(exc)
+
+
+def store_banner(manager: StudioManager) -> None:
+    """A warning while the store is the read-only journal view (the file is held elsewhere)."""
+    note = manager.store_note
+    if note:
+        st.warning(note, icon=":material/lock:")
+
+
+def load_runs(manager: StudioManager) -> pd.DataFrame:
+    """Every run, newest first (`RunStore.list_runs`)."""
+    return manager.store.list_runs()
+
+
+def pick_run(
+    runs: pd.DataFrame, *, key: str, label: str = "Run", param: str | None = "run"
+) -> str | None:
+    """A run picker whose choice follows (and sets) the `run` query parameter.
+
+    Returns:
+        The chosen run id, or None when there are no runs.
+    """
+    if runs.empty:
+        return None
+    ids = [str(r) for r in runs["run_id"].tolist()]
+    labels = {str(r["run_id"]): run_label(r) for r in runs.to_dict("records")}
+    wanted = st.query_params.get(param) if param else None
+    if key not in st.session_state or (wanted in ids and wanted != st.session_state[key]):
+        st.session_state[key] = wanted if wanted in ids else ids[0]
+    if st.session_state[key] not in ids:
+        st.session_state[key] = ids[0]
+    chosen = st.selectbox(label, ids, key=key, format_func=lambda r: str(labels.get(r, r)))
+    if param and chosen and st.query_params.get(param) != chosen:
+        st.query_params[param] = chosen
+    return str(chosen) if chosen is not None else None

@@ -1,0 +1,72 @@
+"""Render helpers: draw view data from `studio.views` with Streamlit (no queries, no logic)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import streamlit as st
+
+from studio.views.candidate import CandidateView
+from studio.views.tables import example_table
+
+__all__ = ["format_value", "graph", "inspector", "metric_row"]
+
+
+def format_value(name: str, value: Any) -> str:
+    """A metric for display: costs with 4 decimals and `$`, shares as %, ms as integers."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if not isinstance(value, int | float):
+        return str(value)
+    if "usd" in name:
+        return f"${value:.4f}" if value < 1 else f"${value:,.2f}"
+    if name in ("accuracy", "test_accuracy", "error_rate", "blank_rate"):
+        return f"{value:.1%}"
+    if name.endswith("_ms"):
+        return f"{value:,.0f} ms"
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:.4f}"
+    return f"{int(value)}"
+
+
+def metric_row(metrics: Mapping[str, Any], *, per_row: int = 6) -> None:
+    """Metrics as `st.metric` tiles, `per_row` to a row."""
+    items = list(metrics.items())
+    for start in range(0, len(items), per_row):
+        cols = st.columns(per_row)
+        for col, (name, value) in zip(cols, items[start : start + per_row], strict=False):
+            col.metric(name.replace("_", " "), format_value(name, value))
+
+
+def graph(dot: str, *, empty: str = "No topology to draw.") -> None:
+    """A topology graph (DOT rendered in the browser by `st.graphviz_chart`)."""
+    if dot:
+        st.graphviz_chart(dot)
+    else:
+        st.caption(empty)
+
+
+def inspector(view: CandidateView) -> None:
+    """The candidate inspector: title, status, the designer's thought, metrics, graph, results."""
+    st.subheader(view.title)
+    st.caption(view.status)
+    if view.thought:
+        st.markdown("**Designer's thought**")
+        st.info(view.thought)
+    metric_row(view.metrics)
+    tab_graph, tab_examples, tab_json = st.tabs(["Graph", "Per-example results", "Spec JSON"])
+    with tab_graph:
+        if view.spec_problem:
+            st.warning(view.spec_problem)
+        graph(view.dot)
+    with tab_examples:
+        if view.examples.empty:
+            st.caption("No per-example results stored for this candidate.")
+        else:
+            st.dataframe(example_table(view.examples), hide_index=True, key="inspector_examples")
+    with tab_json:
+        st.code(view.spec_json or "(none)", language="json")

@@ -1,0 +1,625 @@
+"""The studio's manager: the one run store, background searches, the topology registry.
+
+One `StudioManager` per database file is held by `st.cache_resource` (see `studio/app.py`), so
+every browser session of the studio shares it. It never calls `st.*`: pages ask it for data and
+show what it returns, so it is tested without Streamlit.
+
+- **The store.** The manager owns the one `RunStore` for the database file (DuckDB allows one
+  process per file; the store gives each thread its own cursor). The store ingests run journals
+  before every query, so a search started from the command line in another process shows up
+  live. If another process holds the file (e.g. a `topology-studio` command, briefly), the
+  manager falls back to a read-only view built from the journals and says so (`store_note`),
+  retrying the file on later refreshes (`RETRY_BUSY_S`); it never raises `StoreBusyError` to a
+  page.
+- **Background searches.** `start_search` runs `core.search.engine.build_search(...).run()` in
+  a daemon thread with its own event loop; the search writes its run journal
+  (`<db>.journals/<run_id>.jsonl`) exactly as a command-line search does, and the store ingests
+  it. `stop` asks the run to stop cleanly (between evaluations); `pause` holds the run after the
+  candidate in flight finishes (the run's thread waits inside its event subscriber, so no
+  evaluation is cut in half) until `resume` or `stop`. Time spent paused counts toward a wall
+  time budget.
+- **The registry.** Topologies that applications run live in a `TopologyRegistry` directory
+  (`$TOPOLOGY_STUDIO_REGISTRY`, default `<db folder>/topologies`); the diff page applies
+  approved proposals there and records the approval in the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.errors import StoreBusyError, StoreError, TopologyStudioError
+from core.evaluation.evaluator import CandidateEvaluation, TopologyEvaluator
+from core.evaluation.pricing import Pricer
+from core.ir import TopologySpec, spec_hash
+from core.problems import Problem, load_problem
+from core.search.apply import GeneDiff, apply_specs
+from core.search.budget import Budget
+from core.search.events import SearchEvent
+from core.search.registry import Approval, TopologyRegistry
+from core.storage import DuckDBRunStore, RunJournal, RunStore, journal_dir, journal_path, new_run_id
+
+__all__ = [
+    "DB_ENV",
+    "REGISTRY_ENV",
+    "RETRY_BUSY_S",
+    "BackgroundSearch",
+    "SearchRequest",
+    "StudioManager",
+    "current_user",
+    "default_registry_root",
+]
+
+_log = logging.getLogger(__name__)
+
+DB_ENV = "TOPOLOGY_STUDIO_DB"
+"""Environment variable naming the run database (the CLI's `studio` command sets it)."""
+
+REGISTRY_ENV = "TOPOLOGY_STUDIO_REGISTRY"
+"""Environment variable naming the topology registry directory."""
+
+RETRY_BUSY_S = 5.0
+"""Seconds between attempts to open a database file that another process holds."""
+
+_PROBLEMS: dict[tuple[str, str], Problem] = {}
+"""Problems loaded by any manager in this process (loading one imports its module and reads
+its data: seconds), keyed by name and overrides."""
+_PROBLEMS_LOCK = threading.Lock()
+
+SearchState = Literal["starting", "running", "paused", "stopping", "finished", "failed"]
+
+
+def current_user() -> str:
+    """Who approves in this studio: `$TOPOLOGY_STUDIO_USER`, else the login name."""
+    env = os.environ.get("TOPOLOGY_STUDIO_USER", "").strip()
+    if env:
+        return env
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return os.environ.get("USER", "studio")
+
+
+def default_registry_root(db_path: str | os.PathLike[str]) -> Path:
+    """`$TOPOLOGY_STUDIO_REGISTRY`, else `topologies/` beside the database file."""
+    env = os.environ.get(REGISTRY_ENV, "").strip()
+    if env:
+        return Path(env).expanduser()
+    return Path(os.fspath(db_path)).expanduser().resolve().parent / "topologies"
+
+
+class SearchRequest(BaseModel):
+    """A search started from the studio's form."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    problem: str = Field(min_length=1)
+    """The problem's name (or directory)."""
+    strategy: str = "evolutionary"
+    """`evolutionary`, `random` or `meta_agent`."""
+    seed: int = 42
+    """The search's random seed."""
+    max_evaluations: int | None = Field(default=20, ge=1)
+    """Candidate evaluations (the seed counts one); None: the problem's default."""
+    max_usd: float | None = Field(default=None, ge=0)
+    """USD limit; None: the problem's default."""
+    max_wall_s: float | None = Field(default=None, gt=0)
+    """Wall-time limit in seconds; None: the problem's default."""
+    n_generations: int | None = Field(default=None, ge=1)
+    """Generations; None: the strategy's default."""
+    meta_model: str | None = None
+    """The meta agent's designer model (`provider:model`); None: the problem's."""
+    time_scale: float | None = Field(default=None, ge=0)
+    """Override of the problem's `models.time_scale` (replayed latency); None: keep it."""
+    use_test_split: bool = True
+    """Score the winner once on the held-out test split at the end."""
+
+
+@dataclass
+class BackgroundSearch:
+    """A search the studio runs in a thread (a live handle).
+
+    Attributes:
+        run_id: the run's id.
+        request: what was asked for.
+        state: `starting`, `running`, `paused`, `stopping`, `finished` or `failed`.
+        error: why it failed ("" otherwise).
+        started_at: Unix seconds.
+        n_events: events emitted so far.
+    """
+
+    run_id: str
+    request: SearchRequest
+    state: SearchState = "starting"
+    error: str = ""
+    started_at: float = field(default_factory=time.time)
+    n_events: int = 0
+    _run: Any = None
+    _thread: threading.Thread | None = None
+    _gate: threading.Event = field(default_factory=threading.Event)
+    _stop_requested: bool = False
+
+    @property
+    def alive(self) -> bool:
+        """True while its thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+
+class StudioManager:
+    """The studio's one store, its background searches, its topology registry.
+
+    Args:
+        db_path: the run database file (created if missing).
+        registry_root: the topology registry directory (default: `default_registry_root`).
+        problem_loader: loads a problem by name with dotted overrides (tests pass a fake).
+        store_factory: opens the store (tests pass a fake); default `DuckDBRunStore(path)`.
+
+    The manager is thread-safe: Streamlit serves each browser session on its own thread.
+    """
+
+    def __init__(
+        self,
+        db_path: str | os.PathLike[str],
+        *,
+        registry_root: str | os.PathLike[str] | None = None,
+        problem_loader: Callable[..., Problem] | None = None,
+        store_factory: Callable[[str], RunStore] | None = None,
+    ) -> None:
+        self.db_path = Path(os.fspath(db_path)).expanduser().resolve()
+        self.registry = TopologyRegistry(
+            registry_root if registry_root is not None else default_registry_root(self.db_path)
+        )
+        self._load_problem = problem_loader or load_problem
+        self._store_factory = store_factory or (lambda p: DuckDBRunStore(p))
+        self._lock = threading.RLock()
+        self._store: RunStore | None = None
+        self._fallback: RunStore | None = None
+        self._note = ""
+        self._next_try = 0.0
+        self._searches: dict[str, BackgroundSearch] = {}
+        self._problems = _PROBLEMS if problem_loader is None else {}
+
+    def __repr__(self) -> str:
+        return f"StudioManager({str(self.db_path)!r})"
+
+    # ---- the store --------------------------------------------------------------------------
+
+    @property
+    def store(self) -> RunStore:
+        """The run store: the database file, or a read-only journal view while the file is
+        held by another process (see `store_note`).
+
+        Raises:
+            StoreError: the file cannot be opened at all (not a run store, newer schema, ...).
+        """
+        with self._lock:
+            if self._store is not None:
+                return self._store
+            now = time.monotonic()
+            if self._fallback is None or now >= self._next_try:
+                try:
+                    self._store = self._store_factory(str(self.db_path))
+                except StoreBusyError as exc:
+                    self._next_try = now + RETRY_BUSY_S
+                    self._note = (
+                        f"The database is held by another process, so this is a read-only view "
+                        f"from the run journals (retrying every {RETRY_BUSY_S:g} s). {exc}"
+                    )
+                    if self._fallback is None:
+                        self._fallback = DuckDBRunStore.from_journals(journal_dir(self.db_path))
+                    return self._fallback
+                if self._fallback is not None:
+                    self._fallback.close()
+                    self._fallback = None
+                self._note = ""
+                return self._store
+            return self._fallback
+
+    @property
+    def store_note(self) -> str:
+        """Why the store is a read-only view right now ("" when the file is open)."""
+        return self._note
+
+    @property
+    def read_only(self) -> bool:
+        """True while the store is the read-only journal view."""
+        return self.store.read_only
+
+    def refresh(self) -> int:
+        """Ingest new run journal lines now; returns how many events were new (0 on failure,
+        which is logged: the next refresh retries)."""
+        try:
+            return self.store.ingest().n_events
+        except TopologyStudioError as exc:
+            _log.warning("refresh failed: %s", exc)
+            return 0
+
+    def close(self) -> None:
+        """Stop every background search and close the store (idempotent)."""
+        for s in list(self._searches.values()):
+            self.stop(s.run_id, "studio closed")
+        for s in list(self._searches.values()):
+            if s._thread is not None:
+                s._thread.join(timeout=10)
+        with self._lock:
+            for st in (self._store, self._fallback):
+                if st is not None:
+                    st.close()
+            self._store = self._fallback = None
+
+    # ---- problems ---------------------------------------------------------------------------
+
+    def problem(self, name: str, overrides: Mapping[str, Any] | None = None) -> Problem:
+        """A loaded problem (cached per name and overrides).
+
+        Raises:
+            ProblemError, DatasetError: the problem cannot be loaded.
+        """
+        key = (name, json.dumps(dict(overrides or {}), sort_keys=True, default=str))
+        with _PROBLEMS_LOCK:
+            cached = self._problems.get(key)
+            if cached is None:
+                cached = self._load_problem(name, overrides=dict(overrides or {}))
+                self._problems[key] = cached
+        return cached
+
+    @staticmethod
+    def problem_names() -> list[str]:
+        """Problem names found in `core.problems.problem_search_dirs()`, sorted, unique."""
+        from core.problems import PROBLEM_FILE, problem_search_dirs
+
+        names: set[str] = set()
+        for d in problem_search_dirs():
+            if d.is_dir():
+                names.update(p.parent.name for p in d.glob(f"*/{PROBLEM_FILE}"))
+        return sorted(names)
+
+    # ---- background searches ----------------------------------------------------------------
+
+    def searches(self) -> list[BackgroundSearch]:
+        """The searches started by this studio, newest first."""
+        with self._lock:
+            return sorted(self._searches.values(), key=lambda s: -s.started_at)
+
+    def search(self, run_id: str) -> BackgroundSearch | None:
+        """The background search of `run_id`, if this studio started it."""
+        with self._lock:
+            return self._searches.get(run_id)
+
+    def start_search(self, request: SearchRequest) -> str:
+        """Start a search in a background thread; returns its run id at once.
+
+        The problem is loaded (and the search built) in the caller's thread, so a bad problem,
+        strategy or budget raises here, as a `TopologyStudioError` or `ValueError`.
+
+        Raises:
+            TopologyStudioError: the problem cannot be loaded, or the store is read-only.
+            ValueError: an unknown strategy or bad options.
+        """
+        from core.search.engine import build_search  # the engine loads heavy modules
+
+        if self.read_only:
+            raise StoreError(
+                "the database is held by another process: start the search from that process, "
+                "or close it first"
+            )
+        overrides: dict[str, Any] = {}
+        if request.time_scale is not None:
+            overrides["models.time_scale"] = request.time_scale
+        problem = self.problem(request.problem, overrides)
+        defaults = problem.search
+        budget = Budget(
+            max_evaluations=request.max_evaluations or defaults.max_evaluations,
+            max_usd=request.max_usd if request.max_usd is not None else defaults.max_usd,
+            max_wall_s=request.max_wall_s
+            if request.max_wall_s is not None
+            else defaults.max_wall_time_s,
+            patience=defaults.patience,
+        )
+        run_id = new_run_id()
+        path = journal_path(self.db_path, run_id)
+        journal = RunJournal.create(path)
+        bg = BackgroundSearch(run_id=run_id, request=request)
+        bg._gate.set()
+
+        def on_event(event: SearchEvent) -> None:
+            journal.append(event)
+            bg.n_events += 1
+            if event.type in ("candidate_evaluated", "archive_snapshot") and not bg._gate.is_set():
+                bg.state = "paused"
+                bg._gate.wait()
+                if bg.state == "paused":
+                    bg.state = "running"
+
+        config: dict[str, Any] = {}
+        if request.n_generations is not None:
+            config["n_generations"] = request.n_generations
+        try:
+            run = build_search(
+                problem,
+                request.strategy,
+                config=config or None,
+                seed=request.seed,
+                model=request.meta_model or None,
+                budget=budget,
+                run_id=run_id,
+                subscribers=[on_event],
+                handle_sigint=False,
+                use_test_split=request.use_test_split,
+            )
+        except BaseException:
+            journal.close()
+            path.unlink(missing_ok=True)
+            raise
+        bg._run = run
+
+        def work() -> None:
+            bg.state = "running"
+            try:
+                asyncio.run(run.run())
+                bg.state = "finished"
+            except Exception as exc:  # noqa: BLE001 (shown in the page, never a traceback)
+                bg.error = f"{type(exc).__name__}: {exc}"
+                bg.state = "failed"
+                _log.warning("search %s failed: %s", run_id, bg.error)
+            finally:
+                journal.close()
+
+        thread = threading.Thread(target=work, name=f"search-{run_id}", daemon=True)
+        bg._thread = thread
+        with self._lock:
+            self._searches[run_id] = bg
+        thread.start()
+        return run_id
+
+    def stop(self, run_id: str, reason: str = "stopped from the studio") -> bool:
+        """Ask a background search to stop cleanly (also releases a pause).
+
+        Returns:
+            False when this studio is not running that search.
+        """
+        bg = self.search(run_id)
+        if bg is None or not bg.alive:
+            return False
+        bg._stop_requested = True
+        bg.state = "stopping"
+        if bg._run is not None:
+            bg._run.request_stop(reason)
+        bg._gate.set()
+        return True
+
+    def pause(self, run_id: str) -> bool:
+        """Hold a background search after the candidate in flight (see the module docstring).
+
+        Returns:
+            False when this studio is not running that search.
+        """
+        bg = self.search(run_id)
+        if bg is None or not bg.alive or bg._stop_requested:
+            return False
+        bg._gate.clear()
+        bg.state = "paused"
+        return True
+
+    def resume(self, run_id: str) -> bool:
+        """Let a paused background search go on.
+
+        Returns:
+            False when this studio is not running that search.
+        """
+        bg = self.search(run_id)
+        if bg is None or not bg.alive:
+            return False
+        if bg.state == "paused":
+            bg.state = "running"
+        bg._gate.set()
+        return True
+
+    # ---- evaluation -------------------------------------------------------------------------
+
+    def evaluate(
+        self,
+        problem_name: str,
+        spec: TopologySpec,
+        *,
+        split: str = "validation",
+        limit: int | None = 20,
+        time_scale: float | None = 0.0,
+    ) -> CandidateEvaluation:
+        """Evaluate a topology on the first `limit` examples of a problem's split (blocking).
+
+        Args:
+            problem_name: the problem.
+            spec: the topology.
+            split: `"validation"` or `"test"`.
+            limit: examples to use (None: the whole split).
+            time_scale: replayed-latency override (0: no sleeping; None: the problem's).
+
+        Raises:
+            TopologyStudioError: the problem cannot be loaded, or has no such split.
+        """
+        overrides = {} if time_scale is None else {"models.time_scale": time_scale}
+        problem = self.problem(problem_name, overrides)
+        if split not in problem.splits:
+            raise StoreError(
+                f"problem {problem.name!r} has no split {split!r}; it has {sorted(problem.splits)}"
+            )
+        examples = problem.splits[split]
+        if limit is not None:
+            examples = examples[:limit]
+        evaluator = TopologyEvaluator(
+            callable_registry=problem.callable_registry,
+            agent_registry=problem.agent_registry,
+            score_fn=problem.score_fn,
+            pricer=Pricer(problem.prices),
+            concurrency=problem.search.concurrency,
+        )
+        return asyncio.run(evaluator.evaluate(spec, examples, split=split))
+
+    # ---- proposals, approvals, registry -----------------------------------------------------
+
+    def registry_target(self, name: str) -> str:
+        """The store's name for a registry topology: `<registry root>/<name>` (as the CLI's
+        `apply` records it)."""
+        return f"{self.registry.root}/{name}"
+
+    def propose(
+        self,
+        name: str,
+        spec: TopologySpec,
+        *,
+        run_id: str | None = None,
+        candidate_idx: int | None = None,
+        note: str = "",
+        who: str | None = None,
+    ) -> int:
+        """Record a proposal to write `spec` as topology `name` of the registry.
+
+        The spec is also stored by its canonical hash (so the diff page can read it back) and,
+        from the editor, saved as the next draft version of `name` in the store.
+
+        Returns:
+            The proposal id.
+
+        Raises:
+            StoreError: the store is read-only.
+        """
+        store = self.store
+        text = spec.model_dump_json()
+        h = spec_hash(spec)
+        store.put_spec(h, text)
+        base = self.registry.current_version(name)
+        before = None if base is None else self.registry.get(name, base)
+        from core.ir.diff import unified_json_diff
+
+        diff = unified_json_diff(before, spec)
+        if run_id is None:
+            store.save_topology_version(name, text, spec_hash=h, note=note or "saved in the editor")
+        return store.record_proposal(
+            self.registry_target(name),
+            text,
+            spec_hash=h,
+            run_id=run_id,
+            candidate_idx=candidate_idx,
+            base_version=base,
+            diff=diff,
+            proposed_by=who or current_user(),
+        )
+
+    def proposal_spec(self, spec_hash_: str | None) -> str | None:
+        """The JSON of a proposed spec, by its hash (None when unknown)."""
+        if not spec_hash_:
+            return None
+        return self.store.get_spec(spec_hash_)
+
+    def approve(
+        self,
+        proposal_id: int,
+        name: str,
+        spec: TopologySpec,
+        shown: GeneDiff,
+        *,
+        comment: str = "",
+        who: str | None = None,
+    ) -> GeneDiff:
+        """Apply an approved proposal to the registry, atomically, and record the approval.
+
+        Args:
+            proposal_id: the proposal.
+            name: the registry topology.
+            spec: the proposed spec.
+            shown: the dry-run diff the person approved (the write is refused if the target
+                changed since, `StaleTargetError`).
+            comment: the approver's comment.
+            who: the approver (default `current_user()`).
+
+        Returns:
+            The written diff (`new_version` set).
+
+        Raises:
+            StaleTargetError: the registry topology changed since `shown` was made.
+            StoreError: the store is read-only (nothing is written then).
+        """
+        store = self.store
+        if store.read_only:
+            raise StoreError("the database is held by another process: nothing was written")
+        by = who or current_user()
+        (done,) = apply_specs(
+            {name: spec},
+            self.registry,
+            dry_run=False,
+            expected=[shown],
+            approval=Approval(by=by, comment=comment),
+            note=f"proposal {proposal_id}",
+        )
+        store.record_approval(
+            proposal_id,
+            who=by,
+            comment=comment,
+            base_version=shown.base_version,
+            applied_version=done.new_version,
+        )
+        return done
+
+    def reject(self, proposal_id: int, *, comment: str = "", who: str | None = None) -> int:
+        """Record a rejection of a proposal (nothing is written to the registry)."""
+        return self.store.record_approval(
+            proposal_id, who=who or current_user(), comment=comment, decision="rejected"
+        )
+
+    def dry_run(self, name: str, spec: TopologySpec) -> GeneDiff:
+        """The diff writing `spec` as `name` would make (nothing is written)."""
+        (shown,) = apply_specs({name: spec}, self.registry, dry_run=True)
+        return shown
+
+    def rollback(
+        self, name: str, version: int, *, comment: str = "", who: str | None = None
+    ) -> int:
+        """Make an earlier version of a registry topology current again (as a new version),
+        recorded as an approved proposal in the store when it is writable.
+
+        Returns:
+            The new version number.
+
+        Raises:
+            ApplyError: no such version.
+        """
+        by = who or current_user()
+        spec = self.registry.get(name, version)
+        base = self.registry.current_version(name)
+        store = self.store
+        proposal_id: int | None = None
+        if not store.read_only:
+            h = spec_hash(spec)
+            store.put_spec(h, spec.model_dump_json())
+            proposal_id = store.record_proposal(
+                self.registry_target(name),
+                spec.model_dump_json(),
+                spec_hash=h,
+                base_version=base,
+                diff=f"rollback to v{version}",
+                proposed_by=by,
+            )
+        rec = self.registry.rollback(
+            name, version, base_version=base, approval=Approval(by=by, comment=comment)
+        )
+        if proposal_id is not None:
+            store.record_approval(
+                proposal_id,
+                who=by,
+                comment=comment or f"rollback to v{version}",
+                base_version=base,
+                applied_version=rec.version,
+            )
+        return rec.version
