@@ -42,7 +42,9 @@ class Problem:
         seed_spec: the seed topology, validated and with every name registered.
         search: default search settings (`[search]`).
         prices: model name -> price per 1K tokens (`[models.prices]`).
-        time_scale: multiplier on replayed latency before it is slept (`[models] time_scale`).
+        time_scale: multiplier on replayed latency before it is slept (`[models] time_scale`);
+            the problem's models read it at load time, so change it with
+            `load_problem(..., overrides={"models.time_scale": 0})`, not by assignment.
         roles: callable role -> registered names usable in it (see `core.problems.CallableRole`);
             every role is present, possibly empty.
         is_blank: the problem's blank-output test for the evaluator, or None for its default.

@@ -10,12 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic_ai import models
 
 import core
 from core.errors import DatasetError
 from core.hydrate import topology_from_spec
 from core.ir import parse_topology
 from core.problems import DATASETS_ENV, Problem, load_problem, split_examples
+
+models.ALLOW_MODEL_REQUESTS = False  # replay models are in-process: they never need it
 
 REPO = Path(core.__file__).resolve().parents[1]
 DATASETS = os.environ.get(DATASETS_ENV) or str(REPO.parent / "shared" / "datasets")
@@ -66,6 +69,15 @@ def test_the_problem_loads(problem: Problem) -> None:
     assert problem.prices["replay:175b_finetuning"].input_usd_per_1k == 0.06
     assert problem.prices["replay:6b_verification"].output_usd_per_1k == 0.006
     assert problem.is_blank is problem.module.answers.is_blank
+
+
+def test_the_problem_modules_are_one_package(problem: Problem) -> None:
+    from core.problems import import_problem_module
+
+    pkg = REPO / "data" / "problems" / "gsm8k_replay"
+    assert import_problem_module(pkg / "state.py") is problem.module.state
+    assert import_problem_module(pkg / "registries.py") is problem.module
+    assert isinstance(problem.splits["validation"][0].input, problem.module.state.MathState)
 
 
 def test_the_seed_is_the_single_175b_finetuning_run(problem: Problem) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent
+from pydantic_ai import Agent, models
 
 import core
 from core.errors import PipelineStepError
@@ -19,6 +19,8 @@ from core.hydrate import topology_from_spec
 from core.ir import parse_topology
 from core.problems import DATASETS_ENV, Problem, load_problem
 from core.runtime.tracing import MODEL_LATENCY_KEY, capture_trace, critical_path_ms
+
+models.ALLOW_MODEL_REQUESTS = False  # replay models are in-process: they never need it
 
 REPO = Path(core.__file__).resolve().parents[1]
 DATASETS = os.environ.get(DATASETS_ENV) or str(REPO.parent / "shared" / "datasets")

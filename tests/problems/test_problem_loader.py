@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import textwrap
 from pathlib import Path
@@ -410,3 +411,52 @@ def test_an_error_message_starts_with_the_file_and_field(tmp_path: Path) -> None
     assert str(err) == textwrap.dedent(
         f"{toml_path}: field 'models.time_scale': Input should be greater than or equal to 0 (got -1)"
     )
+
+
+DATA_REGISTRIES = REGISTRIES.replace(
+    "    ctx.params_as(Params)\n",
+    '    ctx.params_as(Params)\n    ctx.dataset_file("toydata", FILE)\n',
+).replace("class Params", "FILE = 'a.txt'\n\n\nclass Params")
+
+HELLO_SHA = hashlib.sha256(b"hello\n").hexdigest()
+DATA_TOML = (
+    TOML
+    + """
+[datasets.toydata]
+url = "http://127.0.0.1:9/{file}"
+timeout_s = 2.0
+[datasets.toydata.files]
+"a.txt" = "HELLO_SHA"
+""".replace("HELLO_SHA", HELLO_SHA)
+)
+
+
+def test_the_module_gets_verified_dataset_files_through_ctx(tmp_path: Path) -> None:
+    data = tmp_path / "datasets" / "toydata"
+    data.mkdir(parents=True)
+    (data / "a.txt").write_bytes(b"hello\n")
+    d = make_toy(tmp_path, toml=DATA_TOML, registries=DATA_REGISTRIES)
+    p = load_problem(d, datasets_dir=tmp_path / "datasets", cache_root=tmp_path / "cache")
+    assert p.config.datasets["toydata"].files == {"a.txt": hashlib.sha256(b"hello\n").hexdigest()}
+    # a file the TOML does not declare is refused, naming the TOML field
+    undeclared = make_toy(
+        tmp_path / "b", toml=DATA_TOML, registries=DATA_REGISTRIES.replace("'a.txt'", "'b.txt'")
+    )
+    err = load_error(undeclared, datasets_dir=tmp_path / "datasets", cache_root=tmp_path / "cache")
+    assert err.file == str(undeclared.resolve() / "problem.toml")
+    assert err.field == "datasets.toydata.files"
+    # a dataset error passes through unchanged (not wrapped as a ProblemError)
+    from core.errors import DatasetError
+
+    with pytest.raises(DatasetError, match="is not available"):
+        load_problem(d, datasets_dir=tmp_path / "none", cache_root=tmp_path / "cache")
+
+
+def test_a_bad_dataset_declaration_names_the_field(tmp_path: Path) -> None:
+    toml = DATA_TOML.replace('"a.txt" = "', '"a.txt" = "XYZ')
+    err = load_error(make_toy(tmp_path, toml=toml))
+    assert err.field == "datasets.toydata.files"
+    assert "64 lowercase hex digits" in str(err)
+    toml = DATA_TOML.replace("http://127.0.0.1:9/{file}", "ftp://example.org/x")
+    err = load_error(make_toy(tmp_path / "b", toml=toml))
+    assert err.field == "datasets.toydata.url"
