@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
-import random
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -18,10 +17,13 @@ from typing import Any, Literal
 from core.errors import BudgetError, DegenerateSeedError, SearchError
 from core.evaluation._records import CandidateEvaluation, ExampleResult
 from core.evaluation.evaluator import TopologyEvaluator
-from core.evaluation.metrics import GoldExample, MetricBundle, aggregate_score
+from core.evaluation.metrics import GoldExample, aggregate_score
 from core.hydrate import AgentRegistry, CallableRegistry
 from core.ir import TopologySpec
 from core.search._checker import CandidateChecker
+from core.search._resume import plan_resume
+from core.search._space import build_search_space, minibatch_indices
+from core.search._stream import EventKey, EventStream, Subscriber
 from core.search.archive import Archive, ArchiveEntry, ObjectiveLike
 from core.search.budget import Budget, BudgetTracker, StopSignal
 from core.search.events import (
@@ -37,20 +39,9 @@ from core.search.events import (
 from core.search.gene import TopologyGene
 from core.search.pareto import DEFAULT_OBJECTIVES
 from core.search.result import CandidateRecord, OptimizationResult
-from core.search.strategies.base import (
-    AskContext,
-    CheckResult,
-    NameInfo,
-    Proposal,
-    SearchSpace,
-    Strategy,
-)
+from core.search.strategies.base import AskContext, CheckResult, Proposal, Strategy
 
 __all__ = ["SearchRun", "Subscriber", "build_search_space", "minibatch_indices"]
-
-Subscriber = Callable[[SearchEvent], None]
-"""Receives every event a run emits, in order, on the run's thread. An exception it raises
-fails the run (the journal must not silently miss events)."""
 
 StopKind = Literal["completed", "max_evaluations", "patience", "max_usd", "max_wall_s", "user"]
 
@@ -60,62 +51,6 @@ Money, time and a person's stop are never exceeded by the report."""
 
 _IDLE_GENERATIONS = 3
 """Generations in a row without any proposal after which a run ends (`strategy exhausted`)."""
-
-
-def minibatch_indices(n_validation: int, size: int, seed: int, generation: int) -> list[int]:
-    """The validation positions of generation `generation`'s minibatch, ascending.
-
-    Drawn with `random.Random(f"minibatch:{seed}:{generation}")` (string seeds are hashed with
-    SHA-512 by `random`, so the draw is the same in every process), `size` of them without
-    replacement; all positions when `size >= n_validation`.
-    """
-    if size >= n_validation:
-        return list(range(n_validation))
-    rng = random.Random(f"minibatch:{seed}:{generation}")
-    return sorted(rng.sample(range(n_validation), size))
-
-
-def build_search_space(
-    gene: TopologyGene,
-    *,
-    callable_registry: CallableRegistry,
-    agent_registry: AgentRegistry,
-    roles: Mapping[str, Sequence[str]] | None = None,
-    problem_description: str = "",
-) -> SearchSpace:
-    """The names a candidate may use, with their descriptions and roles, sorted by name.
-
-    Args:
-        gene: the gene searched.
-        callable_registry: registered functions (`names()`, `describe(name)`).
-        agent_registry: registered agents (`names()`, `describe(name)`).
-        roles: role -> callable names usable in it (a problem's `roles`). None: every callable
-            has the role `"step"`.
-        problem_description: shown to the designer.
-    """
-    by_name: dict[str, list[str]] = {}
-    if roles is None:
-        for name in callable_registry.names():
-            by_name[name] = ["step"]
-    else:
-        for role in sorted(roles):
-            for name in roles[role]:
-                by_name.setdefault(name, []).append(role)
-    callables = tuple(
-        NameInfo(
-            name=name,
-            description=callable_registry.describe(name) or "",
-            roles=tuple(sorted(by_name.get(name, []))),
-        )
-        for name in sorted(callable_registry.names())
-    )
-    agents = tuple(
-        NameInfo(name=name, description=agent_registry.describe(name) or "")
-        for name in sorted(agent_registry.names())
-    )
-    return SearchSpace(
-        gene=gene, agents=agents, callables=callables, problem_description=problem_description
-    )
 
 
 @dataclass(slots=True)
@@ -222,8 +157,6 @@ class SearchRun:
         self.budget = budget or Budget()
         self.stop = StopSignal(stop_file)
         self.handle_sigint = handle_sigint
-        self.subscribers = list(subscribers)
-        self._clock = clock
         self.space = build_search_space(
             gene,
             callable_registry=callable_registry,
@@ -243,17 +176,22 @@ class SearchRun:
             self.config.archive_strategy, self.config.archive_size, objectives=objectives
         )
         self._weights = self.config.weights
-        # resume
-        self._recorded_keys: set[tuple[Any, ...]] = set()
-        self._recorded_proposals: dict[int, Proposal] = {}
-        self._seq = 0
-        self._replaying = False
-        wall_offset = 0.0
         self.resumed = bool(resume_from)
-        if resume_from:
-            run_id, wall_offset = self._load_resume(list(resume_from), run_id)
+        plan = plan_resume(resume_from, run_id, evaluator.cache) if resume_from else None
+        if plan is not None:
+            run_id = plan.run_id or run_id
         self.run_id = run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-        self.tracker = BudgetTracker(self.budget, clock=timer, wall_offset_s=wall_offset)
+        self._recorded_proposals: dict[int, Proposal] = plan.proposals if plan else {}
+        self._stream = EventStream(
+            self.run_id,
+            subscribers,
+            clock,
+            next_seq=plan.next_seq if plan else 0,
+            recorded=plan.recorded if plan else frozenset(),
+        )
+        self.tracker = BudgetTracker(
+            self.budget, clock=timer, wall_offset_s=plan.wall_offset_s if plan else 0.0
+        )
         # state
         self._history: list[CandidateRecord] = []
         self._cands: dict[int, _Cand] = {}
@@ -316,20 +254,11 @@ class SearchRun:
 
     # -- events ------------------------------------------------------------------------------
 
-    def _emit(self, cls: type[Any], /, key: tuple[Any, ...] | None = None, **fields: Any) -> None:
-        if key is not None and key in self._recorded_keys:
-            return
-        if key is None and self._replaying and cls is LogMessage:
-            return
-        if key is not None:
-            self._replaying = False
-        event: SearchEvent = cls(run_id=self.run_id, seq=self._seq, ts=self._clock(), **fields)
-        self._seq += 1
-        for subscriber in self.subscribers:
-            subscriber(event)
+    def _emit(self, cls: type[Any], /, key: EventKey | None = None, **fields: Any) -> None:
+        self._stream.emit(cls, key, **fields)
 
     def _log(self, message: str, level: str = "info") -> None:
-        self._emit(LogMessage, level=level, message=message)
+        self._stream.log(message, level)
 
     def _emit_started(self) -> None:
         self._emit(
@@ -379,40 +308,6 @@ class SearchRun:
             n_evaluations=self.tracker.example_evaluations,
             cost_usd_total=self.tracker.usd,
         )
-
-    # -- resume ------------------------------------------------------------------------------
-
-    def _load_resume(
-        self, events: list[SearchEvent], run_id: str | None
-    ) -> tuple[str | None, float]:
-        from core.storage.resume import ResumeState
-
-        state = ResumeState.from_events(events)
-        if run_id is not None and state.run_id is not None and run_id != state.run_id:
-            raise SearchError(
-                f"resume events are of run {state.run_id!r}, not {run_id!r}: resume that run"
-            )
-        cache = self.evaluator.cache
-        if state.evaluations and cache is None:
-            raise SearchError("resuming needs an evaluator with an evaluation cache")
-        for key, ev in state.evaluations.items():
-            if cache is not None and cache.get(*key) is None:
-                cache.put(_result_from_event(ev))
-            self._recorded_keys.add(("e", *key))
-        for idx, p in state.proposals.items():
-            self._recorded_keys.add(("p", idx))
-            self._recorded_proposals[idx] = _proposal_from_event(p)
-        for cand_idx, split in state.results:
-            self._recorded_keys.add(("c", cand_idx, split))
-        n_snapshots = sum(1 for e in events if isinstance(e, ArchiveSnapshot))
-        for i in range(1, n_snapshots + 1):
-            self._recorded_keys.add(("s", i))
-        self._seq = state.next_seq
-        self._replaying = True
-        wall = 0.0
-        if state.started is not None and events:
-            wall = max(0.0, events[-1].ts - state.started.ts)
-        return state.run_id, wall
 
     # -- evaluation --------------------------------------------------------------------------
 
@@ -572,14 +467,13 @@ class SearchRun:
         check = self.check(seed)
         idx = 0
         spec_json = seed.model_dump_json()
-        self._emit(
-            CandidateProposed,
-            key=("p", idx),
-            candidate_idx=idx,
-            generation=-1,
+        self._announce(
+            idx,
+            -1,
+            Proposal(spec=seed, operator="seed"),
             spec_hash=check.spec_hash,
             spec_json=spec_json,
-            operator="seed",
+            parent_idx=None,
             status="proposed" if check.ok else "rejected",
             reason=check.reason,
         )
@@ -684,36 +578,64 @@ class SearchRun:
         self.strategy.tell(records)
         return stop if stop is not None else evaluated
 
-    def _rejected(
-        self, proposal: Proposal, generation: int, reason: str, check: CheckResult
-    ) -> CandidateRecord:
-        idx = len(self._history)
-        text = (
-            check.spec.model_dump_json()
-            if check.spec is not None
-            else proposal.spec.model_dump_json()
-            if proposal.spec is not None
-            else proposal.text or ""
-        )
+    def _announce(
+        self,
+        idx: int,
+        generation: int,
+        proposal: Proposal,
+        *,
+        spec_hash: str,
+        spec_json: str,
+        parent_idx: int | None,
+        status: str = "proposed",
+        reason: str | None = None,
+    ) -> None:
+        """Count the proposal's design cost and emit its `CandidateProposed`."""
         self.tracker.record_design(proposal.design_cost_usd, fresh=not proposal.replayed)
         self._emit(
             CandidateProposed,
             key=("p", idx),
             candidate_idx=idx,
             generation=generation,
-            spec_hash=check.spec_hash,
-            spec_json=text,
-            parent_idx=proposal.parent_idx,
+            spec_hash=spec_hash,
+            spec_json=spec_json,
+            parent_idx=parent_idx,
             operator=proposal.operator,
             thought=proposal.thought,
             design_cost_usd=proposal.design_cost_usd,
             design_requests=proposal.design_requests,
-            status="rejected",
+            status=status,
+            reason=reason,
+        )
+
+    def _unevaluated(
+        self,
+        proposal: Proposal,
+        generation: int,
+        check: CheckResult,
+        *,
+        status: Literal["rejected", "duplicate"],
+        reason: str,
+        duplicate_of: int | None = None,
+    ) -> CandidateRecord:
+        """Record a proposal that is not evaluated: rejected (with its reason) or a duplicate."""
+        idx = len(self._history)
+        spec = check.spec if check.spec is not None else proposal.spec
+        text = spec.model_dump_json() if spec is not None else proposal.text or ""
+        self._announce(
+            idx,
+            generation,
+            proposal,
+            spec_hash=check.spec_hash,
+            spec_json=text,
+            parent_idx=proposal.parent_idx,
+            status=status,
             reason=reason,
         )
         if check.spec_hash and check.spec_hash not in self._by_hash:
             self._by_hash[check.spec_hash] = idx
-        self._log(f"candidate {idx} rejected: {reason.splitlines()[0]}", "warning")
+        if status == "rejected":
+            self._log(f"candidate {idx} rejected: {reason.splitlines()[0]}", "warning")
         return self._record(
             CandidateRecord(
                 candidate_idx=idx,
@@ -723,12 +645,18 @@ class SearchRun:
                 thought=proposal.thought,
                 spec_hash=check.spec_hash,
                 spec_json=text,
-                status="rejected",
+                status=status,
                 reason=reason,
+                duplicate_of=duplicate_of,
                 design_cost_usd=proposal.design_cost_usd,
                 design_requests=proposal.design_requests,
             )
         )
+
+    def _rejected(
+        self, proposal: Proposal, generation: int, reason: str, check: CheckResult
+    ) -> CandidateRecord:
+        return self._unevaluated(proposal, generation, check, status="rejected", reason=reason)
 
     def _parent_of(self, proposal: Proposal) -> _Cand:
         parent = self._cands.get(proposal.parent_idx) if proposal.parent_idx is not None else None
@@ -759,41 +687,14 @@ class SearchRun:
     def _duplicate(
         self, proposal: Proposal, generation: int, check: CheckResult
     ) -> CandidateRecord:
-        idx = len(self._history)
         of = self._by_hash[check.spec_hash]
-        assert check.spec is not None
-        text = check.spec.model_dump_json()
-        self.tracker.record_design(proposal.design_cost_usd, fresh=not proposal.replayed)
-        self._emit(
-            CandidateProposed,
-            key=("p", idx),
-            candidate_idx=idx,
-            generation=generation,
-            spec_hash=check.spec_hash,
-            spec_json=text,
-            parent_idx=proposal.parent_idx,
-            operator=proposal.operator,
-            thought=proposal.thought,
-            design_cost_usd=proposal.design_cost_usd,
-            design_requests=proposal.design_requests,
+        return self._unevaluated(
+            proposal,
+            generation,
+            check,
             status="duplicate",
             reason=f"duplicate of candidate {of}",
-        )
-        return self._record(
-            CandidateRecord(
-                candidate_idx=idx,
-                generation=generation,
-                parent_idx=proposal.parent_idx,
-                operator=proposal.operator,
-                thought=proposal.thought,
-                spec_hash=check.spec_hash,
-                spec_json=text,
-                status="duplicate",
-                reason=f"duplicate of candidate {of}",
-                duplicate_of=of,
-                design_cost_usd=proposal.design_cost_usd,
-                design_requests=proposal.design_requests,
-            )
+            duplicate_of=of,
         )
 
     async def _evaluate_proposal(
@@ -808,20 +709,14 @@ class SearchRun:
         idx = len(self._history)
         spec_json = spec.model_dump_json()
         self._by_hash[check.spec_hash] = idx
-        self.tracker.record_design(proposal.design_cost_usd, fresh=not proposal.replayed)
         parent = self._parent_of(proposal)
-        self._emit(
-            CandidateProposed,
-            key=("p", idx),
-            candidate_idx=idx,
-            generation=generation,
+        self._announce(
+            idx,
+            generation,
+            proposal,
             spec_hash=check.spec_hash,
             spec_json=spec_json,
-            parent_idx=proposal.parent_idx,
-            operator=proposal.operator,
-            thought=proposal.thought,
-            design_cost_usd=proposal.design_cost_usd,
-            design_requests=proposal.design_requests,
+            parent_idx=parent.idx,
         )
         whole = len(minibatch) == len(self.validation)
         mb_split = "validation" if whole else "minibatch"
@@ -833,7 +728,7 @@ class SearchRun:
             record = CandidateRecord(
                 candidate_idx=idx,
                 generation=generation,
-                parent_idx=proposal.parent_idx,
+                parent_idx=parent.idx,
                 operator=proposal.operator,
                 thought=proposal.thought,
                 spec_hash=check.spec_hash,
@@ -1022,41 +917,3 @@ class SearchRun:
         )
         self._finished(status, reason, best_idx)
         return result
-
-
-def _result_from_event(ev: ExampleEvaluated) -> ExampleResult:
-    """The cache record of a recorded example result (what a resumed run is served)."""
-    return ExampleResult(
-        spec_hash=ev.spec_hash,
-        example_id=ev.example_id,
-        trial=ev.trial,
-        split=ev.split,
-        bundle=MetricBundle(
-            accuracy=ev.accuracy,
-            cost_usd=ev.cost_usd,
-            latency_ms=ev.latency_ms,
-            status=ev.status,
-            error=ev.error,
-            input_tokens=ev.input_tokens,
-            output_tokens=ev.output_tokens,
-        ),
-        requests=ev.requests,
-        blank=ev.status == "degenerate",
-        output_summary=ev.output_summary,
-        trace=list(ev.trace),
-    )
-
-
-def _proposal_from_event(ev: CandidateProposed) -> Proposal:
-    """A recorded proposal, as a strategy replays it (design cost already paid)."""
-    rejected = ev.status == "rejected"
-    return Proposal(
-        text=ev.spec_json,
-        parent_idx=ev.parent_idx,
-        operator=ev.operator,
-        thought=ev.thought,
-        design_cost_usd=ev.design_cost_usd,
-        design_requests=ev.design_requests,
-        reason=(ev.reason or "rejected") if rejected else None,
-        replayed=True,
-    )

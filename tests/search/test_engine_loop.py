@@ -33,7 +33,7 @@ from core.ir import parse_topology  # noqa: E402
 from core.runtime.tracing import record_model_latency  # noqa: E402
 from core.search._engine import SearchRun, minibatch_indices  # noqa: E402
 from core.search.budget import Budget  # noqa: E402
-from core.search.events import SearchEvent  # noqa: E402
+from core.search.events import CandidateProposed, SearchEvent  # noqa: E402
 from core.search.result import CandidateRecord  # noqa: E402
 from core.search.strategies.base import (  # noqa: E402
     AskContext,
@@ -41,6 +41,7 @@ from core.search.strategies.base import (  # noqa: E402
     Strategy,
     StrategyConfig,
 )
+from core.search.subscribers import EventLog, Progress, ProgressReporter  # noqa: E402
 
 
 class Scripted(Strategy):
@@ -431,3 +432,33 @@ def test_request_stop_from_another_thread_is_clean() -> None:
     result = asyncio.run(run.run())
     assert len(result.history) == 1
     assert result.raw["stop_reason"] == "studio stop button"
+
+
+# --- subscribers ------------------------------------------------------------------------------------
+
+
+def test_event_log_and_progress_reporter() -> None:
+    log = EventLog()
+    updates: list[Progress] = []
+    reporter = ProgressReporter(updates.append)
+    world = toy_world()
+    run = SearchRun(
+        Scripted([[p("a", "b"), p("b")]]),
+        gene=world.gene,
+        evaluator=world.evaluator,
+        validation=world.validation,
+        callable_registry=world.callables,
+        agent_registry=world.agents,
+        budget=Budget(max_evaluations=10),
+        subscribers=[log, reporter],
+        handle_sigint=False,
+        run_id="progress-run",
+    )
+    asyncio.run(run.run())
+    assert [e.candidate_idx for e in log.of_type(CandidateProposed)] == [0, 1, 2]
+    assert updates[0].message == "started" and updates[0].max_evaluations == 10
+    last = updates[-1]
+    assert reporter.progress == last
+    assert (last.run_id, last.finished, last.status) == ("progress-run", True, "completed")
+    assert (last.evaluations, last.best_idx, last.generation) == (3, 1, 0)
+    assert last.cost_usd == pytest.approx(0.001 * 10 + 0.003 * 10 + 0.002 * 10)

@@ -306,3 +306,20 @@ def test_meta_agent_config_values_are_checked() -> None:
         get_strategy("meta_agent")
     with pytest.raises(ValueError, match="unknown strategy 'genetic'"):
         get_strategy("genetic")
+
+
+def test_a_failing_designer_model_call_fails_the_run_with_a_clear_error() -> None:
+    def broken(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise ConnectionError("provider unreachable")
+
+    strategy = MetaAgentSearch(
+        MetaAgentConfig(n_generations=2),
+        model=FunctionModel(broken, model_name="designer"),
+        pricer=PRICER,
+    )
+    events: list[SearchEvent] = []
+    with pytest.raises(SearchError, match="the designer's model call failed") as info:
+        toy_world().run(strategy, events=events)
+    assert isinstance(info.value.__cause__, ConnectionError)
+    assert events[-1].type == "run_finished" and events[-1].status == "failed"
+    assert "provider unreachable" in events[-1].reason

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 from pydantic_ai import Agent, capture_run_messages
+from pydantic_ai.exceptions import UnexpectedModelBehavior
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -376,7 +377,15 @@ class MetaAgentSearch(Strategy):
     async def _call(
         self, prompt: str, history: Sequence[ModelMessage] | None, spend: _Spend
     ) -> _Call:
-        """One designer run: its usage always counted, failures returned, never raised."""
+        """One designer run, its usage always counted.
+
+        An output pydantic-ai could not validate (after its own retries) is returned as a
+        failed call, for a debug retry. Anything else (no API key, a provider or network error,
+        requests forbidden) fails the run: retrying the design would not help.
+
+        Raises:
+            SearchError: the model call itself failed (chained to the cause).
+        """
         agent = self._designer()
         usage = RunUsage()
         with capture_run_messages() as messages:
@@ -384,9 +393,14 @@ class MetaAgentSearch(Strategy):
                 result = await agent.run(
                     prompt, message_history=list(history) if history else None, usage=usage
                 )
-            except Exception as exc:  # an output it cannot validate, a provider error, ...
+            except UnexpectedModelBehavior as exc:  # an output it could not validate
                 raw = _last_output(messages)
                 return _Call(None, None, _failure_text(exc, raw, messages), raw)
+            except Exception as exc:
+                raise SearchError(
+                    f"the designer's model call failed ({self.model_name}): "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
             finally:
                 self._spend(usage, spend)
         design = result.output

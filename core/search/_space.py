@@ -1,0 +1,68 @@
+"""What a search may build from (`build_search_space`) and its minibatch draws."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+
+from core.hydrate import AgentRegistry, CallableRegistry
+from core.search.gene import TopologyGene
+from core.search.strategies.base import NameInfo, SearchSpace
+
+__all__ = ["build_search_space", "minibatch_indices"]
+
+
+def minibatch_indices(n_validation: int, size: int, seed: int, generation: int) -> list[int]:
+    """The validation positions of generation `generation`'s minibatch, ascending.
+
+    Drawn with `random.Random(f"minibatch:{seed}:{generation}")` (string seeds are hashed with
+    SHA-512 by `random`, so the draw is the same in every process), `size` of them without
+    replacement; all positions when `size >= n_validation`.
+    """
+    if size >= n_validation:
+        return list(range(n_validation))
+    rng = random.Random(f"minibatch:{seed}:{generation}")
+    return sorted(rng.sample(range(n_validation), size))
+
+
+def build_search_space(
+    gene: TopologyGene,
+    *,
+    callable_registry: CallableRegistry,
+    agent_registry: AgentRegistry,
+    roles: Mapping[str, Sequence[str]] | None = None,
+    problem_description: str = "",
+) -> SearchSpace:
+    """The names a candidate may use, with their descriptions and roles, sorted by name.
+
+    Args:
+        gene: the gene searched.
+        callable_registry: registered functions (`names()`, `describe(name)`).
+        agent_registry: registered agents (`names()`, `describe(name)`).
+        roles: role -> callable names usable in it (a problem's `roles`). None: every callable
+            has the role `"step"`.
+        problem_description: shown to the designer.
+    """
+    by_name: dict[str, list[str]] = {}
+    if roles is None:
+        for name in callable_registry.names():
+            by_name[name] = ["step"]
+    else:
+        for role in sorted(roles):
+            for name in roles[role]:
+                by_name.setdefault(name, []).append(role)
+    callables = tuple(
+        NameInfo(
+            name=name,
+            description=callable_registry.describe(name) or "",
+            roles=tuple(sorted(by_name.get(name, []))),
+        )
+        for name in sorted(callable_registry.names())
+    )
+    agents = tuple(
+        NameInfo(name=name, description=agent_registry.describe(name) or "")
+        for name in sorted(agent_registry.names())
+    )
+    return SearchSpace(
+        gene=gene, agents=agents, callables=callables, problem_description=problem_description
+    )
