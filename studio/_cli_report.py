@@ -1,0 +1,187 @@
+"""What the command line prints about runs: the front table, the best topology, summaries.
+
+Pure formatting over the store's DataFrames (`RunStore.archive`, `list_runs`) and specs, so
+`search` and `show` print the same thing from the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from core.ir import TopologySpec
+from core.ir.diff import NodeChange
+from core.ir.metrics import spec_metrics
+from core.ir.models import (
+    AgentSpec,
+    AgentStepSpec,
+    AnyNode,
+    FunctionStepSpec,
+    ParallelSpec,
+    PipelineSpec,
+    RefinementLoopSpec,
+    RouterSpec,
+)
+from studio._cli_output import Output, fmt_float
+
+__all__ = [
+    "FRONT_COLUMNS",
+    "front_table",
+    "print_changes",
+    "print_front",
+    "print_spec",
+    "structure_line",
+]
+
+FRONT_COLUMNS: tuple[str, ...] = (
+    "candidate",
+    "accuracy",
+    "cost_usd",
+    "latency_ms",
+    "n_agents",
+    "depth",
+    "score",
+    "split",
+    "operator",
+    "best",
+)
+"""The columns of the printed Pareto front (plain mode: two-space separated, one row a line)."""
+
+
+def _opt(value: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return value
+
+
+def _int(value: Any) -> str:
+    v = _opt(value)
+    return "-" if v is None else str(int(v))
+
+
+def front_table(archive: pd.DataFrame) -> list[list[str]]:
+    """The rows of the printed front: the archive rows `on_front`, by candidate index.
+
+    Numbers are printed with fixed decimals: accuracy and score 4, cost 6 (USD per example),
+    latency 1 (ms per example), so a reader can compare them with the store's values rounded
+    the same way. `best` is `*` on the run's best entry.
+    """
+    if archive.empty:
+        return []
+    records = [r for r in archive.to_dict("records") if bool(r["on_front"])]
+    records.sort(key=lambda r: int(r["candidate_idx"]))
+    rows: list[list[str]] = []
+    for rec in records:
+        rows.append(
+            [
+                _int(rec["candidate_idx"]),
+                fmt_float(_opt(rec["accuracy"]), 4),
+                fmt_float(_opt(rec["cost_usd"]), 6),
+                fmt_float(_opt(rec["latency_ms"]), 1),
+                _int(rec["n_agents"]),
+                _int(rec["depth"]),
+                fmt_float(_opt(rec["aggregate_score"]), 4),
+                str(_opt(rec["objective_split"]) or "-"),
+                str(_opt(rec["operator"]) or "-").replace(" ", "_"),
+                "*" if bool(_opt(rec["is_best"])) else "",
+            ]
+        )
+    return rows
+
+
+def print_front(out: Output, archive: pd.DataFrame, *, title: str = "Pareto front") -> None:
+    """Print the front table (or a line saying it is empty)."""
+    rows = front_table(archive)
+    if not rows:
+        out.heading(title)
+        out.line("(no valid candidate: the front is empty)")
+        return
+    out.heading(title)
+    out.table(
+        FRONT_COLUMNS,
+        rows,
+        right=("candidate", "accuracy", "cost_usd", "latency_ms", "n_agents", "depth", "score"),
+    )
+
+
+def _agent_ref(ref: AgentSpec | str | None) -> str:
+    if ref is None:
+        return "-"
+    if isinstance(ref, AgentSpec):
+        return ref.name or ref.model
+    return ref
+
+
+def _node_text(node: AnyNode) -> str:
+    """A compact one-line rendering of a node and its sub-tree (recursive: for display of
+    specs that passed the IR's depth limit)."""
+    if isinstance(node, AgentStepSpec):
+        return node.agent_name or _agent_ref(node.inline_spec)
+    if isinstance(node, FunctionStepSpec):
+        return node.callable_name
+    if isinstance(node, PipelineSpec):
+        return " -> ".join(_wrap(e.operation) for e in node.steps)
+    if isinstance(node, ParallelSpec):
+        inner = " | ".join(_node_text(s) for s in node.steps)
+        return f"[{inner}] merge={node.merge}"
+    if isinstance(node, RouterSpec):
+        routes = ", ".join(f"{r.name}: {_node_text(r.step)}" for r in node.routes)
+        fallback = "" if node.fallback_step is None else f"; else {_node_text(node.fallback_step)}"
+        by = f" by {_agent_ref(node.classifier)}" if node.classifier is not None else ""
+        return f"route{by}{{{routes}{fallback}}}"
+    if isinstance(node, RefinementLoopSpec):
+        return (
+            f"loop({_node_text(node.step)}; eval={_agent_ref(node.evaluator)}, "
+            f"max {node.max_iterations})"
+        )
+    return node.node_kind  # pragma: no cover
+
+
+def _wrap(node: AnyNode) -> str:
+    text = _node_text(node)
+    return f"({text})" if isinstance(node, PipelineSpec) else text
+
+
+def structure_line(spec: TopologySpec) -> str:
+    """One line: the shape and the structural metrics, e.g.
+    `pipeline: [6b_finetuning | 175b_finetuning] merge=majority_vote -> extract_answer
+    (n_agents=2, depth=2, nodes=5)`."""
+    m = spec_metrics(spec)
+    return (
+        f"{spec.node_kind}: {_node_text(spec)} "
+        f"(n_agents={m.n_agents}, depth={m.depth}, nodes={m.n_nodes})"
+    )
+
+
+def print_spec(out: Output, spec: TopologySpec) -> None:
+    """The spec's one-line summary and its JSON (defaults left out, ids kept)."""
+    out.line(structure_line(spec))
+    out.json(spec.model_dump(mode="json", exclude_defaults=True))
+
+
+def print_changes(out: Output, changes: Sequence[NodeChange]) -> None:
+    """The structural diff as a table: node, change, kind, paths, fields."""
+    if not changes:
+        out.line("(no structural change)")
+        return
+    out.table(
+        ("node", "change", "kind", "before", "after", "fields"),
+        [
+            [
+                c.node_id,
+                c.change,
+                c.kind,
+                c.path_before or "-",
+                c.path_after or "-",
+                ",".join(c.fields_changed) or "-",
+            ]
+            for c in changes
+        ],
+    )

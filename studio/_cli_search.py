@@ -1,0 +1,437 @@
+"""`search`, `demo` and `evaluate`: the commands that run topologies.
+
+A search writes its run journal live (`<db>.journals/<run id>.jsonl`, so the studio can watch
+it from another process) and, when it ends, the run store ingests the journal and the summary is
+printed from the store's rows: the validation Pareto front, the best topology and its held-out
+test score. If another process (the studio) holds the database, the journal alone records the
+run (the holder ingests it) and the summary comes from a read-only view of the journals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from core.errors import BudgetError, SpecError, StoreBusyError, TopologyStudioError
+from core.evaluation.evaluator import CandidateEvaluation, ExampleResult, TopologyEvaluator
+from core.evaluation.metrics import GoldExample
+from core.evaluation.pricing import Pricer
+from core.ir import TopologySpec, parse_topology
+from core.problems import Problem, load_problem
+from core.search.budget import Budget
+from core.search.engine import build_search
+from core.search.events import RunStarted
+from core.search.result import OptimizationResult
+from core.search.strategies import strategy_config_class
+from core.storage import (
+    ResumeState,
+    RunJournal,
+    journal_path,
+    new_run_id,
+    open_store,
+)
+from studio._cli_common import CliUsageError, ExitCode, parse_overrides, resolve_db_path
+from studio._cli_output import Output, fmt_float
+from studio._cli_progress import SearchProgress
+from studio._cli_report import structure_line
+from studio._cli_runs import print_run
+from studio._cli_studio import launch_studio
+
+__all__ = ["DEMO_BUDGET", "DEMO_PROBLEM", "cmd_demo", "cmd_evaluate", "cmd_search"]
+
+DEMO_PROBLEM = "gsm8k_replay"
+"""The problem the demo searches (offline: replayed GPT-3 runs)."""
+
+DEMO_BUDGET: dict[str, int] = {"max_evaluations": 12, "minibatch_size": 10}
+"""The demo's short search: 12 candidate evaluations on minibatches of 10 (seconds, offline)."""
+
+_NOT_STRATEGY_KEYS = frozenset(
+    {"strategy", "budget", "gene", "evaluator", "n_validation", "n_test"}
+)
+
+
+def _problem_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    overrides = parse_overrides(list(getattr(args, "overrides", []) or []))
+    if getattr(args, "time_scale", None) is not None:
+        overrides["models.time_scale"] = args.time_scale
+    if getattr(args, "concurrency", None) is not None:
+        overrides["search.concurrency"] = args.concurrency
+    return overrides
+
+
+def _budget(problem: Problem, args: argparse.Namespace) -> Budget:
+    """The problem's `[search]` limits, each replaced by its flag when given."""
+    s = problem.search
+
+    def pick(flag: str, default: Any) -> Any:
+        value = getattr(args, flag, None)
+        return default if value is None else value
+
+    budget = Budget(
+        max_evaluations=pick("max_evaluations", s.max_evaluations),
+        max_usd=pick("max_usd", s.max_usd),
+        max_wall_s=pick("max_wall_s", s.max_wall_time_s),
+        patience=pick("patience", s.patience),
+    )
+    budget.validate_allows_work()
+    return budget
+
+
+def _strategy_options(args: argparse.Namespace) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    if getattr(args, "generations", None) is not None:
+        config["n_generations"] = args.generations
+    if getattr(args, "minibatch_size", None) is not None:
+        config["minibatch_size"] = args.minibatch_size
+    return config
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"])
+    return f"{where}: {err['msg']}" if where else err["msg"]
+
+
+class _SearchSetup:
+    """Everything a search run needs, resolved from the command line (or a recorded run)."""
+
+    def __init__(
+        self,
+        *,
+        problem: Problem,
+        strategy: str,
+        seed: int | None,
+        config: dict[str, Any],
+        budget: Budget,
+        model: str | None,
+        use_test_split: bool,
+        run_id: str,
+        journal: RunJournal,
+        resumed: bool,
+    ) -> None:
+        self.problem = problem
+        self.strategy = strategy
+        self.seed = seed
+        self.config = config
+        self.budget = budget
+        self.model = model
+        self.use_test_split = use_test_split
+        self.run_id = run_id
+        self.journal = journal
+        self.resumed = resumed
+
+
+def _new_setup(args: argparse.Namespace, db: Path) -> _SearchSetup:
+    problem = load_problem(args.problem, overrides=_problem_overrides(args))
+    budget = _budget(problem, args)
+    strategy = (args.strategy or problem.search.strategy).replace("-", "_")
+    model = args.meta_model or problem.search.meta_model
+    if strategy == "meta_agent" and not model:
+        raise CliUsageError(
+            "the meta-agent strategy needs a designer model: give --meta-model provider:model "
+            "(e.g. openai:gpt-4o-mini, ollama:llama3.1) or set meta_model in the problem's "
+            "[search] table"
+        )
+    run_id = new_run_id()
+    journal = RunJournal.create(journal_path(db, run_id))
+    return _SearchSetup(
+        problem=problem,
+        strategy=strategy,
+        seed=args.seed,
+        config=_strategy_options(args),
+        budget=budget,
+        model=model,
+        use_test_split=not args.no_test,
+        run_id=run_id,
+        journal=journal,
+        resumed=False,
+    )
+
+
+def _resume_setup(args: argparse.Namespace, db: Path, out: Output) -> _SearchSetup:
+    path = journal_path(db, args.resume)
+    if not path.is_file():
+        raise CliUsageError(
+            f"no journal for run {args.resume!r} at {path}: give the run id that "
+            "'topology-studio runs' lists, and the same --db"
+        )
+    journal = RunJournal.resume(path)
+    try:
+        state = ResumeState.from_events(list(journal.recorded))
+        started: RunStarted | None = state.started
+        if started is None:
+            raise CliUsageError(f"run {args.resume} recorded nothing to resume from ({path})")
+        recorded_problem: Mapping[str, Any] = started.problem_config
+        overrides = dict(recorded_problem.get("overrides") or {})
+        overrides.update(_problem_overrides(args))
+        evaluator_cfg = started.config.get("evaluator") or {}
+        if "concurrency" in evaluator_cfg and "search.concurrency" not in overrides:
+            overrides["search.concurrency"] = evaluator_cfg["concurrency"]
+        toml = recorded_problem.get("toml_path")
+        ref = args.problem or (toml if toml and Path(str(toml)).is_file() else started.problem)
+        problem = load_problem(ref, overrides=overrides)
+        fields = strategy_config_class(started.strategy).model_fields
+        config = {
+            k: v for k, v in started.config.items() if k not in _NOT_STRATEGY_KEYS and k in fields
+        }
+        budget = Budget.model_validate(started.config.get("budget") or {})
+        model = args.meta_model or problem.search.meta_model
+        n_test = started.config.get("n_test")
+        if state.finished is not None:
+            out.note(f"run {args.resume} had ended ({state.finished.status}); continuing it")
+        else:
+            out.note(f"resuming run {args.resume} after {state.n_events} recorded events")
+        return _SearchSetup(
+            problem=problem,
+            strategy=started.strategy,
+            seed=started.seed,
+            config=config,
+            budget=budget,
+            model=model,
+            use_test_split=bool(n_test),
+            run_id=args.resume,
+            journal=journal,
+            resumed=True,
+        )
+    except BaseException:
+        journal.close()
+        raise
+
+
+def run_cli_search(setup: _SearchSetup, out: Output) -> OptimizationResult:
+    """Run the search with its journal and progress bar as subscribers.
+
+    Raises:
+        CliUsageError: a strategy option out of range.
+        TopologyStudioError: what the engine raises (budget, degenerate seed, ...).
+    """
+    progress = SearchProgress(out, setup.budget.max_evaluations)
+    try:
+        search = build_search(
+            setup.problem,
+            setup.strategy,
+            config=setup.config,
+            seed=setup.seed,
+            model=setup.model,
+            budget=setup.budget,
+            run_id=setup.run_id,
+            subscribers=[setup.journal.append, progress],
+            resume_from=list(setup.journal.recorded) if setup.resumed else None,
+            use_test_split=setup.use_test_split,
+        )
+    except TopologyStudioError:
+        raise
+    except ValidationError as exc:
+        raise CliUsageError(f"invalid search option {_first_error(exc)}") from exc
+    except ValueError as exc:
+        raise CliUsageError(str(exc)) from exc
+    with progress:
+        return asyncio.run(search.run())
+
+
+def _report(db: Path, run_id: str, out: Output, result: OptimizationResult | None) -> None:
+    """Ingest the journal and print the run from the store (or from the journals when another
+    process holds the database)."""
+    try:
+        store = open_store(db)
+    except StoreBusyError:
+        out.note(
+            f"note: {db} is held by another process (the studio?): the run is recorded in its "
+            "journal, which that process ingests; the summary below is read from the journals"
+        )
+        store = open_store(db, on_busy="journals")
+    try:
+        store.ingest()
+        print_run(store, run_id, out)
+    finally:
+        store.close()
+    if result is not None and result.raw.get("test") is None:
+        out.line("held-out test: not evaluated in this run")
+    out.heading("Next")
+    out.kv(
+        [
+            ("run", run_id),
+            ("database", str(db)),
+            ("journal", str(journal_path(db, run_id))),
+            ("show", f"topology-studio show {run_id} --db {db}"),
+            ("studio", f"topology-studio studio --db {db}   (then open the run {run_id})"),
+        ]
+    )
+
+
+def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
+    """Run the search (journal closed afterwards), then ingest and print; 1 if the run failed."""
+    failed: TopologyStudioError | None = None
+    result: OptimizationResult | None = None
+    with setup.journal:
+        try:
+            result = run_cli_search(setup, out)
+        except (BudgetError, CliUsageError):
+            raise
+        except TopologyStudioError as exc:
+            failed = exc
+    if failed is not None:
+        out.error(f"{failed} (run {setup.run_id} failed; its journal: {setup.journal.path})")
+        diagnosis = getattr(failed, "diagnosis", "")
+        if diagnosis:
+            out.note(f"diagnosis: {diagnosis}")
+        return ExitCode.FAILED
+    _report(db, setup.run_id, out, result)
+    return ExitCode.OK
+
+
+def cmd_search(args: argparse.Namespace, out: Output) -> int:
+    """`search PROBLEM [...]` or `search --resume RUN`."""
+    db = resolve_db_path(args.db)
+    setup = _resume_setup(args, db, out) if args.resume else _new_setup(args, db)
+    return _run_and_report(setup, db, out)
+
+
+def cmd_demo(args: argparse.Namespace, out: Output) -> int:
+    """`demo [--no-ui]`: check the data, run a short offline search, open the studio."""
+    db = resolve_db_path(args.db)
+    out.heading("Data")
+    problem = load_problem(DEMO_PROBLEM)
+    sizes = ", ".join(f"{k} {len(v)}" for k, v in problem.splits.items())
+    out.line(f"{problem.name}: OK ({sizes} examples; checksums verified)")
+    out.line(f"seed topology: {structure_line(problem.seed_spec)}")
+    budget = problem.search
+    run_id = new_run_id()
+    setup = _SearchSetup(
+        problem=problem,
+        strategy="evolutionary",
+        seed=args.seed,
+        config={"minibatch_size": DEMO_BUDGET["minibatch_size"]},
+        budget=Budget(
+            max_evaluations=DEMO_BUDGET["max_evaluations"],
+            max_usd=budget.max_usd,
+            max_wall_s=budget.max_wall_time_s,
+        ),
+        model=None,
+        use_test_split=True,
+        run_id=run_id,
+        journal=RunJournal.create(journal_path(db, run_id)),
+        resumed=False,
+    )
+    out.heading("Short search")
+    code = _run_and_report(setup, db, out)
+    if code != ExitCode.OK or args.no_ui:
+        return code
+    return launch_studio(db, out, port=args.port)
+
+
+# ---- evaluate -------------------------------------------------------------------------------
+
+
+def _read_spec(path_text: str) -> TopologySpec:
+    if path_text == "-":
+        text = sys.stdin.read()
+        where = "stdin"
+    else:
+        path = Path(path_text)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise CliUsageError(f"spec file {path} does not exist") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CliUsageError(f"cannot read spec file {path}: {exc}") from exc
+        where = str(path)
+    try:
+        return parse_topology(text)
+    except SpecError as exc:
+        raise SpecError(f"{where}: {exc}", exc.errors) from None
+
+
+def _example_rows(results: Sequence[ExampleResult]) -> list[list[str]]:
+    rows: list[list[str]] = []
+    for r in results:
+        summary = (r.output_summary or r.error or "").replace("\n", " ")
+        if len(summary) > 60:
+            summary = summary[:57] + "..."
+        rows.append(
+            [
+                r.example_id,
+                str(r.trial),
+                fmt_float(r.accuracy, 4),
+                fmt_float(r.cost_usd, 6),
+                fmt_float(r.latency_ms, 1),
+                r.status,
+                summary or "-",
+            ]
+        )
+    return rows
+
+
+def _evaluate_split(
+    evaluator: TopologyEvaluator,
+    spec: TopologySpec,
+    examples: Sequence[GoldExample],
+    split: str,
+    out: Output,
+) -> CandidateEvaluation:
+    from rich.progress import Progress
+
+    if out.progress_enabled:
+        from rich.console import Console
+
+        with Progress(console=Console(file=out.stderr), transient=True) as bar:
+            task = bar.add_task(f"evaluate ({split})", total=len(examples))
+
+            def advance(_: ExampleResult) -> None:
+                bar.advance(task)
+
+            return asyncio.run(evaluator.evaluate(spec, examples, split=split, on_example=advance))
+    return asyncio.run(evaluator.evaluate(spec, examples, split=split))
+
+
+def cmd_evaluate(args: argparse.Namespace, out: Output) -> int:
+    """`evaluate PROBLEM SPEC.json [--split ...] [--limit N]`: one topology, per example."""
+    problem = load_problem(args.problem, overrides=_problem_overrides(args))
+    spec = _read_spec(args.spec)
+    evaluator = TopologyEvaluator(
+        callable_registry=problem.callable_registry,
+        agent_registry=problem.agent_registry,
+        score_fn=problem.score_fn,
+        pricer=Pricer(problem.prices),
+        concurrency=problem.search.concurrency,
+    )
+    splits = ["validation", "test"] if args.split == "all" else [args.split]
+    worst = ExitCode.OK
+    out.line(structure_line(spec))
+    for split in splits:
+        examples = list(problem.splits.get(split, []))
+        if args.limit is not None:
+            examples = examples[: args.limit]
+        if not examples:
+            raise CliUsageError(f"problem {problem.name} has no {split} examples to evaluate")
+        ev = _evaluate_split(evaluator, spec, examples, split, out)
+        if ev.rejected:
+            raise CliUsageError(f"the spec cannot run on {problem.name}: {ev.reason}")
+        out.heading(f"{split}: {len(examples)} examples")
+        out.table(
+            ("example", "trial", "accuracy", "cost_usd", "latency_ms", "status", "output"),
+            _example_rows(ev.results),
+            right=("trial", "accuracy", "cost_usd", "latency_ms"),
+        )
+        out.kv(
+            [
+                ("status", ev.status + (f" ({ev.reason})" if ev.reason else "")),
+                ("accuracy", fmt_float(ev.accuracy, 4)),
+                ("cost_usd_per_example", fmt_float(ev.cost_usd, 6)),
+                ("latency_ms_per_example", fmt_float(ev.latency_ms, 1)),
+                ("aggregate_score", fmt_float(ev.aggregate_score, 4)),
+                ("error_rate", fmt_float(ev.error_rate, 4)),
+                ("blank_rate", fmt_float(ev.blank_rate, 4)),
+                ("n_agents", ev.n_agents),
+                ("depth", ev.depth),
+            ]
+        )
+        if not ev.valid:
+            worst = ExitCode.FAILED
+    return worst

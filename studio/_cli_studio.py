@@ -1,0 +1,103 @@
+"""`topology-studio studio`: start the Streamlit studio on 127.0.0.1 and wait for Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from studio._cli_common import DB_ENV, CliUsageError, ExitCode, resolve_db_path
+from studio._cli_output import Output
+
+__all__ = ["APP_PATH", "DEFAULT_PORT", "cmd_studio", "free_port", "launch_studio", "studio_command"]
+
+APP_PATH = Path(__file__).resolve().parent / "app.py"
+"""The studio's Streamlit entry script."""
+
+DEFAULT_PORT = 8501
+"""The port the studio prefers (Streamlit's default), when it is free."""
+
+HOST = "127.0.0.1"
+"""The studio only listens on the loopback address."""
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(preferred: int | None = DEFAULT_PORT) -> int:
+    """`preferred` if it is free on 127.0.0.1, else a port the OS picks."""
+    if preferred is not None and _port_is_free(preferred):
+        return preferred
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+def studio_command(port: int) -> list[str]:
+    """The command that serves the studio: `streamlit run studio/app.py` on 127.0.0.1, headless."""
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP_PATH),
+        "--server.address",
+        HOST,
+        "--server.headless",
+        "true",
+        "--server.port",
+        str(port),
+        "--browser.gatherUsageStats",
+        "false",
+    ]
+
+
+def launch_studio(db_path: Path, out: Output, *, port: int | None = None) -> int:
+    """Serve the studio over `db_path` until Ctrl-C (or until Streamlit exits).
+
+    The database path reaches the app through `$TOPOLOGY_STUDIO_DB` (absolute).
+
+    Returns:
+        0 after Ctrl-C; Streamlit's exit code if it stopped by itself.
+
+    Raises:
+        CliUsageError: the studio app is missing, or the given port is taken.
+    """
+    if not APP_PATH.is_file():
+        raise CliUsageError(f"the studio app is not installed ({APP_PATH} is missing)")
+    if port is not None and not _port_is_free(port):
+        raise CliUsageError(f"port {port} on {HOST} is in use: pick another with --port")
+    chosen = port if port is not None else free_port()
+    env = dict(os.environ)
+    env[DB_ENV] = str(db_path.resolve())
+    out.line(f"Studio: http://{HOST}:{chosen}  (database {db_path}; Ctrl-C stops it)")
+    proc = subprocess.Popen(studio_command(chosen), env=env)  # noqa: S603 (fixed argv)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        out.note("studio stopped")
+        return ExitCode.OK
+
+
+def cmd_studio(args: argparse.Namespace, out: Output) -> int:
+    """`studio [--port N] [--db PATH]`."""
+    return launch_studio(resolve_db_path(args.db), out, port=args.port)

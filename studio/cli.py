@@ -1,0 +1,331 @@
+"""The `topology-studio` command line.
+
+```
+topology-studio search PROBLEM [--strategy evolutionary|meta-agent|random] [budget options]
+                               [--meta-model provider:model] [--seed N] [--db PATH] [--resume RUN]
+topology-studio evaluate PROBLEM SPEC.json [--split validation|test|all] [--limit N]
+topology-studio runs | show RUN | diff RUN CANDIDATE | apply RUN CANDIDATE --to PATH [--yes]
+topology-studio studio [--port N] | demo [--no-ui]
+```
+
+Results go to stdout (rich tables on a terminal, plain two-space columns otherwise, so scripts
+and tests can read them); progress bars and notes go to stderr (bars only on a terminal).
+
+Errors: every `core.errors.TopologyStudioError` and every argument error is one line on stderr,
+`topology-studio: error: ...`, and exit code 2; a search that ran and failed exits 1; Ctrl-C
+exits 130. No traceback is ever printed unless `--debug` is given (then the error's traceback
+follows its line). The database is `--db`, else `$TOPOLOGY_STUDIO_DB`, else
+`data/runs.duckdb` in the current directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from core.errors import TopologyStudioError
+from studio._cli_common import DB_ENV, CliUsageError, ExitCode
+from studio._cli_output import Output
+
+__all__ = ["build_parser", "main"]
+
+PROG = "topology-studio"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but an argument error is an exception (one line later), never `sys.exit`."""
+
+    def error(self, message: str) -> NoReturn:
+        where = self.prog.removeprefix(PROG).strip()
+        prefix = f"{where}: " if where else ""
+        raise CliUsageError(f"{prefix}{message} (see '{self.prog} --help')")
+
+
+def _positive_or_zero_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0: {text}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 1-65535, got {value}")
+    return value
+
+
+def _add_db(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--db",
+        metavar="PATH",
+        help=f"the run database (default: ${DB_ENV}, else data/runs.duckdb here)",
+    )
+
+
+def _add_problem_overrides(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a field of the problem's TOML, e.g. --set gold.validation_size=50 "
+        "(VALUE is read as TOML: numbers, true/false, quoted strings; else taken as text)",
+    )
+    p.add_argument(
+        "--time-scale",
+        type=_non_negative_float,
+        metavar="X",
+        help="multiplier on replayed model latency before it is slept (0 = no sleep)",
+    )
+
+
+def _add_budget(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("budget (defaults: the problem's [search] table)")
+    g.add_argument(
+        "--max-evaluations",
+        type=_positive_or_zero_int,
+        metavar="N",
+        help="candidate evaluations, the seed's included",
+    )
+    g.add_argument(
+        "--max-usd",
+        type=_non_negative_float,
+        metavar="USD",
+        help="priced model usage of the whole run, USD",
+    )
+    g.add_argument("--max-wall-s", type=_non_negative_float, metavar="S", help="wall-clock seconds")
+    g.add_argument(
+        "--patience",
+        type=_positive_or_zero_int,
+        metavar="N",
+        help="evaluations in a row without a new best before stopping",
+    )
+    g.add_argument(
+        "--generations",
+        type=_positive_or_zero_int,
+        metavar="N",
+        help="generations to run (default: until the budget stops the run)",
+    )
+    g.add_argument(
+        "--minibatch-size",
+        type=_positive_or_zero_int,
+        metavar="N",
+        help="validation examples per candidate evaluation during the search",
+    )
+    g.add_argument(
+        "--concurrency", type=_positive_or_zero_int, metavar="N", help="examples evaluated at once"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for `--help` tests and docs)."""
+    parser = _Parser(
+        prog=PROG,
+        description="Search for how LLM agents should be composed, and look at the results.",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="print the traceback of an error after its one-line message",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    parser.add_argument(
+        "--db",
+        dest="db_global",
+        metavar="PATH",
+        help="the run database, for every command (same as the command's --db)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("search", help="run a topology search and record it")
+    p.add_argument(
+        "problem",
+        nargs="?",
+        metavar="PROBLEM",
+        help="a problem name (e.g. gsm8k_replay), directory or problem.toml",
+    )
+    p.add_argument(
+        "--strategy",
+        choices=("evolutionary", "meta-agent", "random"),
+        help="default: the problem's [search] strategy",
+    )
+    p.add_argument(
+        "--meta-model",
+        metavar="PROVIDER:MODEL",
+        help="the meta agent's model, e.g. openai:gpt-4o (meta-agent only)",
+    )
+    p.add_argument("--seed", type=int, metavar="N", help="random seed (default: the problem's)")
+    p.add_argument("--resume", metavar="RUN", help="continue the interrupted run RUN")
+    p.add_argument(
+        "--no-test", action="store_true", help="skip the held-out test evaluation of the winner"
+    )
+    _add_budget(p)
+    _add_problem_overrides(p)
+    _add_db(p)
+
+    p = sub.add_parser("evaluate", help="evaluate one topology, with per-example results")
+    p.add_argument("problem", metavar="PROBLEM")
+    p.add_argument("spec", metavar="SPEC.json", help="a topology spec file ('-' reads stdin)")
+    p.add_argument("--split", choices=("validation", "test", "all"), default="validation")
+    p.add_argument(
+        "--limit",
+        type=_positive_or_zero_int,
+        metavar="N",
+        help="only the first N examples of the split",
+    )
+    p.add_argument("--concurrency", type=_positive_or_zero_int, metavar="N")
+    _add_problem_overrides(p)
+
+    p = sub.add_parser("runs", help="list the recorded runs")
+    _add_db(p)
+
+    p = sub.add_parser("show", help="one run: summary, Pareto front and best topology")
+    p.add_argument("run", metavar="RUN", help="a run id (a unique prefix is enough)")
+    _add_db(p)
+
+    p = sub.add_parser("diff", help="a candidate against the run's seed (or another)")
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("candidate", type=_positive_or_zero_int, metavar="CANDIDATE")
+    p.add_argument(
+        "--against",
+        type=_positive_or_zero_int,
+        metavar="CANDIDATE",
+        default=0,
+        help="the candidate to compare with (default 0, the seed)",
+    )
+    _add_db(p)
+
+    p = sub.add_parser(
+        "apply", help="write a candidate to a topology registry (dry run unless --yes)"
+    )
+    p.add_argument("run", metavar="RUN")
+    p.add_argument("candidate", type=_positive_or_zero_int, metavar="CANDIDATE")
+    p.add_argument(
+        "--to",
+        required=True,
+        metavar="PATH",
+        help="a topology registry directory (created if missing)",
+    )
+    p.add_argument(
+        "--name",
+        metavar="NAME",
+        help="the topology's name in the registry (default: the run's problem)",
+    )
+    p.add_argument("--yes", action="store_true", help="write it (otherwise only show the diff)")
+    p.add_argument("--by", metavar="WHO", help="who approves (default: the login name)")
+    p.add_argument("--comment", default="", metavar="TEXT", help="why (recorded)")
+    _add_db(p)
+
+    p = sub.add_parser("studio", help="start the web studio on 127.0.0.1")
+    p.add_argument("--port", type=_port, help="default: 8501 if free, else a free port")
+    _add_db(p)
+
+    p = sub.add_parser(
+        "demo", help="check the data, run a short offline search on gsm8k_replay, open the studio"
+    )
+    p.add_argument("--no-ui", action="store_true", help="do not start the studio")
+    p.add_argument("--port", type=_port)
+    p.add_argument("--seed", type=int, metavar="N", default=1)
+    _add_db(p)
+    return parser
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("topology-studio")
+    except Exception:  # noqa: BLE001 (not installed: a source checkout)
+        return "0+unknown"
+
+
+def _handler(command: str) -> Callable[[argparse.Namespace, Output], int]:
+    if command in ("search", "demo", "evaluate"):
+        from studio import _cli_search
+
+        return {
+            "search": _cli_search.cmd_search,
+            "demo": _cli_search.cmd_demo,
+            "evaluate": _cli_search.cmd_evaluate,
+        }[command]
+    if command in ("runs", "show", "diff", "apply"):
+        from studio import _cli_runs
+
+        return {
+            "runs": _cli_runs.cmd_runs,
+            "show": _cli_runs.cmd_show,
+            "diff": _cli_runs.cmd_diff,
+            "apply": _cli_runs.cmd_apply,
+        }[command]
+    from studio import _cli_studio
+
+    return _cli_studio.cmd_studio
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (the console script exits with it).
+
+    Exit codes: 0 success; 1 a search or evaluation that ran and failed, or an unexpected
+    internal error; 2 a bad input (argument, problem, dataset, spec, budget, store); 130 Ctrl-C.
+    """
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args_list
+    out = Output()
+    try:
+        parser = build_parser()
+        args = parser.parse_args(args_list)
+        if args.command is None:
+            parser.print_help(out.stdout)
+            return ExitCode.USAGE
+        if args.command == "search" and args.problem is None and args.resume is None:
+            raise CliUsageError("search: give a PROBLEM, or --resume RUN")
+        if getattr(args, "db", None) is None and args.db_global is not None:
+            args.db = args.db_global
+        return _handler(args.command)(args, out)
+    except CliUsageError as exc:
+        out.error(str(exc))
+        return ExitCode.USAGE
+    except TopologyStudioError as exc:
+        out.error(str(exc))
+        if debug:
+            traceback.print_exc(file=out.stderr)
+        return ExitCode.USAGE
+    except KeyboardInterrupt:
+        out.error("interrupted")
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        return ExitCode.OK
+    except SystemExit as exc:  # --help and --version print, then exit through argparse
+        return exc.code if isinstance(exc.code, int) else ExitCode.OK
+    except Exception as exc:  # noqa: BLE001 (never a traceback without --debug)
+        out.error(
+            f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)"
+        )
+        if debug:
+            traceback.print_exc(file=out.stderr)
+        return ExitCode.FAILED
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

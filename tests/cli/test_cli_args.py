@@ -1,0 +1,147 @@
+"""The command line's shell: argument errors are one line and exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from studio._cli_common import DEFAULT_DB, parse_overrides, resolve_db_path
+from studio._cli_output import Output, one_line
+from studio._cli_studio import free_port, studio_command
+from studio.cli import main
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["bogus"], "argument COMMAND: invalid choice: 'bogus'"),
+        (["search"], "search: give a PROBLEM, or --resume RUN"),
+        (["search", "gsm8k_replay", "--seed", "x"], "search: argument --seed: invalid int"),
+        (["search", "p", "--max-evaluations", "-1"], "--max-evaluations: must not be negative"),
+        (["search", "p", "--max-usd", "nan"], "--max-usd: must be a finite number >= 0"),
+        (["search", "p", "--strategy", "genetic"], "argument --strategy: invalid choice"),
+        (["search", "p", "--set", "novalue"], "--set expects FIELD=VALUE, got 'novalue'"),
+        (["diff", "r1", "x"], "diff: argument CANDIDATE: not a whole number: 'x'"),
+        (["apply", "r1", "3"], "the following arguments are required: --to"),
+        (["studio", "--port", "70000"], "a port is 1-65535, got 70000"),
+        (["evaluate", "p"], "the following arguments are required: SPEC.json"),
+    ],
+)
+def test_argument_errors_are_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, out, err = _run(capsys, *argv)
+    assert code == 2
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("topology-studio: error: ")
+    assert message in lines[0]
+    assert "Traceback" not in err
+
+
+def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys)
+    assert code == 2
+    assert out.startswith("usage: topology-studio")
+    assert err == ""
+
+
+def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "search", "--help")
+    assert code == 0
+    assert "--strategy {evolutionary,meta-agent,random}" in out
+    assert "--meta-model PROVIDER:MODEL" in out
+
+
+def test_missing_database_is_one_clear_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    db = tmp_path / "none.duckdb"
+    for argv in (["runs", "--db", str(db)], ["--db", str(db), "show", "r1"]):
+        code, out, err = _run(capsys, *argv)
+        assert code == 2
+        assert out == ""
+        assert err == (
+            f"topology-studio: error: no run database at {db}: run 'topology-studio search "
+            "PROBLEM' first, or point --db (or $TOPOLOGY_STUDIO_DB) at one\n"
+        )
+
+
+def test_db_path_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TOPOLOGY_STUDIO_DB", raising=False)
+    assert resolve_db_path(None) == DEFAULT_DB == Path("data/runs.duckdb")
+    monkeypatch.setenv("TOPOLOGY_STUDIO_DB", "/x/env.duckdb")
+    assert resolve_db_path(None) == Path("/x/env.duckdb")
+    assert resolve_db_path("/y/flag.duckdb") == Path("/y/flag.duckdb")
+
+
+def test_overrides_are_read_as_toml_values() -> None:
+    assert parse_overrides(
+        [
+            "gold.validation_size=50",
+            "search.strategy=random",
+            "a.b=true",
+            'c="x y"',
+            "d=1.5",
+            "e=[1, 2]",
+            "u=http://127.0.0.1:9/{file}",
+        ]
+    ) == {
+        "gold.validation_size": 50,
+        "search.strategy": "random",
+        "a.b": True,
+        "c": "x y",
+        "d": 1.5,
+        "e": [1, 2],
+        "u": "http://127.0.0.1:9/{file}",
+    }
+
+
+def test_one_line_joins_a_multi_line_message() -> None:
+    text = (
+        "dataset 'gsm8k' file 'test.jsonl' is not available.\nLooked in:\n  - /a: not found\n"
+        "  - download http://x: failed\nSet TOPOLOGY_STUDIO_DATASETS to a directory."
+    )
+    assert one_line(text) == (
+        "dataset 'gsm8k' file 'test.jsonl' is not available. Looked in: /a: not found; "
+        "download http://x: failed. Set TOPOLOGY_STUDIO_DATASETS to a directory."
+    )
+
+
+def test_plain_tables_are_two_space_columns() -> None:
+    import io
+
+    buf = io.StringIO()
+    out = Output(buf, io.StringIO())
+    assert out.rich is False
+    out.table(("a", "long_name", "c"), [[1, None, "x"], ["22", "y", "zz"]])
+    assert buf.getvalue() == "a   long_name  c\n1   -          x\n22  y          zz\n"
+
+
+def test_studio_command_binds_loopback_headless() -> None:
+    cmd = studio_command(8765)
+    assert cmd[1:4] == ["-m", "streamlit", "run"]
+    assert cmd[4].endswith("studio/app.py")
+    joined = " ".join(cmd[5:])
+    assert "--server.address 127.0.0.1" in joined
+    assert "--server.headless true" in joined
+    assert "--server.port 8765" in joined
+
+
+def test_free_port_skips_a_taken_preferred_port() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        taken = s.getsockname()[1]
+        port = free_port(taken)
+        assert port != taken
+        assert 1 <= port <= 65535

@@ -1,0 +1,326 @@
+"""The command line on real work: bad inputs, and a small search end to end in a subprocess.
+
+Every bad input of the acceptance gives one clear line on stderr, a non-zero exit and no
+traceback. The end-to-end search runs `python -m studio.cli search ...` on a small slice of the
+GSM8K replay problem and checks that what it printed is what the run store holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.ir import parse_topology
+from core.search.registry import TopologyRegistry
+from core.storage import DuckDBRunStore, journal_path
+from studio._cli_output import fmt_float
+from studio.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+DATASETS = os.environ.get("TOPOLOGY_STUDIO_DATASETS") or str(REPO.parent / "shared" / "datasets")
+PROBLEM_DIR = REPO / "data" / "problems" / "gsm8k_replay"
+
+# a small slice: 20 validation problems, minibatches of 5, 4 candidate evaluations, no sleeping
+SMALL = [
+    "--seed", "1",
+    "--max-evaluations", "4",
+    "--minibatch-size", "5",
+    "--set", "gold.validation_size=20",
+    "--time-scale", "0",
+]  # fmt: skip
+
+
+def _closed_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port  # nothing listens on it once the socket is closed
+
+
+def _one_error_line(code: int, out: str, err: str) -> str:
+    assert code != 0
+    assert out == ""
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("topology-studio: error: ")
+    return lines[0]
+
+
+@pytest.fixture
+def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Datasets from the shared folder, an empty cache, the database under tmp_path."""
+    monkeypatch.setenv("TOPOLOGY_STUDIO_DATASETS", DATASETS)
+    monkeypatch.setenv("TOPOLOGY_STUDIO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("TOPOLOGY_STUDIO_DB", str(tmp_path / "runs.duckdb"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+# ---- bad inputs: one clear line, non-zero exit, no traceback --------------------------------
+
+
+def test_missing_dataset_with_no_network(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = isolated / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("TOPOLOGY_STUDIO_DATASETS", str(empty))
+    url = f"http://127.0.0.1:{_closed_port()}/{{file}}"
+    code = main(["search", "gsm8k_replay", "--set", f"datasets.gsm8k.url={url}"])
+    cap = capsys.readouterr()
+    line = _one_error_line(code, cap.out, cap.err)
+    assert code == 2
+    assert "dataset 'gsm8k' file 'test.jsonl' is not available" in line
+    assert str(empty / "gsm8k" / "test.jsonl") in line
+    assert "Connection refused" in line
+    assert "Set TOPOLOGY_STUDIO_DATASETS" in line
+
+
+def test_wrong_checksum(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = isolated / "bad_data" / "gsm8k"
+    bad.mkdir(parents=True)
+    (bad / "test.jsonl").write_text('{"question": "1+1?", "answer": "#### 3"}\n')
+    monkeypatch.setenv("TOPOLOGY_STUDIO_DATASETS", str(bad.parent))
+    code = main(["search", "gsm8k_replay"])
+    cap = capsys.readouterr()
+    line = _one_error_line(code, cap.out, cap.err)
+    assert code == 2
+    assert f"{bad / 'test.jsonl'} (TOPOLOGY_STUDIO_DATASETS) fails its checksum" in line
+    assert "expected sha256 3730d312" in line
+
+
+def test_malformed_problem_toml(isolated: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    problem = isolated / "broken"
+    problem.mkdir()
+    (problem / "problem.toml").write_text('name = "broken"\n[search\nmax_evaluations = 3\n')
+    code = main(["search", str(problem)])
+    cap = capsys.readouterr()
+    line = _one_error_line(code, cap.out, cap.err)
+    assert code == 2
+    assert f"{problem / 'problem.toml'}: not valid TOML" in line
+
+
+def test_seed_spec_naming_an_unknown_agent(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    problem = isolated / "unknown_agent"
+    shutil.copytree(PROBLEM_DIR, problem, ignore=shutil.ignore_patterns("__pycache__"))
+    seed = json.loads((problem / "seed.json").read_text())
+    seed["steps"][0]["operation"]["agent_name"] = "gpt5_solver"
+    (problem / "seed.json").write_text(json.dumps(seed))
+    code = main(["search", str(problem), *SMALL])
+    cap = capsys.readouterr()
+    line = _one_error_line(code, cap.out, cap.err)
+    assert code == 2
+    assert "$.steps[0].operation.agent_name: unknown agent 'gpt5_solver'" in line
+    assert str(problem / "seed.json") in line
+
+
+def test_zero_budget(isolated: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["search", "gsm8k_replay", "--max-evaluations", "0"])
+    cap = capsys.readouterr()
+    line = _one_error_line(code, cap.out, cap.err)
+    assert code == 2
+    assert line == (
+        "topology-studio: error: budget max_evaluations=0 allows no work: give a positive "
+        "value or None (no limit)"
+    )
+    assert not (isolated / "runs.duckdb.journals").exists()  # nothing was started
+
+
+def test_meta_agent_without_a_model(isolated: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["search", "gsm8k_replay", "--strategy", "meta-agent"])
+    cap = capsys.readouterr()
+    line = _one_error_line(code, cap.out, cap.err)
+    assert code == 2
+    assert "the meta-agent strategy needs a designer model: give --meta-model" in line
+
+
+def test_resume_of_an_unknown_run(isolated: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["search", "--resume", "20250101-000000-abcdef"])
+    cap = capsys.readouterr()
+    line = _one_error_line(code, cap.out, cap.err)
+    assert "no journal for run '20250101-000000-abcdef'" in line
+
+
+# ---- end to end through a subprocess ---------------------------------------------------------
+
+
+def _cli(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "TOPOLOGY_STUDIO_DATASETS": DATASETS, **env}
+    full_env.pop("TOPOLOGY_STUDIO_DB", None)
+    return subprocess.run(
+        [sys.executable, "-m", "studio.cli", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+
+
+def _section(stdout: str, title: str) -> list[str]:
+    lines = stdout.splitlines()
+    start = lines.index(f"== {title} ==") + 1
+    out: list[str] = []
+    for line in lines[start:]:
+        if line.startswith("== "):
+            break
+        out.append(line)
+    return out
+
+
+def _kv(stdout: str, key: str) -> str:
+    for line in stdout.splitlines():
+        if line.startswith(f"{key}:"):
+            return line.split(":", 1)[1].strip()
+    raise AssertionError(f"no {key!r} line in:\n{stdout}")
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One small search through the command line, shared by the tests below."""
+    work = tmp_path_factory.mktemp("cli_e2e")
+    db = work / "runs.duckdb"
+    proc = _cli(
+        ["search", "gsm8k_replay", "--strategy", "evolutionary", *SMALL, "--db", str(db)],
+        work,
+        TOPOLOGY_STUDIO_CACHE=str(work / "cache"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return {"work": work, "db": db, "stdout": proc.stdout, "run_id": _kv(proc.stdout, "run")}
+
+
+@pytest.mark.slow
+def test_printed_front_is_what_the_store_holds(small_run: dict[str, Any]) -> None:
+    stdout: str = small_run["stdout"]
+    run_id: str = small_run["run_id"]
+    table = _section(stdout, "Pareto front (validation)")
+    header, rows = table[0].split(), [r.split() for r in table[1:]]
+    assert header == [
+        "candidate", "accuracy", "cost_usd", "latency_ms", "n_agents", "depth", "score",
+        "split", "operator", "best",
+    ]  # fmt: skip
+    printed = [tuple(r[:7]) for r in rows]
+    best_printed = [r[0] for r in rows if r[-1] == "*"]
+
+    assert journal_path(small_run["db"], run_id).is_file()
+    with DuckDBRunStore(small_run["db"]) as store:
+        run = store.get_run(run_id)
+        assert run is not None
+        assert (run.problem, run.strategy, run.seed) == ("gsm8k_replay", "evolutionary", 1)
+        archive = store.archive(run_id, split="validation")
+        front = archive[archive["on_front"]].sort_values("candidate_idx")
+        stored = [
+            (
+                str(int(r["candidate_idx"])),
+                fmt_float(r["accuracy"], 4),
+                fmt_float(r["cost_usd"], 6),
+                fmt_float(r["latency_ms"], 1),
+                str(int(r["n_agents"])),
+                str(int(r["depth"])),
+                fmt_float(r["aggregate_score"], 4),
+            )
+            for r in front.to_dict("records")
+        ]
+        best = archive[archive["is_best"]]
+        assert printed == stored
+        assert best_printed == [str(int(best.iloc[0]["candidate_idx"]))]
+        test_line = next(x for x in stdout.splitlines() if x.startswith("held-out test:"))
+        assert test_line.startswith(
+            f"held-out test: accuracy {fmt_float(best.iloc[0]['test_accuracy'], 4)}, score "
+        )
+        best_idx = int(best.iloc[0]["candidate_idx"])
+        spec_json = store.get_spec(str(best.iloc[0]["spec_hash"]))
+    assert spec_json is not None
+    best_section = _section(stdout, f"Best topology (candidate {best_idx})")
+    assert best_section[0].startswith(parse_topology(spec_json).node_kind + ": ")
+    printed_spec = json.loads("\n".join(best_section[1 : best_section.index("}") + 1]))
+    assert parse_topology(printed_spec) == parse_topology(spec_json)
+    assert _kv(stdout, "database") == str(small_run["db"])
+
+
+@pytest.mark.slow
+def test_runs_show_diff_and_apply_read_the_store(
+    small_run: dict[str, Any], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    db = str(small_run["db"])
+    run_id: str = small_run["run_id"]
+    assert main(["runs", "--db", db]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:4] == ["run", "problem", "strategy", "status"]
+    assert out[1].split()[:3] == [run_id, "gsm8k_replay", "evolutionary"]
+
+    assert main(["show", run_id[:-2], "--db", db]) == 0  # a unique prefix is enough
+    shown = capsys.readouterr().out
+    assert _section(shown, "Pareto front (validation)") == _section(
+        small_run["stdout"], "Pareto front (validation)"
+    )
+
+    assert main(["diff", run_id, "1", "--db", db]) == 0
+    diff = capsys.readouterr().out
+    assert "== Structural diff: candidate 0 -> 1 ==" in diff
+    assert "--- candidate 0" in diff
+    assert "+++ candidate 1" in diff
+
+    registry = tmp_path / "registry"
+    assert main(["apply", run_id, "1", "--to", str(registry), "--db", db]) == 0
+    dry = capsys.readouterr().out
+    assert "dry run: nothing was written (add --yes to write it)" in dry
+    assert TopologyRegistry(registry).names() == []
+
+    argv = ["apply", run_id, "1", "--to", str(registry), "--db", db, "--yes", "--by", "alice"]
+    assert main([*argv, "--comment", "cheaper"]) == 0
+    done = capsys.readouterr().out
+    assert f"written: {registry}/gsm8k_replay version 1 (approved by alice)" in done
+    version, spec = TopologyRegistry(registry).current("gsm8k_replay")
+    assert version == 1
+    (record,) = TopologyRegistry(registry).history("gsm8k_replay")
+    assert record.approval is not None
+    assert (record.approval.by, record.approval.comment) == ("alice", "cheaper")
+    with DuckDBRunStore(db) as store:
+        proposals = store.list_proposals()
+    assert list(proposals["who"]) == ["alice"]
+    assert list(proposals["applied_version"]) == [1]
+    assert main(argv) == 0
+    assert "nothing to write" in capsys.readouterr().out
+    assert spec.node_kind in ("pipeline", "parallel", "router", "refinement_loop")
+
+
+@pytest.mark.slow
+def test_resume_continues_an_interrupted_run_to_the_same_front(
+    small_run: dict[str, Any], tmp_path: Path
+) -> None:
+    """A run killed mid-way (its journal cut after the seed's evaluation) resumes to the same
+    front as the uninterrupted run."""
+    run_id: str = small_run["run_id"]
+    lines = journal_path(small_run["db"], run_id).read_text().splitlines(keepends=True)
+    cut = next(i for i, x in enumerate(lines) if '"type":"archive_snapshot"' in x) + 1
+    db2 = tmp_path / "resumed.duckdb"
+    target = journal_path(db2, run_id)
+    target.parent.mkdir(parents=True)
+    target.write_text("".join(lines[:cut]) + lines[cut][: len(lines[cut]) // 2])  # torn line
+    proc = _cli(["search", "--resume", run_id, "--db", str(db2)], tmp_path,
+                TOPOLOGY_STUDIO_CACHE=str(tmp_path / "cache"))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert f"resuming run {run_id}" in proc.stderr
+
+    def front(stdout: str) -> list[list[str]]:
+        # latency of a model-free candidate is wall time: leave it out of the comparison
+        rows = [r.split() for r in _section(stdout, "Pareto front (validation)")]
+        return [[r[i] for i in range(len(r)) if i != 3] for r in rows]
+
+    assert front(proc.stdout) == front(small_run["stdout"])
