@@ -9,7 +9,6 @@ import asyncio
 import itertools
 import math
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -40,6 +39,7 @@ from core.search.gene import TopologyGene
 from core.search.pareto import DEFAULT_OBJECTIVES
 from core.search.result import CandidateRecord, OptimizationResult
 from core.search.strategies.base import AskContext, CheckResult, Proposal, Strategy
+from core.storage.journal import new_run_id
 
 __all__ = ["SearchRun", "Subscriber", "build_search_space", "minibatch_indices"]
 
@@ -180,7 +180,7 @@ class SearchRun:
         plan = plan_resume(resume_from, run_id, evaluator.cache) if resume_from else None
         if plan is not None:
             run_id = plan.run_id or run_id
-        self.run_id = run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        self.run_id = run_id or new_run_id()
         self._recorded_proposals: dict[int, Proposal] = plan.proposals if plan else {}
         self._stream = EventStream(
             self.run_id,
@@ -199,6 +199,7 @@ class SearchRun:
         self._archive_to_cand: list[int] = []
         self._best_full: tuple[float, int] | None = None
         self._snapshots = 0
+        self._started = False
 
     # -- public ------------------------------------------------------------------------------
 
@@ -224,6 +225,9 @@ class SearchRun:
             Whatever `strategy.preflight` raises (e.g. F2: a provider that cannot take the
             designer's output schema), before anything runs or is paid for.
         """
+        if self._started:
+            raise SearchError("a SearchRun runs once: build a new one (or resume from its events)")
+        self._started = True
         self.budget.validate_allows_work()
         if self.config.n_generations is None and not self.budget.bounded:
             raise BudgetError(
@@ -242,8 +246,11 @@ class SearchRun:
                 self._emit(LogMessage, level="error", message=f"{exc}: {exc.diagnosis}")
                 self._finished("failed", f"{exc}: {exc.diagnosis}")
                 raise
-            except asyncio.CancelledError:
-                self._finished("stopped", "cancelled")
+            except (asyncio.CancelledError, KeyboardInterrupt) as exc:
+                self._finished(
+                    "stopped",
+                    "cancelled" if isinstance(exc, asyncio.CancelledError) else "KeyboardInterrupt",
+                )
                 raise
             except Exception as exc:
                 self._finished("failed", f"{type(exc).__name__}: {exc}")

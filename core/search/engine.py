@@ -171,6 +171,7 @@ def build_search(
         cache=cache if cache is not None else InMemoryEvaluationCache(),
         max_depth=gene.max_depth,
         allowed_step_kinds=gene.allowed_step_kinds,
+        is_blank=problem.is_blank,
     )
     if budget is None:
         budget = Budget(

@@ -462,3 +462,43 @@ def test_event_log_and_progress_reporter() -> None:
     assert (last.run_id, last.finished, last.status) == ("progress-run", True, "completed")
     assert (last.evaluations, last.best_idx, last.generation) == (3, 1, 0)
     assert last.cost_usd == pytest.approx(0.001 * 10 + 0.003 * 10 + 0.002 * 10)
+
+
+def test_cancelling_the_run_records_a_stop_and_a_run_runs_once() -> None:
+    async def slow(x: Any) -> Any:
+        await asyncio.sleep(30)
+        return x
+
+    world = toy_world(extra={"slow": slow})
+    events: list[SearchEvent] = []
+
+    async def main() -> SearchRun:
+        proposed = asyncio.Event()
+
+        def watch(event: SearchEvent) -> None:
+            events.append(event)
+            if event.type == "candidate_proposed" and event.candidate_idx == 1:
+                proposed.set()
+
+        run = SearchRun(
+            Scripted([[p("slow")]]),
+            gene=world.gene,
+            evaluator=world.evaluator,
+            validation=world.validation,
+            callable_registry=world.callables,
+            agent_registry=world.agents,
+            subscribers=[watch],
+            handle_sigint=False,
+        )
+        task = asyncio.create_task(run.run())
+        await proposed.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return run
+
+    run = asyncio.run(main())
+    assert events[-1].type == "run_finished"
+    assert (events[-1].status, events[-1].reason) == ("stopped", "cancelled")
+    with pytest.raises(SearchError, match="a SearchRun runs once"):
+        asyncio.run(run.run())
