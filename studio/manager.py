@@ -137,6 +137,7 @@ class BackgroundSearch:
         error: why it failed ("" otherwise).
         started_at: Unix seconds.
         n_events: events emitted so far.
+        held: True while the run's thread waits at the pause gate (paused for real).
     """
 
     run_id: str
@@ -145,6 +146,7 @@ class BackgroundSearch:
     error: str = ""
     started_at: float = field(default_factory=time.time)
     n_events: int = 0
+    held: bool = False
     _run: Any = None
     _thread: threading.Thread | None = None
     _gate: threading.Event = field(default_factory=threading.Event)
@@ -338,7 +340,9 @@ class StudioManager:
             bg.n_events += 1
             if event.type in ("candidate_evaluated", "archive_snapshot") and not bg._gate.is_set():
                 bg.state = "paused"
+                bg.held = True
                 bg._gate.wait()
+                bg.held = False
                 if bg.state == "paused":
                     bg.state = "running"
 

@@ -1,0 +1,205 @@
+"""One AppTest per studio page: it runs without an exception, and its key widgets work.
+
+AppTest cannot click chart points; the point-to-candidate mapping is `selected_candidates`
+(tested in `test_view_pareto.py`) and the real click is in the browser test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.storage import DuckDBRunStore
+from studio.manager import StudioManager
+
+REPO = Path(__file__).resolve().parents[2]
+APP = str(REPO / "studio" / "app.py")
+RUN_ID = "20250101-120000-abc123"
+
+
+def _page(name: str) -> str:
+    return str(REPO / "pages" / f"{name}.py")
+
+
+@pytest.fixture
+def app(studio_env: Path) -> Iterator[AppTest]:
+    """The studio on the small store, on its first page."""
+    from studio._st_common import _manager
+
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    yield at
+    _manager(str(studio_env.resolve())).close()
+    _manager.clear()
+
+
+def _open(at: AppTest, name: str, **params: str) -> AppTest:
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.switch_page(_page(name))
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _texts(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    parts += [s.value for s in at.subheader] + [e.value for e in at.error]
+    parts += [s.value for s in at.success] + [i.value for i in at.info]
+    return "\n".join(str(p) for p in parts)
+
+
+def test_runs_page_lists_the_run_and_its_form_reports_errors_in_the_page(app: AppTest) -> None:
+    assert not app.exception
+    assert [t.value for t in app.title] == ["Runs"]
+    table = app.dataframe[0].value
+    assert table["run_id"].tolist() == [RUN_ID]
+    assert table["status_label"].tolist() == ["completed: done"]
+    assert app.selectbox(key="f_problem").options == ["gsm8k_replay"]
+    # meta_agent without a designer model: a clear message in the page, not a traceback
+    app.selectbox(key="f_strategy").set_value("meta_agent")
+    [submit] = [b for b in app.button if b.label == "Start search"]
+    submit.click().run()
+    assert not app.exception
+    assert "the meta_agent strategy needs a designer model" in _texts(app)
+
+
+def test_live_page_shows_the_archive_the_inspector_and_follows_deep_links(app: AppTest) -> None:
+    at = _open(app, "live", run=RUN_ID, candidate="1", x="latency_ms")
+    assert [t.value for t in at.title] == ["Live search"]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["candidates"] == "4"
+    assert metrics["valid"] == "3"
+    assert metrics["on the front"] == "2"
+    assert metrics["best candidate"] == "1"
+    assert at.selectbox(key="live_x").value == "latency_ms"
+    assert at.selectbox(key="live_y").value == "accuracy"
+    assert len(at.get("plotly_chart")) == 2
+    # the inspector shows the linked candidate, its designer's thought and its examples
+    assert "candidate 1 (generation 0, mutate:change_agent of 0)" in _texts(at)
+    assert "Use the strongest run" in _texts(at)
+    examples = [d.value for d in at.dataframe if "example_id" in d.value.columns]
+    assert examples and examples[0]["example_id"].tolist() == ["q1", "q2", "q3", "q4"]
+    # axes, filter and the pause switch
+    at.selectbox(key="live_y").set_value("cost_usd").run()
+    assert not at.exception
+    assert at.query_params["y"] == "cost_usd"
+    at.text_input(key="live_filter").set_value("seed").run()
+    archive = [d.value for d in at.dataframe if "on_front" in d.value.columns][0]
+    assert archive["candidate_idx"].tolist() == [0]
+    at.toggle(key="live_on").set_value(False).run()
+    assert "live updates paused" in _texts(at)
+    # picking another candidate updates the inspector and the link
+    box = [s for s in at.selectbox if s.label == "Inspect candidate"][0]
+    box.set_value(2).run()
+    assert not at.exception
+    assert "candidate 2 (generation 0, mutate:change_agent of 0)" in _texts(at)
+    assert at.query_params["candidate"] == "2"
+
+
+def test_editor_page_inserts_a_step_validates_json_and_saves_a_version(
+    app: AppTest, studio_env: Path
+) -> None:
+    at = _open(app, "editor")
+    assert [t.value for t in at.title] == ["Topology editor"]
+    nodes = at.radio(key="ed_sel")
+    assert len(nodes.options) == 2  # the gsm8k_replay seed: a pipeline of one agent step
+    nodes.set_value("$.steps[0].operation").run()
+    at.selectbox(key="ed_new_kind").set_value("function_step").run()
+    at.selectbox(key="ed_new_name").set_value("extract_final_answer").run()
+    at.button(key="ed_insert").click().run()
+    assert not at.exception
+    assert len(at.radio(key="ed_sel").options) == 3
+    assert "Inserted a function_step (extract_final_answer) after $.steps[0].operation." in _texts(
+        at
+    )
+    assert {m.label: m.value for m in at.metric}["n nodes"] == "3"
+    # the JSON tab: an error points at its JSON path; the working copy stays valid
+    at.text_area(key="ed_json").set_value(
+        '{"kind": "pipeline", "steps": [{"operation": {"kind": "agent_stepp"}}]}'
+    ).run()
+    assert not at.exception
+    errors = [d.value for d in at.dataframe if "JSON path" in d.value.columns][0]
+    assert errors["JSON path"].tolist() == ["$.steps[0].operation"]
+    assert len(at.radio(key="ed_sel").options) == 3
+    # save as a new version: a draft version and a proposal in the store
+    at.text_input(key="ed_name").set_value("solver").run()
+    at.button(key="ed_save").click().run()
+    assert not at.exception
+    assert "Saved solver draft version 1; proposal 1 waits for review." in _texts(at)
+    from studio._st_common import _manager
+
+    store = _manager(str(studio_env.resolve())).store
+    proposals = store.list_proposals()
+    assert proposals["proposal_id"].tolist() == [1]
+    assert store.list_topology_versions("solver")["version"].tolist() == [1]
+
+
+def test_compare_page_shows_metrics_graphs_and_flips(app: AppTest) -> None:
+    at = _open(app, "compare", items=f"{RUN_ID}:0,{RUN_ID}:1")
+    assert [t.value for t in at.title] == ["Compare"]
+    table = [d.value for d in at.dataframe if "accuracy" in d.value.index][0]
+    assert list(table.columns) == ["1: #0 (abc123)", "2: #1 (abc123)"]
+    assert [float(v) for v in table.loc["accuracy"].tolist()] == [0.25, 0.60]
+    assert len(at.get("graphviz_chart")) == 2
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["right in A, wrong in B"] == "0"
+    assert metrics["wrong in A, right in B"] == "2"
+    assert metrics["both right"] == "1"
+    flips = [d.value for d in at.dataframe if "change" in d.value.columns][0]
+    assert flips["example_id"].tolist() == ["q2", "q3"]
+    at.number_input(key="cmp_n").set_value(3).run()
+    assert not at.exception
+    assert len(at.get("graphviz_chart")) == 3
+
+
+def test_diff_page_approves_a_proposal_atomically_and_records_it(
+    app: AppTest, studio_env: Path, tmp_path: Path
+) -> None:
+    from studio._st_common import _manager
+
+    manager: StudioManager = _manager(str(studio_env.resolve()))
+    spec_json = manager.store.get_spec(str(manager.store.archive(RUN_ID)["spec_hash"].tolist()[1]))
+    from core.ir import parse_topology
+
+    pid = manager.propose("solver", parse_topology(spec_json or ""), run_id=RUN_ID, candidate_idx=1)
+    at = _open(app, "diff", proposal=str(pid))
+    assert [t.value for t in at.title] == ["Diff & apply"]
+    changes = [d.value for d in at.dataframe if "node_id" in d.value.columns][0]
+    assert changes["change"].tolist() == ["added", "added"]
+    assert len(at.get("graphviz_chart")) == 1  # no current version: only the proposed graph
+    at.text_input(key=f"df_comment_{pid}").set_value("strongest run wins").run()
+    at.button(key="df_approve").click().run()
+    assert not at.exception
+    assert "Applied: solver is now version 1." in _texts(at)
+    target = tmp_path / "registry" / "solver" / "current.json"
+    assert parse_topology(target.read_text()) == parse_topology(spec_json or "")
+    decided = manager.store.list_proposals()
+    assert decided["decision"].tolist() == ["approved"]
+    assert decided["who"].tolist() == ["tester"]
+    assert decided["comment"].tolist() == ["strongest run wins"]
+    assert decided["applied_version"].tolist() == [1]
+    record = manager.registry.record("solver", 1)
+    assert record.approval is not None and record.approval.by == "tester"
+
+
+def test_a_held_database_shows_a_read_only_note_not_a_traceback(
+    studio_env: Path, tmp_path: Path
+) -> None:
+    del tmp_path
+    # the file is held by this process's own store: the manager's open fails as "busy"? DuckDB
+    # shares one database per process, so simulate the other process through the manager API
+    manager = StudioManager(studio_env, store_factory=_busy)
+    assert manager.store.read_only
+    assert "held by another process" in manager.store_note
+    assert manager.store.list_runs()["run_id"].tolist() == []  # no journals for this store
+    manager.close()
+
+
+def _busy(path: str) -> DuckDBRunStore:
+    from core.errors import StoreBusyError
+
+    raise StoreBusyError(f"the run store {path} is held by process 1 (test)")
