@@ -324,3 +324,108 @@ def test_resume_continues_an_interrupted_run_to_the_same_front(
         return [[r[i] for i in range(len(r)) if i != 3] for r in rows]
 
     assert front(proc.stdout) == front(small_run["stdout"])
+
+
+_HOLDER = """
+import sys
+from core.storage import DuckDBRunStore
+store = DuckDBRunStore(sys.argv[1])
+print("held", flush=True)
+sys.stdin.read()
+store.close()
+"""
+
+
+@pytest.mark.slow
+def test_a_search_while_another_process_holds_the_database(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The studio holds the database: the journal alone records the run, and the summary is
+    read from the journals; the holder sees every result once it ingests."""
+    db = isolated / "held.duckdb"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        code = main(["search", "gsm8k_replay", *SMALL, "--no-test", "--db", str(db)])
+        cap = capsys.readouterr()
+        assert code == 0, cap.err
+        assert "Traceback" not in cap.err
+        assert f"note: {db} is held by another process (the studio?)" in cap.err
+        run_id = _kv(cap.out, "run")
+        assert _section(cap.out, "Pareto front (validation)")[1:]  # at least the seed
+        assert "held-out test: not evaluated" in cap.out
+        assert main(["runs", "--db", str(db)]) == 0
+        listed = capsys.readouterr()
+        assert "answering from the run journals" in listed.err
+        assert listed.out.splitlines()[1].split()[0] == run_id
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+        if holder.stdout is not None:
+            holder.stdout.close()
+    with DuckDBRunStore(db) as store:  # the next owner ingests the journal: nothing lost
+        run = store.get_run(run_id)
+    assert run is not None
+    assert run.status == "stopped"
+
+
+def test_evaluate_prints_one_row_per_example(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from core.problems import load_problem
+
+    spec_file = isolated / "seed.json"
+    shutil.copy(PROBLEM_DIR / "seed.json", spec_file)
+    code = main(["evaluate", "gsm8k_replay", str(spec_file), "--limit", "3", "--time-scale", "0"])
+    cap = capsys.readouterr()
+    assert code == 0, cap.err
+    table = _section(cap.out, "validation: 3 examples")
+    assert table[0].split() == [
+        "example", "trial", "accuracy", "cost_usd", "latency_ms", "status", "output",
+    ]  # fmt: skip
+    rows = [r.split() for r in table[1:4]]
+    ids = [e.id for e in load_problem("gsm8k_replay").splits["validation"][:3]]
+    assert [r[0] for r in rows] == ids
+    assert [r[5] for r in rows] == ["ok", "ok", "ok"]
+    mean = sum(float(r[2]) for r in rows) / 3
+    assert _kv(cap.out, "accuracy") == fmt_float(mean, 4)
+    assert _kv(cap.out, "status") == "ok"
+    assert cap.out.splitlines()[0] == "pipeline: 175b_finetuning (n_agents=1, depth=1, nodes=2)"
+
+
+def test_evaluate_refuses_a_spec_with_unknown_names(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec_file = isolated / "bad.json"
+    spec_file.write_text(
+        '{"kind": "pipeline", "steps": [{"operation": {"kind": "agent_step", '
+        '"agent_name": "nope"}}]}'
+    )
+    code = main(["evaluate", "gsm8k_replay", str(spec_file)])
+    cap = capsys.readouterr()
+    line = _one_error_line(code, cap.out, cap.err)
+    assert "$.steps[0].operation.agent_name: unknown agent 'nope'" in line
+
+
+@pytest.mark.slow
+def test_demo_without_ui_checks_data_and_runs_a_short_search(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["demo", "--no-ui"])
+    cap = capsys.readouterr()
+    assert code == 0, cap.err
+    assert "Traceback" not in cap.err
+    data = _section(cap.out, "Data")
+    assert data[0] == "gsm8k_replay: OK (validation 300, test 1019 examples; checksums verified)"
+    assert "status:      stopped (max_evaluations reached (10))" in cap.out
+    assert any(x.startswith("held-out test: accuracy ") for x in cap.out.splitlines())
+    run_id = _kv(cap.out, "run")
+    with DuckDBRunStore(isolated / "runs.duckdb") as store:
+        assert store.get_run(run_id) is not None
