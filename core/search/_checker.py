@@ -17,7 +17,7 @@ from typing import Any
 from core.errors import SpecError, SpecLimitError, UnknownNamesError
 from core.evaluation._checks import check_allowed_kinds, check_max_depth
 from core.hydrate import AgentRegistry, CallableRegistry, topology_from_spec, validate_names
-from core.ir import SpecLimits, parse_topology
+from core.ir import SpecLimits, TopologySpec, parse_topology
 from core.ir.canonical import spec_hash
 from core.ir.metrics import spec_metrics
 from core.ir.models import AgentSpec, AgentStepSpec, AnyNode, RefinementLoopSpec, RouterSpec, walk
@@ -65,9 +65,14 @@ class CandidateChecker:
         self._allowed = allowed_step_kinds
         self._limits = limits
         self._agent_factory = agent_factory
+        self._memo: dict[str, CheckResult] = {}
 
     def __call__(self, spec: Any) -> CheckResult:
-        """Check `spec` (a `TopologySpec`, JSON text or a mapping); never raises for a bad one."""
+        """Check `spec` (a `TopologySpec`, JSON text or a mapping); never raises for a bad one.
+
+        Verdicts of parsed specs are remembered by canonical hash (registries are not expected
+        to change during a search), so checking a proposal again costs a hash.
+        """
         try:
             parsed = parse_topology(spec, self._limits)
         except SpecLimitError as exc:
@@ -75,6 +80,12 @@ class CandidateChecker:
         except SpecError as exc:
             return CheckResult(reason=f"invalid_spec: {exc}")
         digest = spec_hash(parsed)
+        known = self._memo.get(digest)
+        if known is None:
+            known = self._memo[digest] = self._check(parsed, digest)
+        return known if known.spec is parsed else known.model_copy(update={"spec": parsed})
+
+    def _check(self, parsed: TopologySpec, digest: str) -> CheckResult:
         depth = spec_metrics(parsed).depth
         reason = check_max_depth(depth, self._max_depth) or check_allowed_kinds(
             parsed, self._allowed
