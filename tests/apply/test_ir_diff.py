@@ -258,3 +258,38 @@ def test_highlight_colours_each_side() -> None:
     before, after = diff_highlight(structural_diff(BEFORE, AFTER))
     assert before == {"root": CHANGED_COLOUR, "solve": CHANGED_COLOUR, "vote": REMOVED_COLOUR}
     assert after == {"root": CHANGED_COLOUR, "solve": CHANGED_COLOUR, "check": ADDED_COLOUR}
+
+
+def test_highlight_maps_colour_the_dot_graphs_of_specs_with_assigned_ids() -> None:
+    from core.ir.dot import to_dot
+    from core.ir.ids import assign_ids
+
+    bare_before = parse_topology(
+        {
+            "kind": "pipeline",
+            "steps": [
+                {"operation": {"kind": "agent_step", "agent_name": "6b_finetuning"}},
+            ],
+        }
+    )
+    bare_after = parse_topology(
+        {
+            "kind": "pipeline",
+            "steps": [
+                {"operation": {"kind": "agent_step", "agent_name": "175b_finetuning"}},
+                {"operation": {"kind": "function_step", "callable_name": "extract_answer"}},
+            ],
+        }
+    )
+    before_colours, after_colours = diff_highlight(structural_diff(bare_before, bare_after))
+    assert before_colours == {"pipeline_1": CHANGED_COLOUR, "agent_step_1": CHANGED_COLOUR}
+    assert after_colours == {
+        "pipeline_1": CHANGED_COLOUR,
+        "agent_step_1": CHANGED_COLOUR,
+        "function_step_1": ADDED_COLOUR,
+    }
+    dot_before = to_dot(assign_ids(bare_before), highlight=before_colours)
+    dot_after = to_dot(assign_ids(bare_after), highlight=after_colours)
+    assert dot_before.count(f'fillcolor="{CHANGED_COLOUR}"') == 2
+    assert dot_after.count(f'fillcolor="{CHANGED_COLOUR}"') == 2
+    assert dot_after.count(f'fillcolor="{ADDED_COLOUR}"') == 1
