@@ -323,3 +323,30 @@ def test_a_failing_designer_model_call_fails_the_run_with_a_clear_error() -> Non
     assert isinstance(info.value.__cause__, ConnectionError)
     assert events[-1].type == "run_finished" and events[-1].status == "failed"
     assert "provider unreachable" in events[-1].reason
+
+
+def test_the_designer_is_shown_names_roles_schema_constraints_depth_and_kinds() -> None:
+    seen: list[str] = []
+
+    def designer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(info.instructions or "")
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, design("x", "c"))])
+
+    world = toy_world()
+    world.gene = world.gene.model_copy(update={"constraints": "use at most three steps"})
+    world.roles = {"step": ["a", "b"], "merge": ["c"]}
+    strategy = MetaAgentSearch(
+        MetaAgentConfig(n_generations=1, reflexion_passes=0),
+        model=FunctionModel(designer, model_name="designer"),
+        pricer=PRICER,
+    )
+    world.run(strategy)
+    text = seen[0]
+    assert "- a [step]: appends 'a'" in text
+    assert "- c [merge]: appends 'c'" in text
+    assert "- merge: parallel.merge" in text
+    assert "Agents (use in agent_step.agent_name" in text and "- (none)" in text
+    assert "nesting depth at most 3" in text
+    assert "allowed step kinds: agent_step, function_step" in text
+    assert "- use at most three steps" in text
+    assert '"refinement_loop"' in text and '"$defs"' in text  # the JSON schema
