@@ -9,7 +9,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 from studio._cli_common import DB_ENV, CliUsageError, ExitCode, resolve_db_path
 from studio._cli_output import Output
@@ -84,6 +86,7 @@ def launch_studio(db_path: Path, out: Output, *, port: int | None = None) -> int
     env[DB_ENV] = str(db_path.resolve())
     out.line(f"Studio: http://{HOST}:{chosen}  (database {db_path}; Ctrl-C stops it)")
     proc = subprocess.Popen(studio_command(chosen), env=env)  # noqa: S603 (fixed argv)
+    previous = _forward_sigterm(proc)
     try:
         return proc.wait()
     except KeyboardInterrupt:
@@ -96,6 +99,27 @@ def launch_studio(db_path: Path, out: Output, *, port: int | None = None) -> int
             proc.wait()
         out.note("studio stopped")
         return ExitCode.OK
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _forward_sigterm(proc: subprocess.Popen[bytes]) -> Any:
+    """On SIGTERM, stop the studio too (so it is never orphaned); returns the old handler.
+
+    Only possible on the main thread; elsewhere nothing is installed (returns None).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        raise KeyboardInterrupt
+
+    old = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, handler)
+    return old if old is not None else signal.SIG_DFL
 
 
 def cmd_studio(args: argparse.Namespace, out: Output) -> int:

@@ -145,3 +145,56 @@ def test_free_port_skips_a_taken_preferred_port() -> None:
         port = free_port(taken)
         assert port != taken
         assert 1 <= port <= 65535
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_studio_serves_on_loopback_and_stops_with_its_child(tmp_path: Path, sig: str) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    port = free_port(None)
+    env = {**os.environ, "TOPOLOGY_STUDIO_DB": str(tmp_path / "runs.duckdb")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "studio.cli", "studio", "--port", str(port)],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        health = ""
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/_stcore/health", timeout=2
+                ) as r:
+                    health = r.read().decode()
+                    break
+            except OSError:
+                time.sleep(0.5)
+        assert health == "ok"
+        proc.send_signal(getattr(signal, sig))
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert out.startswith(f"Studio: http://127.0.0.1:{port}")
+    assert "Traceback" not in err
+    # the Streamlit child is gone too: the port is free again
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            if s.connect_ex(("127.0.0.1", port)) != 0:
+                break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"port {port} still served after the studio stopped")
