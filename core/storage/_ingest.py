@@ -219,121 +219,153 @@ _ONLY_NEW: Final = """
 """
 """The new events' rows, once each (only built when some rows are old or repeated)."""
 
-_APPLY: Final[tuple[str, ...]] = (
-    """
-    INSERT INTO events (run_id, seq, ts, type, level, message)
-    SELECT run_id, seq, ts, type,
-           CASE WHEN type = 'log' THEN level END, CASE WHEN type = 'log' THEN message END
-    FROM {src}
-    """,
-    """
-    INSERT INTO runs (run_id, status, n_resumes, n_events)
-    SELECT DISTINCT run_id, 'running', 0, 0 FROM {src}
-    ON CONFLICT DO NOTHING
-    """,
+_APPLY: Final[tuple[tuple[str | None, str], ...]] = (
+    (
+        None,
+        """
+        INSERT INTO events (run_id, seq, ts, type, level, message)
+        SELECT run_id, seq, ts, type,
+               CASE WHEN type = 'log' THEN level END, CASE WHEN type = 'log' THEN message END
+        FROM {src}
+        """,
+    ),
+    (
+        None,
+        """
+        INSERT INTO runs (run_id, status, n_resumes, n_events, last_event_at)
+        SELECT run_id, 'running', 0, count(*), max(ts) FROM {src} GROUP BY run_id
+        ON CONFLICT (run_id) DO UPDATE SET
+            n_events = n_events + excluded.n_events,
+            last_event_at = greatest(coalesce(last_event_at, excluded.last_event_at),
+                                     excluded.last_event_at)
+        """,
+    ),
     # who the run is: its first run_started
-    """
-    UPDATE runs SET problem = s.problem, strategy = s.strategy, seed = s.seed,
-                    config = s.config, problem_config = s.problem_config, started_at = s.ts
-    FROM (
-        SELECT * FROM {src} WHERE type = 'run_started'
-        QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY seq) = 1
-    ) s
-    WHERE runs.run_id = s.run_id AND (runs.started_at IS NULL OR s.ts < runs.started_at)
-    """,
-    """
-    UPDATE runs SET n_resumes = runs.n_resumes + s.n
-    FROM (
-        SELECT run_id, count(*) AS n FROM {src}
-        WHERE type = 'run_started' AND resumed GROUP BY run_id
-    ) s
-    WHERE runs.run_id = s.run_id
-    """,
+    (
+        "run_started",
+        """
+        UPDATE runs SET problem = s.problem, strategy = s.strategy, seed = s.seed,
+                        config = s.config, problem_config = s.problem_config, started_at = s.ts
+        FROM (
+            SELECT * FROM {src} WHERE type = 'run_started'
+            QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY seq) = 1
+        ) s
+        WHERE runs.run_id = s.run_id AND (runs.started_at IS NULL OR s.ts < runs.started_at)
+        """,
+    ),
+    (
+        "run_started",
+        """
+        UPDATE runs SET n_resumes = runs.n_resumes + s.n
+        FROM (
+            SELECT run_id, count(*) AS n FROM {src}
+            WHERE type = 'run_started' AND resumed GROUP BY run_id
+        ) s
+        WHERE runs.run_id = s.run_id
+        """,
+    ),
     # where the run is: its last lifecycle event (unless a later one is already stored)
-    f"""
-    UPDATE runs SET
-        status = CASE WHEN l.type = 'run_started' THEN 'running'
-                      ELSE coalesce(l.status, 'completed') END,
-        finished_at = CASE WHEN l.type = 'run_finished' THEN l.ts END,
-        reason = CASE WHEN l.type = 'run_finished' THEN l.reason END,
-        best_idx = CASE WHEN l.type = 'run_finished' THEN l.best_idx ELSE runs.best_idx END,
-        budget_used = CASE WHEN l.type = 'run_finished' THEN l.budget_used
-                           ELSE runs.budget_used END
-    FROM (
-        SELECT * FROM {{src}} WHERE type IN {_LIFECYCLE}
-        QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY seq DESC) = 1
-    ) l
-    WHERE runs.run_id = l.run_id
-      AND NOT EXISTS (
-          SELECT 1 FROM events e
-          WHERE e.run_id = l.run_id AND e.type IN {_LIFECYCLE} AND e.seq > l.seq
-      )
-    """,
-    """
-    UPDATE runs SET
-        last_event_at = greatest(coalesce(runs.last_event_at, s.last_ts), s.last_ts),
-        n_events = runs.n_events + s.n
-    FROM (SELECT run_id, max(ts) AS last_ts, count(*) AS n FROM {src} GROUP BY run_id) s
-    WHERE runs.run_id = s.run_id
-    """,
-    """
-    INSERT INTO specs (spec_hash, spec_json, first_seen)
-    SELECT spec_hash, arg_min(spec_json, seq), min(ts) FROM {src}
-    WHERE type = 'candidate_proposed' AND coalesce(spec_hash, '') <> '' AND spec_json IS NOT NULL
-    GROUP BY spec_hash
-    ON CONFLICT DO NOTHING
-    """,
-    """
-    INSERT INTO candidates (run_id, candidate_idx, seq, ts, generation, parent_idx, operator,
-                            thought, status, reason, spec_hash, proposal_text, design_cost_usd,
-                            design_requests)
-    SELECT run_id, candidate_idx, seq, ts, coalesce(generation, -1), parent_idx,
-           coalesce(operator, ''), coalesce(thought, ''), coalesce(status, 'proposed'), reason,
-           coalesce(spec_hash, ''), CASE WHEN coalesce(spec_hash, '') = '' THEN spec_json END,
-           coalesce(design_cost_usd, 0.0), coalesce(design_requests, 0)
-    FROM {src} WHERE type = 'candidate_proposed' AND candidate_idx IS NOT NULL
-    ORDER BY run_id, seq
-    ON CONFLICT DO NOTHING
-    """,
+    (
+        "lifecycle",
+        f"""
+        UPDATE runs SET
+            status = CASE WHEN l.type = 'run_started' THEN 'running'
+                          ELSE coalesce(l.status, 'completed') END,
+            finished_at = CASE WHEN l.type = 'run_finished' THEN l.ts END,
+            reason = CASE WHEN l.type = 'run_finished' THEN l.reason END,
+            best_idx = CASE WHEN l.type = 'run_finished' THEN l.best_idx ELSE runs.best_idx END,
+            budget_used = CASE WHEN l.type = 'run_finished' THEN l.budget_used
+                               ELSE runs.budget_used END
+        FROM (
+            SELECT * FROM {{src}} WHERE type IN {_LIFECYCLE}
+            QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY seq DESC) = 1
+        ) l
+        WHERE runs.run_id = l.run_id
+          AND NOT EXISTS (
+              SELECT 1 FROM events e
+              WHERE e.run_id = l.run_id AND e.type IN {_LIFECYCLE} AND e.seq > l.seq
+          )
+        """,
+    ),
+    (
+        "candidate_proposed",
+        """
+        INSERT INTO specs (spec_hash, spec_json, first_seen)
+        SELECT spec_hash, arg_min(spec_json, seq), min(ts) FROM {src}
+        WHERE type = 'candidate_proposed' AND coalesce(spec_hash, '') <> ''
+          AND spec_json IS NOT NULL
+        GROUP BY spec_hash
+        ON CONFLICT DO NOTHING
+        """,
+    ),
+    (
+        "candidate_proposed",
+        """
+        INSERT INTO candidates (run_id, candidate_idx, seq, ts, generation, parent_idx, operator,
+                                thought, status, reason, spec_hash, proposal_text,
+                                design_cost_usd, design_requests)
+        SELECT run_id, candidate_idx, seq, ts, coalesce(generation, -1), parent_idx,
+               coalesce(operator, ''), coalesce(thought, ''), coalesce(status, 'proposed'),
+               reason, coalesce(spec_hash, ''),
+               CASE WHEN coalesce(spec_hash, '') = '' THEN spec_json END,
+               coalesce(design_cost_usd, 0.0), coalesce(design_requests, 0)
+        FROM {src} WHERE type = 'candidate_proposed' AND candidate_idx IS NOT NULL
+        ORDER BY run_id, seq
+        ON CONFLICT DO NOTHING
+        """,
+    ),
     # file order (no sort: the rows carry big traces); a repeated key keeps the first
-    """
-    INSERT INTO evaluations (run_id, seq, ts, candidate_idx, spec_hash, split, example_id, trial,
-                             accuracy, cost_usd, latency_ms, input_tokens, output_tokens,
-                             requests, status, error, output_summary, cached, trace)
-    SELECT run_id, seq, ts, candidate_idx, coalesce(spec_hash, ''), split, example_id,
-           coalesce(trial, 0), accuracy, coalesce(cost_usd, 0.0), coalesce(latency_ms, 0.0),
-           coalesce(input_tokens, 0), coalesce(output_tokens, 0), coalesce(requests, 0),
-           coalesce(status, 'ok'), error, coalesce(output_summary, ''), coalesce(cached, false),
-           trace
-    FROM {src}
-    WHERE type = 'example_evaluated' AND candidate_idx IS NOT NULL AND split IS NOT NULL
-      AND example_id IS NOT NULL
-    ON CONFLICT DO NOTHING
-    """,
-    """
-    INSERT INTO candidate_results (run_id, seq, ts, candidate_idx, spec_hash, split, n_examples,
-                                   accuracy, cost_usd, latency_ms, n_agents, depth,
-                                   aggregate_score, valid, invalid_reason, error_rate,
-                                   blank_rate, stdev)
-    SELECT run_id, seq, ts, candidate_idx, coalesce(spec_hash, ''), split,
-           coalesce(n_examples, 0), accuracy, cost_usd, latency_ms, n_agents, depth,
-           aggregate_score, coalesce(valid, true), invalid_reason, error_rate, blank_rate, stdev
-    FROM {src}
-    WHERE type = 'candidate_evaluated' AND candidate_idx IS NOT NULL AND split IS NOT NULL
-    ON CONFLICT DO NOTHING
-    """,
-    """
-    INSERT INTO snapshots (run_id, seq, ts, generation, entries, front, best_idx, best_score,
-                           hypervolume, n_evaluations, cost_usd_total)
-    SELECT run_id, seq, ts, coalesce(generation, -1), coalesce(entries, []::INTEGER[]),
-           coalesce(front, []::INTEGER[]), best_idx, best_score, hypervolume,
-           coalesce(n_evaluations, 0), coalesce(cost_usd_total, 0.0)
-    FROM {src} WHERE type = 'archive_snapshot'
-    ON CONFLICT DO NOTHING
-    """,
+    (
+        "example_evaluated",
+        """
+        INSERT INTO evaluations (run_id, seq, ts, candidate_idx, spec_hash, split, example_id,
+                                 trial, accuracy, cost_usd, latency_ms, input_tokens,
+                                 output_tokens, requests, status, error, output_summary, cached,
+                                 trace)
+        SELECT run_id, seq, ts, candidate_idx, coalesce(spec_hash, ''), split, example_id,
+               coalesce(trial, 0), accuracy, coalesce(cost_usd, 0.0), coalesce(latency_ms, 0.0),
+               coalesce(input_tokens, 0), coalesce(output_tokens, 0), coalesce(requests, 0),
+               coalesce(status, 'ok'), error, coalesce(output_summary, ''),
+               coalesce(cached, false), trace
+        FROM {src}
+        WHERE type = 'example_evaluated' AND candidate_idx IS NOT NULL AND split IS NOT NULL
+          AND example_id IS NOT NULL
+        ON CONFLICT DO NOTHING
+        """,
+    ),
+    (
+        "candidate_evaluated",
+        """
+        INSERT INTO candidate_results (run_id, seq, ts, candidate_idx, spec_hash, split,
+                                       n_examples, accuracy, cost_usd, latency_ms, n_agents,
+                                       depth, aggregate_score, valid, invalid_reason,
+                                       error_rate, blank_rate, stdev)
+        SELECT run_id, seq, ts, candidate_idx, coalesce(spec_hash, ''), split,
+               coalesce(n_examples, 0), accuracy, cost_usd, latency_ms, n_agents, depth,
+               aggregate_score, coalesce(valid, true), invalid_reason, error_rate, blank_rate,
+               stdev
+        FROM {src}
+        WHERE type = 'candidate_evaluated' AND candidate_idx IS NOT NULL AND split IS NOT NULL
+        ON CONFLICT DO NOTHING
+        """,
+    ),
+    (
+        "archive_snapshot",
+        """
+        INSERT INTO snapshots (run_id, seq, ts, generation, entries, front, best_idx,
+                               best_score, hypervolume, n_evaluations, cost_usd_total)
+        SELECT run_id, seq, ts, coalesce(generation, -1), coalesce(entries, []::INTEGER[]),
+               coalesce(front, []::INTEGER[]), best_idx, best_score, hypervolume,
+               coalesce(n_evaluations, 0), coalesce(cost_usd_total, 0.0)
+        FROM {src} WHERE type = 'archive_snapshot'
+        ON CONFLICT DO NOTHING
+        """,
+    ),
 )
-"""Route the new events to their tables (format `src`: the table of new rows). The lifecycle
-update runs after the events insert, so it sees every stored lifecycle event."""
+"""`(event type it needs, statement)`: route the new events to their tables (format `src`: the
+table of new rows). A statement runs only when its type is among the new events (None: always;
+`"lifecycle"`: run_started or run_finished). The lifecycle update runs after the events insert,
+so it sees every stored lifecycle event."""
 
 
 def _count(con: duckdb.DuckDBPyConnection, sql: str) -> int:
@@ -360,8 +392,12 @@ def apply_delta(con: duckdb.DuckDBPyConnection, *, journal: str | None = None) -
         con.execute(_ONLY_NEW)
         src = "_src"
     if n_new:
-        for stmt in _APPLY:
-            con.execute(stmt.format(src=src))
+        types = {str(r[0]) for r in con.execute(f"SELECT DISTINCT type FROM {src}").fetchall()}
+        if types & {"run_started", "run_finished"}:
+            types.add("lifecycle")
+        for needs, stmt in _APPLY:
+            if needs is None or needs in types:
+                con.execute(stmt.format(src=src))
         if journal is not None:
             con.execute(
                 "UPDATE runs SET journal = ? WHERE run_id IN (SELECT DISTINCT run_id FROM _new)",

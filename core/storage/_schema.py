@@ -234,7 +234,8 @@ def read_version(con: duckdb.DuckDBPyConnection) -> int | None:
     tables = {
         str(row[0])
         for row in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_catalog = current_database() AND table_schema = 'main'"
         ).fetchall()
     }
     if not tables:
@@ -250,24 +251,20 @@ def read_version(con: duckdb.DuckDBPyConnection) -> int | None:
     return int(row[0])
 
 
-def ensure_schema(
-    con: duckdb.DuckDBPyConnection, *, target: int = CURRENT_VERSION, read_only: bool = False
-) -> int:
+def ensure_schema(con: duckdb.DuckDBPyConnection, *, target: int = CURRENT_VERSION) -> int:
     """Create the schema in an empty database, or migrate an older one, up to `target`.
 
     All of it runs in one transaction: a failed migration leaves the file as it was.
 
     Args:
         con: a connection (not shared with another thread while this runs).
-        target: the version to reach; only tests and fixture scripts pass an older one.
-        read_only: only check the version (a read-only view never migrates).
+        target: the version to reach; only fixture scripts pass an older one.
 
     Returns:
         The schema version after the call.
 
     Raises:
-        SchemaVersionError: the database is newer than this code (`CURRENT_VERSION`), or is
-            older and `read_only` is set.
+        SchemaVersionError: the database is newer than this code (`CURRENT_VERSION`).
         StoreError: the file is not a run store.
     """
     version = read_version(con)
@@ -278,11 +275,6 @@ def ensure_schema(
         )
     if version is not None and version >= target:
         return version
-    if read_only:
-        raise SchemaVersionError(
-            f"the run store has schema version {version}; it needs migrating to {target}, "
-            "which a read-only view cannot do"
-        )
     con.execute("BEGIN TRANSACTION")
     try:
         if version is None:

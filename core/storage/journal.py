@@ -241,11 +241,13 @@ class RunJournal:
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
         try:
-            fh = p.open("xb")
+            # O_APPEND: every write lands at the end, whoever else touched the file
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
         except FileExistsError as exc:
             raise StoreError(
                 f"run journal {p} already exists: resume that run, or choose a new run id"
             ) from exc
+        fh = os.fdopen(fd, "ab")
         cls._lock_or_raise(fh, p)
         return cls(p, fh, run_id=None, next_seq=0, recorded=())
 
@@ -264,12 +266,11 @@ class RunJournal:
                 the run id.
         """
         p = Path(path)
-        fh = p.open("r+b")
+        fh = os.fdopen(os.open(p, os.O_RDWR | os.O_APPEND), "a+b")
         try:
             cls._lock_or_raise(fh, p)
             scan = scan_journal(p)
-            fh.seek(scan.good_bytes)
-            fh.truncate()
+            fh.truncate(scan.good_bytes)
             if scan.complete_tail:
                 fh.write(b"\n")
             fh.flush()

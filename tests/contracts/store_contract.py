@@ -1,0 +1,672 @@
+"""The shared run-store contract suite (see `core.storage.base.RunStore`'s docstring).
+
+Every `RunStore` implementation runs it: subclass `StoreContract` in a test file, name the
+subclass `Test...`, and implement `make_store(tmp_path)` (a fresh, empty, writable store). The
+suite closes the store after each test.
+
+`RunBuilder` makes a run's events with consecutive `seq` and deterministic times (`ts` =
+`t0 + seq`), so expected values can be written down exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.errors import StoreError
+from core.search.events import (
+    ArchiveSnapshot,
+    CandidateEvaluated,
+    CandidateProposed,
+    ExampleEvaluated,
+    LogMessage,
+    RunFinished,
+    RunStarted,
+    SearchEvent,
+)
+from core.storage import RunStore
+
+T0 = 1_700_000_000.0
+"""The builder's first event time (2023-11-14 22:13:20 UTC)."""
+
+
+class RunBuilder:
+    """Events of one run with consecutive `seq` and `ts = t0 + seq`."""
+
+    def __init__(self, run_id: str = "run-a", t0: float = T0, seq: int = 0) -> None:
+        self.run_id = run_id
+        self.t0 = t0
+        self.seq = seq
+
+    def _head(self) -> dict[str, Any]:
+        head = {"run_id": self.run_id, "seq": self.seq, "ts": self.t0 + self.seq}
+        self.seq += 1
+        return head
+
+    def started(self, **kw: Any) -> RunStarted:
+        args: dict[str, Any] = {"problem": "letters", "strategy": "random", "seed": 7}
+        return RunStarted(**self._head(), **(args | kw))
+
+    def proposed(self, idx: int, **kw: Any) -> CandidateProposed:
+        args: dict[str, Any] = {
+            "candidate_idx": idx,
+            "generation": -1 if idx == 0 else 0,
+            "spec_hash": f"h{idx}",
+            "spec_json": f'{{"kind": "pipeline", "name": "c{idx}"}}',
+            "operator": "seed" if idx == 0 else "mutate",
+            "parent_idx": None if idx == 0 else 0,
+        }
+        return CandidateProposed(**self._head(), **(args | kw))
+
+    def example(self, idx: int, example_id: str, accuracy: float, **kw: Any) -> ExampleEvaluated:
+        args: dict[str, Any] = {
+            "candidate_idx": idx,
+            "spec_hash": f"h{idx}",
+            "split": "validation",
+            "example_id": example_id,
+            "accuracy": accuracy,
+            "cost_usd": 0.001,
+            "latency_ms": 10.0,
+        }
+        return ExampleEvaluated(**self._head(), **(args | kw))
+
+    def result(
+        self, idx: int, accuracy: float, cost_usd: float, score: float, **kw: Any
+    ) -> CandidateEvaluated:
+        args: dict[str, Any] = {
+            "candidate_idx": idx,
+            "spec_hash": f"h{idx}",
+            "split": "validation",
+            "n_examples": 2,
+            "accuracy": accuracy,
+            "cost_usd": cost_usd,
+            "latency_ms": 100.0,
+            "n_agents": 1,
+            "depth": 1,
+            "aggregate_score": score,
+        }
+        return CandidateEvaluated(**self._head(), **(args | kw))
+
+    def snapshot(
+        self,
+        entries: list[int],
+        front: list[int],
+        best_idx: int | None,
+        best_score: float | None,
+        **kw: Any,
+    ) -> ArchiveSnapshot:
+        args: dict[str, Any] = {
+            "generation": 0,
+            "entries": entries,
+            "front": front,
+            "best_idx": best_idx,
+            "best_score": best_score,
+        }
+        return ArchiveSnapshot(**self._head(), **(args | kw))
+
+    def log(self, message: str, level: str = "info") -> LogMessage:
+        return LogMessage(**self._head(), level=level, message=message)  # type: ignore[arg-type]
+
+    def finished(self, status: str = "completed", **kw: Any) -> RunFinished:
+        return RunFinished(**self._head(), status=status, **kw)  # type: ignore[arg-type]
+
+
+def small_run(run_id: str = "run-a") -> list[SearchEvent]:
+    """A finished run: seed (0.5 accuracy) and one better candidate (1.0), two examples each."""
+    b = RunBuilder(run_id)
+    return [
+        b.started(config={"budget": {"max_evaluations": 4}}),
+        b.proposed(0),
+        b.example(0, "e1", 1.0),
+        b.example(0, "e2", 0.0),
+        b.result(0, 0.5, 0.001, 0.49),
+        b.proposed(1, thought="add a verifier"),
+        b.example(1, "e1", 1.0, cost_usd=0.002),
+        b.example(1, "e2", 1.0, cost_usd=0.002),
+        b.result(1, 1.0, 0.002, 0.98),
+        b.snapshot([0, 1], [0, 1], 1, 0.98),
+        b.finished(best_idx=1, budget_used={"evaluations": 4.0, "usd": 0.006}),
+    ]
+
+
+class StoreContract:
+    """The behaviour every `RunStore` keeps. Subclass it and implement `make_store`."""
+
+    def make_store(self, tmp_path: Path) -> RunStore:
+        """A fresh, empty, writable store."""
+        raise NotImplementedError
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[RunStore]:
+        s = self.make_store(tmp_path)
+        try:
+            yield s
+        finally:
+            s.close()
+
+    # ---- runs -------------------------------------------------------------------------------
+
+    def test_a_new_store_has_no_runs(self, store: RunStore) -> None:
+        runs = store.list_runs()
+        assert len(runs) == 0
+        assert list(runs.columns) == [
+            "run_id", "problem", "strategy", "seed", "status", "status_label", "reason",
+            "started_at", "finished_at", "last_event_at", "wall_s", "n_events", "n_resumes",
+            "n_candidates", "n_evaluations", "cost_usd", "best_idx", "best_score",
+        ]  # fmt: skip
+        assert store.get_run("nope") is None
+        assert store.read_only is False
+
+    def test_a_run_is_running_until_run_finished(self, store: RunStore) -> None:
+        events = small_run()
+        assert store.record_events(events[:3]) == 3
+        row = store.list_runs().iloc[0]
+        assert row["status"] == "running"
+        assert row["status_label"] == "running, data as of 2023-11-14 22:13:22 UTC"
+        assert row["last_event_at"] == T0 + 2
+        assert row["n_events"] == 3
+        run = store.get_run("run-a")
+        assert run is not None
+        assert (run.status, run.problem, run.strategy, run.seed) == (
+            "running",
+            "letters",
+            "random",
+            7,
+        )
+        assert run.config == {"budget": {"max_evaluations": 4}}
+        assert (run.started_at, run.finished_at, run.last_event_at) == (T0, None, T0 + 2)
+
+        assert store.record_events(events[3:]) == len(events) - 3
+        row = store.list_runs().iloc[0]
+        assert (row["status"], row["status_label"]) == ("completed", "completed")
+        assert (row["started_at"], row["finished_at"], row["wall_s"]) == (T0, T0 + 10, 10.0)
+        assert (row["n_events"], row["n_candidates"], row["n_evaluations"]) == (11, 2, 4)
+        assert row["cost_usd"] == pytest.approx(0.006)
+        assert (row["best_idx"], row["best_score"]) == (1, 0.98)
+        run = store.get_run("run-a")
+        assert run is not None
+        assert (run.status, run.finished_at, run.best_idx) == ("completed", T0 + 10, 1)
+        assert run.budget_used == {"evaluations": 4.0, "usd": 0.006}
+
+    def test_a_failed_run_shows_its_reason(self, store: RunStore) -> None:
+        b = RunBuilder()
+        store.record_events(
+            [b.started(), b.finished("failed", reason="DegenerateSeedError: blank")]
+        )
+        row = store.list_runs().iloc[0]
+        assert (row["status"], row["status_label"]) == (
+            "failed",
+            "failed: DegenerateSeedError: blank",
+        )
+
+    def test_runs_are_listed_newest_first(self, store: RunStore) -> None:
+        store.record_events([RunBuilder("old", t0=T0).started()])
+        store.record_events([RunBuilder("new", t0=T0 + 100).started()])
+        assert store.list_runs()["run_id"].tolist() == ["new", "old"]
+
+    def test_a_resumed_run_is_running_again_then_finishes(self, store: RunStore) -> None:
+        b = RunBuilder()
+        store.record_events([b.started(), b.finished("stopped", reason="SIGINT")])
+        store.record_events([b.started(resumed=True)])
+        run = store.get_run("run-a")
+        assert run is not None
+        assert (run.status, run.n_resumes, run.finished_at, run.reason) == (
+            "running",
+            1,
+            None,
+            None,
+        )
+        assert run.started_at == T0  # the first start
+        store.record_events([b.finished()])
+        run = store.get_run("run-a")
+        assert run is not None
+        assert (run.status, run.finished_at) == ("completed", T0 + 3)
+
+    def test_recording_events_twice_stores_them_once(self, store: RunStore) -> None:
+        events = small_run()
+        assert store.record_events(events) == 11
+        assert store.record_events(events) == 0
+        assert store.record_events(reversed(events)) == 0
+        row = store.list_runs().iloc[0]
+        assert (row["n_events"], row["n_candidates"], row["n_evaluations"]) == (11, 2, 4)
+        assert len(store.candidate_examples("run-a", 0)) == 2
+        assert len(store.progress("run-a")) == 2
+
+    def test_a_replayed_result_under_a_new_seq_is_not_a_second_row(self, store: RunStore) -> None:
+        b = RunBuilder()
+        store.record_events([b.started(), b.proposed(0), b.example(0, "e1", 1.0)])
+        # a resumed search re-emits what it recorded, with new seq numbers
+        store.record_events([b.proposed(0), b.example(0, "e1", 1.0, cached=True)])
+        examples = store.candidate_examples("run-a", 0)
+        assert examples["seq"].tolist() == [2]
+        assert examples["cached"].tolist() == [False]
+        assert store.list_runs().iloc[0]["n_candidates"] == 1
+
+    # ---- specs and candidates ----------------------------------------------------------------
+
+    def test_specs_are_stored_once_by_hash(self, store: RunStore) -> None:
+        b = RunBuilder()
+        store.record_events([b.started(), b.proposed(0, spec_hash="same", spec_json='{"v": 1}')])
+        store.record_events([b.proposed(1, spec_hash="same", spec_json='{"v": 1, "id": "x"}')])
+        assert store.get_spec("same") == '{"v": 1}'
+        assert store.put_spec("same", '{"v": 2}') is False
+        assert store.get_spec("same") == '{"v": 1}'
+        assert store.put_spec("other", '{"v": 3}') is True
+        assert store.get_spec("other") == '{"v": 3}'
+        assert store.get_spec("missing") is None
+        with pytest.raises(StoreError):
+            store.put_spec("", "{}")
+
+    def test_candidates_keep_generation_parent_operator_thought_and_status(
+        self, store: RunStore
+    ) -> None:
+        b = RunBuilder()
+        store.record_events([
+            b.started(),
+            b.proposed(0),
+            b.result(0, 0.5, 0.001, 0.49),
+            b.proposed(1, generation=0, parent_idx=0, operator="meta_agent", thought="ensemble"),
+            b.result(1, 0.75, 0.001, 0.73),  # dominates the seed
+            b.proposed(2, spec_hash="", spec_json="not json at all", status="rejected",
+                       reason="max_depth_exceeded: depth 5 > 4"),
+            b.proposed(3, spec_hash="h1", status="duplicate"),
+        ])  # fmt: skip
+        arch = store.archive("run-a", include_unevaluated=True)
+        assert arch["candidate_idx"].tolist() == [0, 1, 2, 3]
+        assert arch["generation"].tolist() == [-1, 0, 0, 0]
+        assert arch["parent_idx"].tolist()[1:] == [0, 0, 0]
+        assert arch["operator"].tolist() == ["seed", "meta_agent", "mutate", "mutate"]
+        assert arch["thought"].tolist() == ["", "ensemble", "", ""]
+        assert arch["candidate_status"].tolist() == [
+            "proposed",
+            "proposed",
+            "rejected",
+            "duplicate",
+        ]
+        assert arch["valid"].tolist() == [True, True, False, False]
+        assert arch["invalid_reason"].tolist()[2:] == [
+            "rejected: max_depth_exceeded: depth 5 > 4",
+            "duplicate",
+        ]
+        assert arch["on_front"].tolist() == [False, True, False, False]
+        assert arch["is_best"].tolist() == [False, True, False, False]
+        # by default only evaluated candidates are in the archive
+        assert store.archive("run-a")["candidate_idx"].tolist() == [0, 1]
+
+    # ---- per-example results -----------------------------------------------------------------
+
+    def test_per_example_results_of_a_candidate(self, store: RunStore) -> None:
+        b = RunBuilder()
+        store.record_events([
+            b.started(),
+            b.proposed(0),
+            b.example(0, "e2", 0.0, status="error", error="PipelineStepError: boom",
+                      input_tokens=5, output_tokens=0, requests=1),
+            b.example(0, "e1", 1.0, input_tokens=12, output_tokens=30, requests=2,
+                      output_summary="#### 72", trace=[{"span_id": 0, "name": "solver"}]),
+            b.example(0, "t1", 1.0, split="test"),
+        ])  # fmt: skip
+        df = store.candidate_examples("run-a", 0)
+        assert list(df.columns) == [
+            "split", "example_id", "trial", "accuracy", "cost_usd", "latency_ms", "input_tokens",
+            "output_tokens", "requests", "status", "error", "output_summary", "cached", "seq", "ts",
+        ]  # fmt: skip
+        assert df["example_id"].tolist() == ["t1", "e1", "e2"]  # by split, then example
+        assert df["split"].tolist() == ["test", "validation", "validation"]
+        row = df.iloc[1]
+        assert (row["accuracy"], row["input_tokens"], row["output_tokens"], row["requests"]) == (
+            1.0,
+            12,
+            30,
+            2,
+        )
+        assert (row["status"], row["output_summary"], row["seq"], row["ts"]) == (
+            "ok",
+            "#### 72",
+            3,
+            T0 + 3,
+        )
+        assert (df.iloc[2]["status"], df.iloc[2]["error"]) == ("error", "PipelineStepError: boom")
+        only_val = store.candidate_examples("run-a", 0, split="validation")
+        assert only_val["example_id"].tolist() == ["e1", "e2"]
+        assert store.example_trace("run-a", 0, "e1") == [{"span_id": 0, "name": "solver"}]
+        assert store.example_trace("run-a", 0, "e2") == []
+        assert store.example_trace("run-a", 0, "nope") is None
+        with_trace = store.candidate_examples("run-a", 0, with_trace=True)
+        assert with_trace.iloc[1]["trace"] == '[{"span_id":0,"name":"solver"}]'
+
+    def test_a_big_trace_round_trips_as_one_value(self, store: RunStore) -> None:
+        spans = [
+            {"span_id": i, "parent_id": i - 1 if i else None, "name": f"step{i}", "duration_ms": i / 3,
+             "attributes": {"route": "math", "raw": "Math ", "fallback": False}, "error": None}
+            for i in range(2000)
+        ]  # fmt: skip
+        b = RunBuilder()
+        store.record_events([b.started(), b.proposed(0), b.example(0, "e1", 1.0, trace=spans)])
+        assert store.example_trace("run-a", 0, "e1") == spans
+
+    def test_trials_are_separate_rows(self, store: RunStore) -> None:
+        b = RunBuilder()
+        store.record_events(
+            [b.started(), b.example(0, "e1", 1.0, trial=0), b.example(0, "e1", 0.0, trial=1)]
+        )
+        df = store.candidate_examples("run-a", 0)
+        assert (df["trial"].tolist(), df["accuracy"].tolist()) == ([0, 1], [1.0, 0.0])
+        assert store.example_trace("run-a", 0, "e1", trial=1) == []
+
+    # ---- archive, front and best (F7) --------------------------------------------------------
+
+    def test_front_and_best_over_valid_entries(self, store: RunStore) -> None:
+        b = RunBuilder()
+        store.record_events([
+            b.started(),
+            b.result(0, 0.8, 0.010, 0.70),
+            b.result(1, 0.6, 0.001, 0.59),
+            b.result(2, 0.5, 0.020, 0.30),  # dominated by 0
+            b.result(3, 0.8, 0.010, 0.70),  # ties 0: both stay on the front
+        ])  # fmt: skip
+        arch = store.archive("run-a")
+        assert arch["on_front"].tolist() == [True, True, False, True]
+        assert arch["is_best"].tolist() == [True, False, False, False]  # tie: lowest index
+        assert arch["objective_split"].tolist() == ["validation"] * 4
+
+    def test_nan_and_infinite_objectives_are_never_on_the_front_nor_best(
+        self, store: RunStore
+    ) -> None:
+        """F7: a NaN score and an infinite cost are invalid, with a reason, in every query."""
+        nan, inf = math.nan, math.inf
+        b = RunBuilder()
+        store.record_events([
+            b.started(),
+            b.proposed(0), b.example(0, "e1", 0.5), b.result(0, 0.5, 0.010, 0.45),
+            # the score function returned NaN: marked invalid by the search
+            b.proposed(1), b.example(1, "e1", nan, status="invalid", error="nan score"),
+            b.result(1, nan, 0.001, nan, valid=False, invalid_reason="nan_accuracy"),
+            # an infinite cost the search failed to mark: the store marks it anyway
+            b.proposed(2), b.example(2, "e1", 0.9, cost_usd=inf),
+            b.result(2, 0.9, inf, 0.95),
+            b.proposed(3), b.example(3, "e1", 0.4), b.result(3, 0.4, 0.0005, 0.39),
+            b.snapshot([0, 1, 2, 3], [0, 1, 2, 3], 2, 0.95),
+            b.snapshot([0, 1, 2, 3], [0, 1, 3], 1, nan),
+        ])  # fmt: skip
+        arch = store.archive("run-a")
+        assert arch["valid"].tolist() == [True, False, False, True]
+        assert arch["invalid_reason"].tolist()[1:3] == ["nan_accuracy", "inf_cost_usd"]
+        assert arch["on_front"].tolist() == [True, False, False, True]
+        assert arch["is_best"].tolist() == [True, False, False, False]
+        assert arch["snapshot_front"].tolist() == [True, False, False, True]
+        run = store.list_runs().iloc[0]
+        assert (run["best_idx"], run["best_score"]) == (0, 0.45)
+        assert run["cost_usd"] == pytest.approx(0.003)  # the infinite cost is not summed
+        prog = store.progress("run-a")
+        assert prog["valid"].tolist() == [True, False, False, True]
+        assert prog["best_score"].tolist() == [0.45, 0.45, 0.45, 0.45]
+        assert prog["n_unpriced"].tolist() == [0, 0, 1, 1]
+        snaps = store.snapshots("run-a")
+        assert snaps["front"].tolist() == [[0, 3], [0, 3]]
+        assert snaps["best_idx"].isna().tolist() == [True, True]
+        assert snaps["best_score"].isna().tolist() == [True, True]
+
+    def test_objectives_prefer_the_full_validation_result(self, store: RunStore) -> None:
+        b = RunBuilder()
+        store.record_events([
+            b.started(),
+            b.result(0, 0.9, 0.01, 0.89, split="minibatch", n_examples=5),
+            b.result(0, 0.6, 0.01, 0.59, split="validation", n_examples=300),
+            b.result(0, 0.5, 0.01, 0.49, split="minibatch", n_examples=5),
+            b.result(1, 0.99, 0.01, 0.98, split="minibatch", n_examples=5),
+            b.result(0, 0.55, 0.01, 0.54, split="test", n_examples=1000),
+        ])  # fmt: skip
+        arch = store.archive("run-a")
+        assert arch["objective_split"].tolist() == ["validation", "minibatch"]
+        assert arch["accuracy"].tolist() == [0.6, 0.99]
+        assert arch["n_examples"].tolist() == [300, 5]
+        # best compares like with like: the validated candidate, not the lucky minibatch
+        assert arch["is_best"].tolist() == [True, False]
+        assert arch["test_accuracy"].tolist()[0] == 0.55
+        run = store.list_runs().iloc[0]
+        assert (run["best_idx"], run["best_score"]) == (0, 0.59)
+        mini = store.archive("run-a", split="minibatch")
+        assert mini["accuracy"].tolist() == [0.5, 0.99]  # the latest minibatch result
+        assert mini["is_best"].tolist() == [False, True]
+        assert store.archive("run-a", split="test")["candidate_idx"].tolist() == [0]
+
+    def test_archive_of_an_unknown_run_is_empty_with_columns(self, store: RunStore) -> None:
+        arch = store.archive("nope")
+        assert len(arch) == 0
+        assert list(arch.columns) == [
+            "candidate_idx", "generation", "parent_idx", "operator", "thought", "candidate_status",
+            "reason", "spec_hash", "objective_split", "n_examples", "accuracy", "cost_usd",
+            "latency_ms", "n_agents", "depth", "aggregate_score", "error_rate", "blank_rate",
+            "stdev", "valid", "invalid_reason", "on_front", "is_best", "in_snapshot",
+            "snapshot_front", "test_accuracy", "test_aggregate_score",
+        ]  # fmt: skip
+
+    def test_archive_objectives_can_be_chosen(self, store: RunStore) -> None:
+        from core.search.pareto import Objective
+
+        b = RunBuilder()
+        store.record_events(
+            [b.started(), b.result(0, 0.8, 0.010, 0.70), b.result(1, 0.6, 0.001, 0.59)]
+        )
+        by_score = store.archive("run-a", objectives=[Objective("aggregate_score", "max")])
+        assert by_score["on_front"].tolist() == [True, False]
+        with pytest.raises(ValueError, match="unknown objective"):
+            store.archive("run-a", objectives=[Objective("spec_hash", "max")])
+
+    # ---- compare, progress, snapshots, logs --------------------------------------------------
+
+    def test_two_candidates_compared_per_example(self, store: RunStore) -> None:
+        b = RunBuilder()
+        store.record_events([
+            b.started(),
+            b.example(0, "e1", 1.0), b.example(1, "e1", 0.0),  # right -> wrong
+            b.example(0, "e2", 0.0), b.example(1, "e2", 1.0),  # wrong -> right
+            b.example(0, "e3", 1.0), b.example(1, "e3", 1.0),
+            b.example(0, "e4", 0.0), b.example(1, "e4", 0.0, status="error", error="boom"),
+            b.example(0, "e5", 1.0, trial=0), b.example(0, "e5", 0.0, trial=1),  # mean 0.5: right
+            b.example(1, "e5", 0.0),
+            b.example(0, "e6", 1.0),
+            b.example(1, "e7", 1.0),
+        ])  # fmt: skip
+        df = store.compare_candidates("run-a", 0, 1)
+        assert list(df.columns) == [
+            "split", "example_id", "accuracy_a", "accuracy_b", "right_a", "right_b",
+            "status_a", "status_b", "change",
+        ]  # fmt: skip
+        assert df["example_id"].tolist() == ["e1", "e2", "e3", "e4", "e5", "e6", "e7"]
+        assert df["change"].tolist() == [
+            "right_to_wrong", "wrong_to_right", "both_right", "both_wrong", "right_to_wrong",
+            "only_a", "only_b",
+        ]  # fmt: skip
+        assert df["accuracy_a"].tolist()[4] == 0.5
+        assert df["status_b"].tolist()[3] == "error"
+        strict = store.compare_candidates("run-a", 0, 1, threshold=1.0)
+        assert strict["change"].tolist()[4] == "both_wrong"
+
+    def test_candidates_of_two_runs_compared(self, store: RunStore) -> None:
+        a, b = RunBuilder("run-a"), RunBuilder("run-b", t0=T0 + 50)
+        store.record_events(
+            [a.started(), a.example(3, "e1", 0.0), b.started(), b.example(0, "e1", 1.0)]
+        )
+        df = store.compare_candidates("run-a", 3, 0, run_id_b="run-b")
+        assert df["change"].tolist() == ["wrong_to_right"]
+
+    def test_cost_and_best_score_over_evaluations(self, store: RunStore) -> None:
+        b = RunBuilder()
+        store.record_events([
+            b.started(),
+            b.proposed(0, design_cost_usd=0.0),
+            b.example(0, "e1", 1.0, cost_usd=0.01), b.example(0, "e2", 0.0, cost_usd=0.01),
+            b.result(0, 0.5, 0.01, 0.4, split="minibatch"),
+            b.proposed(1, design_cost_usd=0.05),
+            b.example(1, "e1", 1.0, cost_usd=0.02), b.example(1, "e2", 0.0, cost_usd=0.02),
+            b.result(1, 0.5, 0.02, 0.3, split="minibatch"),
+            b.example(1, "e3", 1.0, cost_usd=0.02, cached=True),
+            b.result(1, 0.66, 0.02, 0.6, split="validation", n_examples=3),
+            b.proposed(2, design_cost_usd=0.05),
+            b.example(2, "e1", 1.0, cost_usd=math.nan),
+            b.result(2, 1.0, math.nan, 0.9, split="minibatch", n_examples=1),
+        ])  # fmt: skip
+        p = store.progress("run-a")
+        assert list(p.columns) == [
+            "seq", "ts", "candidate_idx", "split", "n_evaluations", "cost_usd", "n_unpriced",
+            "score", "valid", "best_score",
+        ]  # fmt: skip
+        assert p["candidate_idx"].tolist() == [0, 1, 1, 2]
+        assert p["split"].tolist() == ["minibatch", "minibatch", "validation", "minibatch"]
+        assert p["n_evaluations"].tolist() == [2, 4, 4, 5]
+        assert p["cost_usd"].tolist() == pytest.approx([0.02, 0.11, 0.11, 0.16])
+        assert p["n_unpriced"].tolist() == [0, 0, 0, 1]
+        assert p["valid"].tolist() == [True, True, True, False]
+        assert p["best_score"].tolist() == [0.4, 0.4, 0.6, 0.4]  # per split, valid only
+
+    def test_snapshots_and_logs_in_order(self, store: RunStore) -> None:
+        b = RunBuilder()
+        store.record_events([
+            b.started(),
+            b.result(0, 0.5, 0.01, 0.4),
+            b.log("seed evaluated"),
+            b.snapshot([0], [0], 0, 0.4, generation=-1, n_evaluations=2, cost_usd_total=0.02, hypervolume=0.25),
+            b.result(1, 0.7, 0.01, 0.6),
+            b.log("generation 0 done", level="warning"),
+            b.snapshot([0, 1], [1], 1, 0.6, generation=0, n_evaluations=4, cost_usd_total=0.05),
+        ])  # fmt: skip
+        s = store.snapshots("run-a")
+        assert list(s.columns) == [
+            "seq", "ts", "generation", "entries", "front", "best_idx", "best_score",
+            "hypervolume", "n_evaluations", "cost_usd_total",
+        ]  # fmt: skip
+        assert s["generation"].tolist() == [-1, 0]
+        assert s["entries"].tolist() == [[0], [0, 1]]
+        assert s["front"].tolist() == [[0], [1]]
+        assert s["best_idx"].tolist() == [0, 1]
+        assert s["best_score"].tolist() == [0.4, 0.6]
+        assert s["n_evaluations"].tolist() == [2, 4]
+        assert s["cost_usd_total"].tolist() == [0.02, 0.05]
+        assert s["hypervolume"].tolist()[0] == 0.25
+        logs = store.logs("run-a")
+        assert logs["message"].tolist() == ["seed evaluated", "generation 0 done"]
+        assert logs["level"].tolist() == ["info", "warning"]
+        assert logs["seq"].tolist() == [2, 5]
+
+    # ---- proposals, approvals, topology versions ---------------------------------------------
+
+    def test_proposals_and_approvals(self, store: RunStore) -> None:
+        first = store.record_proposal(
+            "gsm8k_replay", '{"kind": "pipeline"}', spec_hash="h1", run_id="run-a",
+            candidate_idx=1, base_version=1, diff="- a\n+ b", proposed_by="cli", when=T0,
+        )  # fmt: skip
+        second = store.record_proposal("other", "{}", when=T0 + 1)
+        assert (first, second) == (1, 2)
+        pending = store.list_proposals()
+        assert pending["proposal_id"].tolist() == [2, 1]
+        assert pending["decision"].isna().tolist() == [True, True]
+        when = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
+        a1 = store.record_approval(first, who="ana", when=when, comment="looks right",
+                                   base_version=1, applied_version=2)  # fmt: skip
+        a2 = store.record_approval(second, who="bo", decision="rejected", comment="too costly")
+        assert (a1, a2) == (1, 2)
+        mine = store.list_proposals("gsm8k_replay")
+        assert list(mine.columns) == [
+            "proposal_id", "target", "run_id", "candidate_idx", "spec_hash", "base_version",
+            "proposed_by", "created_at", "decision", "who", "decided_at", "comment",
+            "applied_version",
+        ]  # fmt: skip
+        row = mine.iloc[0]
+        assert (row["proposal_id"], row["run_id"], row["candidate_idx"], row["spec_hash"]) == (
+            1,
+            "run-a",
+            1,
+            "h1",
+        )
+        assert (row["decision"], row["who"], row["comment"]) == ("approved", "ana", "looks right")
+        assert (row["decided_at"], row["created_at"]) == (when.timestamp(), T0)
+        assert (row["base_version"], row["applied_version"]) == (1, 2)
+        assert store.list_proposals("other").iloc[0]["decision"] == "rejected"
+        with pytest.raises(StoreError, match="no proposal 99"):
+            store.record_approval(99, who="ana")
+        with pytest.raises(StoreError):
+            store.record_approval(first, who="")
+        with pytest.raises(StoreError):
+            store.record_approval(first, who="ana", decision="maybe")
+
+    def test_topology_versions_for_rollback(self, store: RunStore) -> None:
+        with pytest.raises(StoreError, match="no any version"):
+            store.get_topology_version("t")
+        assert store.save_topology_version("t", '{"v": 1}', spec_hash="h1", note="initial") == 1
+        assert store.save_topology_version("t", '{"v": 2}') == 2
+        assert store.save_topology_version("u", '{"u": 1}') == 1
+        assert store.save_topology_version("t", '{"v": 1}', note="rollback to 1") == 3
+        latest = store.get_topology_version("t")
+        assert (latest.version, latest.spec_json, latest.note) == (3, '{"v": 1}', "rollback to 1")
+        v1 = store.get_topology_version("t", 1)
+        assert (v1.target, v1.spec_json, v1.spec_hash, v1.note) == (
+            "t",
+            '{"v": 1}',
+            "h1",
+            "initial",
+        )
+        listed = store.list_topology_versions("t")
+        assert list(listed.columns) == ["version", "spec_hash", "created_at", "note"]
+        assert listed["version"].tolist() == [1, 2, 3]
+        with pytest.raises(StoreError, match=r"saved versions: \[1, 2, 3\]"):
+            store.get_topology_version("t", 7)
+        with pytest.raises(StoreError, match="JSON"):
+            store.save_topology_version("t", "not json")
+
+    # ---- lifecycle and threads ---------------------------------------------------------------
+
+    def test_a_closed_store_refuses_calls(self, tmp_path: Path) -> None:
+        s = self.make_store(tmp_path)
+        s.close()
+        s.close()  # idempotent
+        with pytest.raises(StoreError, match="closed"):
+            s.list_runs()
+        with pytest.raises(StoreError, match="closed"):
+            s.record_events(small_run())
+
+    def test_context_manager_closes(self, tmp_path: Path) -> None:
+        with self.make_store(tmp_path) as s:
+            s.record_events(small_run())
+        with pytest.raises(StoreError):
+            s.get_run("run-a")
+
+    def test_one_store_from_eight_threads(self, store: RunStore) -> None:
+        """F9: the cached store used from 8 threads, 50 writes and 50 reads each."""
+        errors: list[BaseException] = []
+        start = threading.Barrier(8)
+
+        def work(t: int) -> None:
+            try:
+                start.wait()
+                for i in range(50):
+                    if i % 2 == 0:  # a run with one candidate and one result
+                        b = RunBuilder(f"t{t}-r{i}", t0=T0 + t * 1000 + i)
+                        store.record_events([b.started(), b.proposed(0), b.example(0, "e1", 1.0)])
+                        run = store.get_run(f"t{t}-r{i}")
+                        assert run is not None and run.n_events == 3
+                    else:  # a topology version of one target all threads share
+                        version = store.save_topology_version("shared", f'{{"t": {t}, "i": {i}}}')
+                        got = store.get_topology_version("shared", version)
+                        assert got.spec_json == f'{{"t": {t}, "i": {i}}}'
+            except BaseException as exc:  # collected and reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert errors == []
+        runs = store.list_runs()
+        assert len(runs) == 200
+        assert int(runs["n_events"].sum()) == 600
+        assert int(runs["n_evaluations"].sum()) == 200
+        assert store.list_topology_versions("shared")["version"].tolist() == list(range(1, 201))

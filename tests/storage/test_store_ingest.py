@@ -1,0 +1,265 @@
+"""Ingesting run journals: incremental, idempotent, never losing data; the journal view."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "contracts"))
+
+from store_contract import T0, RunBuilder, small_run  # noqa: E402
+
+from core.errors import StoreError  # noqa: E402
+from core.storage import (  # noqa: E402
+    DuckDBRunStore,
+    RunJournal,
+    RunStore,
+    _ingest,  # noqa: E402
+    encode_event,
+    journal_path,
+    open_store,
+)
+
+
+def db_rows(db: Path, sql: str) -> list[tuple[object, ...]]:
+    """Read a closed store's file directly."""
+    with duckdb.connect(str(db)) as con:
+        return con.execute(sql).fetchall()
+
+
+def test_ingest_takes_new_complete_lines_and_leaves_a_torn_one(tmp_path: Path) -> None:
+    db = tmp_path / "runs.duckdb"
+    path = journal_path(db, "run-a")
+    events = small_run()
+    with RunJournal.create(path) as j, DuckDBRunStore(db, auto_ingest=False) as store:
+        for e in events[:3]:
+            j.append(e)
+        report = store.ingest()
+        assert (report.n_events, report.n_journals, report.failed) == (3, 1, [])
+        assert store.ingest().n_events == 0  # nothing new
+        line = encode_event(events[3]) + b"\n"
+        with path.open("ab") as fh:  # a writer in the middle of a line
+            fh.write(line[:25])
+        assert store.ingest().n_events == 0
+        with path.open("ab") as fh:
+            fh.write(line[25:])
+        j.next_seq = 4  # the line above was written behind the journal's back
+        for e in events[4:]:
+            j.append(e)
+        assert store.ingest().n_events == len(events) - 3
+        row = store.list_runs().iloc[0]
+        assert (row["status"], row["n_events"], row["n_evaluations"]) == ("completed", 11, 4)
+
+
+def test_reingesting_from_the_start_never_duplicates(tmp_path: Path) -> None:
+    db = tmp_path / "runs.duckdb"
+    with RunJournal.create(journal_path(db, "run-a")) as j:
+        for e in small_run():
+            j.append(e)
+    with DuckDBRunStore(db) as store:
+        assert store.ingest().n_events == 11
+    with duckdb.connect(str(db)) as con:
+        con.execute("DELETE FROM ingest_offsets")  # as if the offsets were lost
+    with DuckDBRunStore(db, auto_ingest=False) as store:
+        report = store.ingest()
+        assert (report.n_events, report.n_journals) == (0, 1)
+        row = store.list_runs().iloc[0]
+        assert (row["n_events"], row["n_candidates"], row["n_evaluations"]) == (11, 2, 4)
+    assert db_rows(db, "SELECT byte_offset FROM ingest_offsets") == [
+        (journal_path(db, "run-a").stat().st_size,)
+    ]
+
+
+class FailingStore(DuckDBRunStore):
+    """A store whose disk fills up after it has written a journal's rows (a fake)."""
+
+    def _store_delta(self, cur, name, start, end, delta):  # type: ignore[no-untyped-def]
+        super()._store_delta(cur, name, start, end, delta)
+        raise StoreError("disk full (simulated)")
+
+
+def test_a_failed_ingest_leaves_rows_and_offsets_unchanged(tmp_path: Path) -> None:
+    db = tmp_path / "runs.duckdb"
+    with RunJournal.create(journal_path(db, "run-a")) as j:
+        for e in small_run():
+            j.append(e)
+    with FailingStore(db, auto_ingest=False) as store:
+        report = store.ingest()
+        assert report.n_events == 0
+        assert report.failed == [("run-a.jsonl", "StoreError: disk full (simulated)")]
+        assert len(store.list_runs()) == 0
+    assert db_rows(db, "SELECT count(*) FROM ingest_offsets") == [(0,)]
+    assert db_rows(db, "SELECT count(*) FROM events") == [(0,)]
+    with DuckDBRunStore(db, auto_ingest=False) as store:  # the next ingest retries it all
+        assert store.ingest().n_events == 11
+
+
+def test_a_failing_background_ingest_never_breaks_a_query(tmp_path: Path) -> None:
+    db = tmp_path / "runs.duckdb"
+    with RunJournal.create(journal_path(db, "run-a")) as j:
+        j.append(small_run()[0])
+    with FailingStore(db) as store:  # auto_ingest: the failure is logged, the query answers
+        assert len(store.list_runs()) == 0
+
+
+def test_lines_that_are_not_events_are_skipped_and_recorded(tmp_path: Path) -> None:
+    db = tmp_path / "runs.duckdb"
+    path = journal_path(db, "run-a")
+    events = small_run()
+    path.parent.mkdir(parents=True)
+    good = [encode_event(e) + b"\n" for e in events]
+    path.write_bytes(
+        b"".join(good[:2]) + b"not json\n" + b'{"type": "bogus"}\n' + b"".join(good[2:])
+    )
+    with DuckDBRunStore(db, auto_ingest=False) as store:
+        report = store.ingest()
+        assert (report.n_events, report.skipped_lines) == (11, 2)
+        assert store.list_runs().iloc[0]["n_events"] == 11
+    errors = db_rows(db, "SELECT journal, byte_offset, line_head FROM ingest_errors ORDER BY 2")
+    offset = len(good[0]) + len(good[1])
+    assert errors == [
+        ("run-a.jsonl", offset, "not json"),
+        ("run-a.jsonl", offset + 9, '{"type": "bogus"}'),
+    ]
+
+
+def test_queries_ingest_new_journal_lines_by_themselves(tmp_path: Path) -> None:
+    db = tmp_path / "runs.duckdb"
+    events = small_run()
+    with DuckDBRunStore(db) as store, RunJournal.create(journal_path(db, "run-a")) as j:
+        assert len(store.list_runs()) == 0
+        for e in events[:5]:
+            j.append(e)
+        assert store.archive("run-a")["candidate_idx"].tolist() == [0]
+        for e in events[5:]:
+            j.append(e)
+        assert store.list_runs().iloc[0]["status"] == "completed"
+        assert store.archive("run-a")["candidate_idx"].tolist() == [0, 1]
+
+
+def test_a_run_whose_writer_is_gone_is_interrupted(tmp_path: Path) -> None:
+    db = tmp_path / "runs.duckdb"
+    path = journal_path(db, "run-a")
+    events = small_run()
+    with DuckDBRunStore(db) as store:
+        with RunJournal.create(path) as j:
+            for e in events[:4]:
+                j.append(e)
+            row = store.list_runs().iloc[0]
+            assert (row["status"], row["status_label"]) == (
+                "running",
+                "running, data as of 2023-11-14 22:13:23 UTC",
+            )
+        # the writer died without run_finished
+        row = store.list_runs().iloc[0]
+        assert row["status"] == "interrupted"
+        assert row["status_label"] == (
+            "interrupted (no process writes it), data as of 2023-11-14 22:13:23 UTC; "
+            "resume it with --resume"
+        )
+        run = store.get_run("run-a")
+        assert run is not None and run.status == "interrupted"
+        with RunJournal.resume(path) as j:
+            j.append(RunBuilder(seq=4, t0=T0 + 100).started(resumed=True))
+            assert store.list_runs().iloc[0]["status"] == "running"
+            for e in (RunBuilder(seq=5, t0=T0 + 100).finished(),):
+                j.append(e)
+        run = store.get_run("run-a")
+        assert run is not None and (run.status, run.n_resumes) == ("completed", 1)
+
+
+def big_events(run_id: str, n: int) -> list:  # type: ignore[type-arg]
+    b = RunBuilder(run_id)
+    spans = [{"span_id": i, "summary": "x" * 200} for i in range(3)]
+    out = [b.started(), b.proposed(0)]
+    out += [b.example(0, f"e{i:05d}", float(i % 2), trace=spans) for i in range(n)]
+    return [*out, b.result(0, 0.5, 0.001, 0.49, n_examples=n), b.finished()]
+
+
+def test_a_big_finished_journal_is_read_directly_with_the_same_rows(tmp_path: Path) -> None:
+    events = big_events("run-a", 2000)
+    direct, copied = tmp_path / "direct.duckdb", tmp_path / "copied.duckdb"
+    with RunJournal.create(journal_path(direct, "run-a")) as j:
+        for e in events:
+            j.append(e)
+    size = journal_path(direct, "run-a").stat().st_size
+    assert size > _ingest.MAX_LINE_BYTES // 256  # over a megabyte: the direct path
+    journal_path(copied, "run-a").parent.mkdir()
+    journal_path(copied, "run-a").write_bytes(journal_path(direct, "run-a").read_bytes())
+    frames: list[pd.DataFrame] = []
+    with RunJournal.resume(journal_path(copied, "run-a")):  # live: the copied path
+        for db in (direct, copied):
+            with DuckDBRunStore(db, auto_ingest=False) as store:
+                assert store.ingest().n_events == len(events)
+                frames.append(store.candidate_examples("run-a", 0, with_trace=True))
+    pd.testing.assert_frame_equal(frames[0], frames[1])
+    assert len(frames[0]) == 2000
+    assert db_rows(direct, "SELECT byte_offset FROM ingest_offsets") == [(size,)]
+
+
+def test_the_store_persists_across_reopening(tmp_path: Path) -> None:
+    db = tmp_path / "runs.duckdb"
+    with DuckDBRunStore(db) as store:
+        store.record_events(small_run())
+        store.save_topology_version("t", "{}")
+        assert store.schema_version == 2
+    with DuckDBRunStore(db) as store:
+        assert store.list_runs()["n_events"].tolist() == [11]
+        assert store.get_topology_version("t").version == 1
+        assert store.record_events(small_run()) == 0
+
+
+def test_the_journal_view_is_read_only_and_answers_run_queries(tmp_path: Path) -> None:
+    db = tmp_path / "runs.duckdb"
+    with RunJournal.create(journal_path(db, "run-a")) as j:
+        for e in small_run():
+            j.append(e)
+    with DuckDBRunStore.from_journals(journal_path(db, "x").parent) as view:
+        assert view.read_only is True
+        assert view.list_runs()["status"].tolist() == ["completed"]
+        assert view.archive("run-a")["is_best"].tolist() == [False, True]
+        assert len(view.candidate_examples("run-a", 1)) == 2
+        with pytest.raises(StoreError, match="read-only view"):
+            view.record_events(small_run("run-b"))
+        with pytest.raises(StoreError, match="read-only view"):
+            view.put_spec("h", "{}")
+        with pytest.raises(StoreError, match="read-only view"):
+            view.record_proposal("t", "{}")
+        with pytest.raises(StoreError, match="read-only view"):
+            view.save_topology_version("t", "{}")
+    assert not db.exists()  # the view never touched the database file
+
+
+@pytest.mark.parametrize("spec", [":memory:", "duckdb://:memory:", ""])
+def test_open_store_in_memory(spec: str) -> None:
+    with open_store(spec) as store:
+        assert isinstance(store, DuckDBRunStore) and store.path == ":memory:"
+
+
+def test_open_store_paths_and_urls(tmp_path: Path) -> None:
+    db = tmp_path / "a.duckdb"
+    for spec in (db, str(db), f"duckdb://{db}"):
+        store = open_store(spec)
+        assert isinstance(store, DuckDBRunStore) and store.path == str(db)
+        assert store.journal_dir == tmp_path / "a.duckdb.journals"
+        same: RunStore = open_store(store)
+        assert same is store
+        store.close()
+    with pytest.raises(StoreError, match="unknown run store URL scheme 'postgres'"):
+        open_store("postgres://host/db")
+
+
+def test_files_that_are_not_run_stores_are_refused(tmp_path: Path) -> None:
+    other = tmp_path / "other.duckdb"
+    with duckdb.connect(str(other)) as con:
+        con.execute("CREATE TABLE t (x INTEGER)")
+    with pytest.raises(StoreError, match="not a Topology Studio run store"):
+        DuckDBRunStore(other)
+    text = tmp_path / "notes.txt"
+    text.write_text("hello")
+    with pytest.raises(StoreError, match="cannot open the run store"):
+        DuckDBRunStore(text)

@@ -1,0 +1,113 @@
+"""Schema versions: a first-release (v1) database opens and migrates; a newer one is refused."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from core.errors import SchemaVersionError, StoreError
+from core.storage import DuckDBRunStore
+from core.storage._schema import CURRENT_VERSION, ensure_schema, read_version
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "store_v1.duckdb"
+T0 = 1_700_000_000.0
+
+
+def schema_of(db: Path) -> list[tuple[object, ...]]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        columns = con.execute(
+            "SELECT table_name, ordinal_position, column_name, data_type, is_nullable, "
+            "column_default FROM information_schema.columns WHERE table_schema = 'main' "
+            "ORDER BY table_name, ordinal_position"
+        ).fetchall()
+        constraints = con.execute(
+            "SELECT table_name, constraint_type, constraint_column_names::VARCHAR "
+            "FROM duckdb_constraints() WHERE schema_name = 'main' ORDER BY ALL"
+        ).fetchall()
+        sequences = con.execute(
+            "SELECT sequence_name FROM duckdb_sequences() ORDER BY ALL"
+        ).fetchall()
+    return [*columns, *constraints, *sequences]
+
+
+@pytest.fixture
+def v1_copy(tmp_path: Path) -> Path:
+    db = tmp_path / "old.duckdb"
+    shutil.copy(FIXTURE, db)
+    return db
+
+
+def test_the_fixture_is_a_small_v1_database() -> None:
+    assert FIXTURE.stat().st_size < 1_000_000
+    with duckdb.connect(str(FIXTURE), read_only=True) as con:
+        assert read_version(con) == 1
+
+
+def test_a_new_database_is_at_the_current_version(tmp_path: Path) -> None:
+    with DuckDBRunStore(tmp_path / "new.duckdb") as store:
+        assert store.schema_version == CURRENT_VERSION == 2
+    with duckdb.connect(str(tmp_path / "new.duckdb")) as con:
+        rows = con.execute("SELECT version, note FROM schema_version ORDER BY version").fetchall()
+    assert rows == [(1, "first release"), (2, "migrated to v2")]
+
+
+def test_a_v1_database_opens_and_migrates_with_its_data(v1_copy: Path) -> None:
+    with DuckDBRunStore(v1_copy) as store:
+        assert store.schema_version == 2
+        runs = store.list_runs()
+        assert runs["run_id"].tolist() == ["v1-run"]
+        row = runs.iloc[0]
+        assert (row["status"], row["problem"], row["n_candidates"], row["n_evaluations"]) == (
+            "completed",
+            "gsm8k_replay",
+            2,
+            4,
+        )
+        # v2's columns were backfilled from the events table
+        assert (row["last_event_at"], row["n_events"]) == (T0 + 9, 10)
+        arch = store.archive("v1-run")
+        assert arch["accuracy"].tolist() == [0.5, 1.0]
+        assert arch["is_best"].tolist() == [False, True]
+        assert store.example_trace("v1-run", 0, "gsm8k-0001") == [{"span_id": 0, "name": "solver"}]
+        assert store.get_spec("spec1") is not None
+        assert store.list_proposals()["decision"].tolist() == ["approved"]
+        assert store.get_topology_version("gsm8k_replay").note == "initial"
+        # writing after the migration continues the v1 sequences
+        assert store.record_proposal("gsm8k_replay", "{}") == 2
+        assert store.save_topology_version("gsm8k_replay", "{}") == 2
+    with DuckDBRunStore(v1_copy) as store:  # reopening does not migrate again
+        assert store.schema_version == 2
+    with duckdb.connect(str(v1_copy)) as con:
+        versions = con.execute("SELECT version FROM schema_version ORDER BY 1").fetchall()
+    assert versions == [(1,), (2,)]
+
+
+def test_a_migrated_database_has_exactly_the_new_schema(v1_copy: Path, tmp_path: Path) -> None:
+    DuckDBRunStore(v1_copy).close()
+    DuckDBRunStore(tmp_path / "fresh.duckdb").close()
+    assert schema_of(v1_copy) == schema_of(tmp_path / "fresh.duckdb")
+
+
+def test_migrating_step_by_step(tmp_path: Path) -> None:
+    with duckdb.connect(str(tmp_path / "x.duckdb")) as con:
+        assert ensure_schema(con, target=1) == 1
+        assert read_version(con) == 1
+        assert ensure_schema(con) == 2
+        assert ensure_schema(con) == 2
+        assert read_version(con) == 2
+
+
+def test_a_database_from_a_newer_version_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "future.duckdb"
+    DuckDBRunStore(db).close()
+    with duckdb.connect(str(db)) as con:
+        con.execute("INSERT INTO schema_version VALUES (99, 0, 'from the future')")
+    with pytest.raises(SchemaVersionError, match="schema version 99, newer than"):
+        DuckDBRunStore(db)
+    assert issubclass(SchemaVersionError, StoreError)
+    # the refused open released the file
+    with duckdb.connect(str(db)) as con:
+        assert con.execute("SELECT max(version) FROM schema_version").fetchone() == (99,)
