@@ -429,3 +429,50 @@ def test_demo_without_ui_checks_data_and_runs_a_short_search(
     run_id = _kv(cap.out, "run")
     with DuckDBRunStore(isolated / "runs.duckdb") as store:
         assert store.get_run(run_id) is not None
+
+
+_BLANK_REGISTRIES = """
+from core.evaluation.metrics import GoldExample
+from core.hydrate import AgentRegistry, CallableRegistry
+from core.problems import ProblemContext, ProblemParts
+
+
+def blank(_: object) -> str:
+    return ""
+
+
+def build(ctx: ProblemContext) -> ProblemParts:
+    callables = CallableRegistry()
+    callables.register("blank", blank, "Answers nothing.")
+    return ProblemParts(
+        callable_registry=callables,
+        agent_registry=AgentRegistry(),
+        score_functions={"exact": lambda output, ex: float(output == ex.expected)},
+        load_gold=lambda: [GoldExample(input=str(i), expected=str(i), id=f"q{i}") for i in range(6)],
+        roles={"step": ["blank"]},
+    )
+"""
+
+
+def test_a_search_that_fails_exits_1_with_its_reason(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    problem = isolated / "blank_problem"
+    problem.mkdir()
+    (problem / "problem.toml").write_text(
+        'name = "blank_problem"\n[gold]\nvalidation_size = 4\n[search]\nmax_evaluations = 3\n'
+    )
+    (problem / "registries.py").write_text(_BLANK_REGISTRIES)
+    (problem / "seed.json").write_text(
+        '{"kind": "pipeline", "steps": [{"operation": {"kind": "function_step", '
+        '"callable_name": "blank"}}]}'
+    )
+    code = main(["search", str(problem)])
+    cap = capsys.readouterr()
+    assert code == 1
+    assert cap.out == ""
+    assert "Traceback" not in cap.err
+    first = cap.err.splitlines()[0]
+    assert first.startswith("topology-studio: error: ")
+    assert "degenerate" in first
+    assert "failed; its journal: " in first
