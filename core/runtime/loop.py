@@ -101,6 +101,17 @@ class LoopResult:
         }
 
 
+def _cancel_requested() -> bool:
+    """Whether the current task has a cancellation request that the awaited code swallowed.
+
+    A step, evaluator or updater that catches `CancelledError` and returns leaves the request
+    pending (`Task.cancelling() > 0`): the loop then starts no more work and raises
+    `CancelledError` itself, so cancelling a loop always stops it.
+    """
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 def _numeric(score: float | None) -> float | None:
     """`score` if it is a real number, else None (None and NaN are "no score")."""
     return None if score is None or math.isnan(score) else score
@@ -167,7 +178,10 @@ class RefinementLoop:
 
     `timeout` is a hard deadline for the whole loop: at the deadline whatever is in flight
     (step, evaluator or state updater) is cancelled (and detached if it swallows the
-    cancellation; no further iteration starts), and the exit is `timeout`.
+    cancellation; no further iteration starts), and the exit is `timeout`. An iteration that
+    completes in the same event-loop pass as the deadline keeps its own exit. Cancelling the
+    loop from outside propagates `CancelledError` and, likewise, starts no further work even
+    if the step swallows the cancellation.
 
     keep_best: on any exit but `passed`, the best-scoring completed iteration's output is
     returned instead of the latest when the latest score is lower or missing; ties keep the
@@ -287,11 +301,12 @@ class RefinementLoop:
             exit_reason = await self._iterate(input_data, state)
         else:
             task = asyncio.get_running_loop().create_task(self._iterate(input_data, state))
-            if await wait_tasks([task], self._timeout):
+            timed_out = await wait_tasks([task], self._timeout)
+            if timed_out and not task.done():
                 state.stopped = True  # a step that swallowed the cancellation starts no more work
                 await cancel_and_reap([task])
                 exit_reason = "timeout"
-            else:
+            else:  # finished in time, or in the same event-loop pass as the deadline
                 exit_reason = task.result()
         result = self._result(state, exit_reason)
         if span is not None:
@@ -302,10 +317,10 @@ class RefinementLoop:
         for iteration in range(1, self._max + 1):
             start = time.perf_counter()
             output = await self._step.execute(current)
-            if state.stopped:
+            if state.stopped or _cancel_requested():
                 raise asyncio.CancelledError
             verdict = as_eval_result(await self._evaluator.execute(output))
-            if state.stopped:
+            if state.stopped or _cancel_requested():
                 raise asyncio.CancelledError
             duration_ms = (time.perf_counter() - start) * 1e3
             state.outputs.append(output)
@@ -319,7 +334,7 @@ class RefinementLoop:
                 return "converged"
             if iteration < self._max:
                 current = await call_maybe_async(self._updater, current, output, verdict)
-                if state.stopped:
+                if state.stopped or _cancel_requested():
                     raise asyncio.CancelledError
         return "max_iterations"
 

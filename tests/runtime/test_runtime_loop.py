@@ -271,6 +271,65 @@ def test_cancelling_a_loop_with_timeout_from_outside_propagates() -> None:
     assert _run(go()) < 0.2
 
 
+@pytest.mark.parametrize("timeout", [None, 5.0])
+def test_cancelling_from_outside_starts_no_more_work_when_the_step_swallows_it(
+    timeout: float | None,
+) -> None:
+    """A step that catches the cancellation and returns must not keep the loop iterating (in
+    the same task without a timeout, or detached in the background with one)."""
+    calls: list[str] = []
+
+    async def swallowing(x: int) -> str:
+        calls.append(f"step {x}")
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.05)
+        return f"out{x}"
+
+    def evaluate(output: str) -> EvalResult:
+        calls.append(f"evaluate {output}")
+        return fail(0.1)
+
+    loop = RefinementLoop(swallowing, evaluate, next_input, max_iterations=5, timeout=timeout)
+
+    async def go() -> None:
+        task = asyncio.create_task(loop.run(0))
+        await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.2)  # a detached iteration would go on meanwhile
+
+    _run(go())
+    assert calls == ["step 0"]
+
+
+def test_an_iteration_finishing_at_the_deadline_keeps_its_exit() -> None:
+    """The step's wake-up and the deadline fall due in the same event-loop pass (another task
+    blocked the loop past both): the iteration completes and passes, so the exit is `passed`
+    with its output, not `timeout` with another (keep_best) output."""
+
+    async def step(x: int) -> str:
+        await asyncio.sleep(0.04)
+        return f"out{x}"
+
+    loop = RefinementLoop(step, scripted([ok(0.5)]), next_input, timeout=0.05)
+
+    async def go() -> LoopResult:
+        async def blocker() -> None:
+            await asyncio.sleep(0.01)
+            time.sleep(0.1)  # blocks the event loop past the step's wake-up and the deadline
+
+        blocking = asyncio.create_task(blocker())
+        result = await loop.run(0)
+        await blocking
+        return result
+
+    r = _run(go())
+    assert summary(r) == ("out0", 1, "passed", 1, 0.5, 1)
+
+
 # ---- evaluators ----------------------------------------------------------------------------
 
 
