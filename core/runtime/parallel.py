@@ -66,7 +66,9 @@ class Parallel:
     Each step runs in its own asyncio task (with a copy of the context, so trace spans nest
     under this one). Step failures never raise out of `run`: they fill the error slot of the
     `ParallelResult`. A merge that raises propagates. Cancelling the run from outside cancels
-    every branch and propagates.
+    every branch and propagates. A `BaseException` that is not an `Exception` nor a
+    cancellation (e.g. `KeyboardInterrupt`, `SystemExit`) is not a step failure: as in
+    `Pipeline`, it propagates out of `run`, after the other branches are cancelled.
 
     `timeout` is one wall-clock budget for the whole group and a hard deadline: at the
     deadline the unfinished branches are cancelled, given a short grace
@@ -167,7 +169,7 @@ class Parallel:
         timed_out = await wait_for_wakeup(group.waiter, self._timeout, tasks)
         group.closed = True  # from here on, a branch's late value or error is discarded
         outputs, errors, finished = group.outputs, group.errors, group.finished
-        if not all(finished):  # late branches, or branches cancelled from within
+        if not all(finished):  # late branches, branches cancelled from within, fatal errors
             late = [i for i, task in enumerate(tasks) if not task.done()]
             if late:
                 await cancel_and_reap([tasks[i] for i in late])
@@ -175,9 +177,17 @@ class Parallel:
                     errors[i] = self._late_error(i, timed_out)
                 if span is not None and timed_out:
                     span.attributes["timed_out"] = late
-            for i in range(len(tasks)):
-                if not finished[i] and errors[i] is None:  # cancelled from within the step
+            fatal: BaseException | None = None
+            for i, task in enumerate(tasks):
+                if finished[i] or errors[i] is not None:
+                    continue
+                exc = None if task.cancelled() else task.exception()  # retrieved either way
+                if exc is None:  # cancelled from within the step
                     errors[i] = asyncio.CancelledError(f"{self._label(i)} was cancelled")
+                elif fatal is None:
+                    fatal = exc
+            if fatal is not None:
+                raise fatal
         if span is not None:
             span.attributes["errors"] = [
                 None if e is None else f"{type(e).__name__}: {e}" for e in errors
@@ -251,7 +261,9 @@ class _Group:
 async def _branch(i: int, step: Step, input_data: Any, group: _Group) -> None:
     """Run one branch and fill its slot (unless the group stopped waiting for it).
 
-    Only `Exception`s are caught: a cancellation propagates, so the task ends cancelled.
+    Only `Exception`s are caught: a cancellation propagates, so the task ends cancelled; any
+    other `BaseException` ends the wait at once and propagates, so the task holds it for
+    `Parallel._run` to re-raise.
     """
     try:
         out = await step.execute(input_data)
@@ -259,6 +271,12 @@ async def _branch(i: int, step: Step, input_data: Any, group: _Group) -> None:
         if not group.closed:
             group.errors[i] = exc
             group.finished[i] = True
+    except asyncio.CancelledError:
+        raise
+    except BaseException:  # not a step failure: stop waiting, `Parallel._run` re-raises it
+        if not group.waiter.done():
+            group.waiter.set_result(None)
+        raise
     else:
         if not group.closed:
             group.outputs[i] = out

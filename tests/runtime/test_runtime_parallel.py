@@ -211,6 +211,41 @@ def test_a_step_cancelled_from_within_is_an_error_not_an_output() -> None:
     assert result.merged == ["ok"]
 
 
+class Fatal(BaseException):
+    """Not an `Exception`: like `KeyboardInterrupt` / `SystemExit`, it is not a step failure."""
+
+
+def test_a_base_exception_in_a_branch_cancels_the_others_and_propagates() -> None:
+    cancelled: list[str] = []
+
+    async def fatal(x: Any) -> Any:
+        await asyncio.sleep(0.01)
+        raise Fatal("stop everything")
+
+    async def long(x: Any) -> str:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled.append("long")
+            raise
+        return "never"
+
+    reports = AsyncioReports()
+
+    async def go() -> float:
+        reports.install()
+        start = time.perf_counter()
+        with pytest.raises(Fatal, match="stop everything"):
+            await Parallel([after(0, "ok"), fatal, long]).run(0)
+        return time.perf_counter() - start
+
+    elapsed = asyncio.run(go())
+    gc.collect()
+    assert elapsed < 0.5  # it did not wait for the long branch
+    assert cancelled == ["long"]
+    assert reports.messages == []  # no "Task exception was never retrieved"
+
+
 def test_timeout_is_one_budget_for_the_group() -> None:
     par = Parallel([after(0.01, "a"), after(0.03, "b"), after(5, "c")], timeout=0.06)
     start = time.perf_counter()
