@@ -2,8 +2,8 @@
 
 The canonical form is the spec's JSON with every field written (defaults included, so a field
 set explicitly to its default hashes like one left out), node `id`s stripped, keys sorted, no
-whitespace, non-ASCII kept as UTF-8. Two specs have the same canonical form exactly when they
-describe the same topology: ids and key order do not matter; any structural or value change
+whitespace, non-ASCII kept as UTF-8, `-0.0` written as `0.0` (the two are equal). Two specs
+have the same canonical form exactly when they describe the same topology: ids and key order do not matter; any structural or value change
 does (names, order of steps and routes, numbers). It is what the evaluation cache, the archive's
 de-duplication and the run store key on.
 """
@@ -20,7 +20,8 @@ __all__ = ["canonical_dict", "canonical_json", "spec_hash"]
 
 
 def _strip_ids(data: dict[str, Any]) -> dict[str, Any]:
-    """Remove `id` from every node object (objects with a `kind`), iteratively, in place."""
+    """Remove `id` from every node object (objects with a `kind`) and write every `-0.0` as
+    `0.0`, iteratively, in place."""
     stack: list[Any] = [data]
     while stack:
         current = stack.pop()
@@ -28,14 +29,24 @@ def _strip_ids(data: dict[str, Any]) -> dict[str, Any]:
             obj = cast(dict[str, Any], current)
             if "kind" in obj:
                 obj.pop("id", None)
-            stack.extend(obj.values())
+            for key, value in obj.items():
+                if type(value) is float and value == 0.0:
+                    obj[key] = 0.0  # -0.0 == 0.0, and passes `>= 0`: one value, one hash
+                elif isinstance(value, dict | list):
+                    stack.append(value)
         elif isinstance(current, list):
-            stack.extend(cast(list[Any], current))
+            items = cast(list[Any], current)
+            for index, value in enumerate(items):
+                if type(value) is float and value == 0.0:
+                    items[index] = 0.0
+                elif isinstance(value, dict | list):
+                    stack.append(value)
     return data
 
 
 def canonical_dict(spec: AnyNode) -> dict[str, Any]:
-    """The canonical form as plain data: `spec.model_dump(mode="json")` without node ids."""
+    """The canonical form as plain data: `spec.model_dump(mode="json")` without node ids (and
+    `-0.0` as `0.0`)."""
     return _strip_ids(spec.model_dump(mode="json"))
 
 

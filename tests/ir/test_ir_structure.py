@@ -101,6 +101,22 @@ def test_float_and_int_timeouts_hash_alike() -> None:
     assert spec_hash(a) == spec_hash(b)
 
 
+def test_negative_zero_hashes_like_zero() -> None:
+    """-0.0 passes `>= 0` and equals 0.0 (the two specs are `==`), so it must not change the
+    content hash: equal specs are one archive entry, one cache key."""
+    loop = RefinementLoopSpec(step=A, evaluator="judge", state_updater_name="update")
+    zero = loop.model_copy(update={"convergence_threshold": 0.0, "confidence_threshold": 0.0})
+    negative = parse_topology(
+        '{"kind": "refinement_loop", "step": {"kind": "agent_step", "agent_name": "solver"}, '
+        '"evaluator": "judge", "state_updater_name": "update", "convergence_threshold": -0.0, '
+        '"confidence_threshold": -0.0}'
+    )
+    assert negative == zero
+    assert canonical_json(negative) == canonical_json(zero)
+    assert '"convergence_threshold":0.0' in canonical_json(negative)
+    assert spec_hash(negative) == spec_hash(zero)
+
+
 # --- metrics -------------------------------------------------------------------------------
 
 
