@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -185,17 +186,34 @@ class Output:
         *,
         title: str | None = None,
         right: Sequence[str] = (),
+        short: Mapping[str, str] | None = None,
     ) -> None:
         """A table: rich on a terminal; else a header and rows of two-space separated columns.
 
         Values are printed with `str`; None prints as `-`; a value holding spaces stays one
-        column only on a terminal, so callers keep plain-mode cells free of spaces.
+        column only on a terminal, so callers keep plain-mode cells free of spaces. `right`
+        names the numeric columns (right-aligned, never cut); `short` gives shorter headers
+        used on a terminal, where width is scarce.
         """
         cells = [["-" if v is None else str(v) for v in row] for row in rows]
         if self.rich:
-            t = Table(title=title, title_justify="left", header_style="bold")
-            for c in columns:
-                t.add_column(c, justify="right" if c in right else "left", no_wrap=True)
+            t = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
+            for i, c in enumerate(columns):
+                # numbers never shrink (a cut number is wrong); text columns fold instead
+                numeric = c in right
+                width = max([len(c), *(len(row[i]) for row in cells)]) if numeric else len(c)
+                label = (short or {}).get(c, c)
+                if not numeric:
+                    width = len(label)
+                else:
+                    width = max([len(label), *(len(row[i]) for row in cells)])
+                t.add_column(
+                    label,
+                    justify="right" if numeric else "left",
+                    no_wrap=numeric,
+                    min_width=width,
+                    overflow="fold",
+                )
             for row in cells:
                 t.add_row(*row)
             self.console.print(t)

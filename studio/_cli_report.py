@@ -43,11 +43,19 @@ FRONT_COLUMNS: tuple[str, ...] = (
     "n_agents",
     "depth",
     "score",
-    "split",
     "operator",
     "best",
 )
 """The columns of the printed Pareto front (plain mode: two-space separated, one row a line)."""
+
+_SHORT = {
+    "candidate": "#",
+    "accuracy": "acc",
+    "cost_usd": "cost $",
+    "latency_ms": "lat ms",
+    "n_agents": "agents",
+    "operator": "made by",
+}
 
 
 def _opt(value: Any) -> Any:
@@ -69,6 +77,9 @@ def _int(value: Any) -> str:
 def front_table(archive: pd.DataFrame) -> list[list[str]]:
     """The rows of the printed front: the archive rows `on_front`, by candidate index.
 
+    Give it an archive of one split (`RunStore.archive(run_id, split="validation")`): the
+    front is only meaningful when every entry was scored on the same examples.
+
     Numbers are printed with fixed decimals: accuracy and score 4, cost 6 (USD per example),
     latency 1 (ms per example), so a reader can compare them with the store's values rounded
     the same way. `best` is `*` on the run's best entry.
@@ -88,7 +99,6 @@ def front_table(archive: pd.DataFrame) -> list[list[str]]:
                 _int(rec["n_agents"]),
                 _int(rec["depth"]),
                 fmt_float(_opt(rec["aggregate_score"]), 4),
-                str(_opt(rec["objective_split"]) or "-"),
                 str(_opt(rec["operator"]) or "-").replace(" ", "_"),
                 "*" if bool(_opt(rec["is_best"])) else "",
             ]
@@ -108,6 +118,7 @@ def print_front(out: Output, archive: pd.DataFrame, *, title: str = "Pareto fron
         FRONT_COLUMNS,
         rows,
         right=("candidate", "accuracy", "cost_usd", "latency_ms", "n_agents", "depth", "score"),
+        short=_SHORT,
     )
 
 

@@ -237,7 +237,7 @@ def run_cli_search(setup: _SearchSetup, out: Output) -> OptimizationResult:
         return asyncio.run(search.run())
 
 
-def _report(db: Path, run_id: str, out: Output, result: OptimizationResult | None) -> None:
+def _report(db: Path, run_id: str, out: Output) -> None:
     """Ingest the journal and print the run from the store (or from the journals when another
     process holds the database)."""
     try:
@@ -253,8 +253,6 @@ def _report(db: Path, run_id: str, out: Output, result: OptimizationResult | Non
         print_run(store, run_id, out)
     finally:
         store.close()
-    if result is not None and result.raw.get("test") is None:
-        out.line("held-out test: not evaluated in this run")
     out.heading("Next")
     out.kv(
         [
@@ -270,10 +268,9 @@ def _report(db: Path, run_id: str, out: Output, result: OptimizationResult | Non
 def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
     """Run the search (journal closed afterwards), then ingest and print; 1 if the run failed."""
     failed: TopologyStudioError | None = None
-    result: OptimizationResult | None = None
     with setup.journal:
         try:
-            result = run_cli_search(setup, out)
+            run_cli_search(setup, out)
         except (BudgetError, CliUsageError):
             raise
         except TopologyStudioError as exc:
@@ -284,7 +281,7 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
         if diagnosis:
             out.note(f"diagnosis: {diagnosis}")
         return ExitCode.FAILED
-    _report(db, setup.run_id, out, result)
+    _report(db, setup.run_id, out)
     return ExitCode.OK
 
 

@@ -212,7 +212,7 @@ def test_printed_front_is_what_the_store_holds(small_run: dict[str, Any]) -> Non
     header, rows = table[0].split(), [r.split() for r in table[1:]]
     assert header == [
         "candidate", "accuracy", "cost_usd", "latency_ms", "n_agents", "depth", "score",
-        "split", "operator", "best",
+        "operator", "best",
     ]  # fmt: skip
     printed = [tuple(r[:7]) for r in rows]
     best_printed = [r[0] for r in rows if r[-1] == "*"]
