@@ -20,6 +20,17 @@ _SEGMENT = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[(\"(?:[^\"\\]|\\.
 
 # Labels Pydantic puts in `loc` for the member of a (non-tagged) union it tried.
 _STR_LABELS = frozenset({"str", "constrained-str"})
+# ... and for a name with an after-validator: `function-after[_not_blank(), constrained-str]`
+_STR_LABEL_SUFFIX = "str]"
+
+
+def _is_str_label(element: object) -> bool:
+    return isinstance(element, str) and (
+        element in _STR_LABELS
+        or (element.startswith("function-after[") and element.endswith(_STR_LABEL_SUFFIX))
+    )
+
+
 _DICT_LABELS = frozenset({"AgentSpec", "StepConfigSpec"})
 
 
@@ -88,7 +99,7 @@ def _convert_loc(loc: Sequence[int | str], data: Any) -> str | None:
                 continue
             if element == mapping.get("kind") and element in KINDS:
                 continue  # the tagged-union member Pydantic chose
-            if element in _STR_LABELS:
+            if _is_str_label(element):
                 return None  # the str branch of `AgentSpec | str` tried on an object
             if element in _DICT_LABELS or (isinstance(element, str) and "[" in element):
                 continue
@@ -108,7 +119,7 @@ def _convert_loc(loc: Sequence[int | str], data: Any) -> str | None:
             if isinstance(current, str):
                 return None  # the object branch of `AgentSpec | str` tried on a string
             continue
-        if isinstance(element, str) and (element in _STR_LABELS or "[" in element):
+        if isinstance(element, str) and (_is_str_label(element) or "[" in element):
             continue
         path = join_index(path, element) if isinstance(element, int) else join_key(path, element)
         current = None

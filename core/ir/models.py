@@ -40,6 +40,7 @@ from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -83,8 +84,17 @@ KINDS: tuple[str, ...] = ATOMIC_KINDS + COMPOSITE_KINDS
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
-Name = Annotated[str, Field(min_length=1, pattern=r"\S")]
-"""A non-blank name (at least one non-space character)."""
+
+def _not_blank(value: str) -> str:
+    """Blank is what the runtime and the registries check: `not value.strip()`. The schema's
+    `\\S` pattern alone (pydantic-core's Rust regex) lets U+001C..U+001F through."""
+    if not value.strip():
+        raise ValueError("must not be blank (whitespace only)")
+    return value
+
+
+Name = Annotated[str, Field(min_length=1, pattern=r"\S"), AfterValidator(_not_blank)]
+"""A non-blank name: at least one character that `str.strip()` keeps."""
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 """A positive, finite duration in seconds."""
 Threshold = Annotated[float, Field(ge=0, allow_inf_nan=False)]

@@ -127,6 +127,23 @@ def test_names_must_not_be_blank(bad: str) -> None:
         AgentStepSpec(agent_name="a", id=bad)
 
 
+@pytest.mark.parametrize("bad", ["\x1c", "\x1d\x1e \x1f", "\u3000", "\x85\u2028"])
+def test_names_blank_by_str_strip_are_blank(bad: str) -> None:
+    """Blank means what the runtime and the registries check, `not name.strip()`: these pass a
+    regex `\\S` (pydantic-core's Rust engine does not count U+001C..U+001F as space) but could
+    never be registered, and a route of that name fails only at hydration."""
+    assert not bad.strip()
+    with pytest.raises(ValidationError):
+        FunctionStepSpec(callable_name=bad)
+    with pytest.raises(ValidationError):
+        RouteSpec(name=bad, step=A)
+    with pytest.raises(ValidationError):
+        AgentStepSpec(agent_name="a", id=bad)
+    with pytest.raises(ValidationError):
+        AgentSpec(model=bad)
+    assert FunctionStepSpec(callable_name="\u200bx\x1c").callable_name == "\u200bx\x1c"
+
+
 def test_step_config_rules() -> None:
     assert StepConfigSpec(on_error="retry", max_retries=0).max_retries == 0
     with pytest.raises(ValidationError):

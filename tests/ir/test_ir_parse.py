@@ -335,6 +335,17 @@ def test_validation_errors_are_json_paths() -> None:
     )
 
 
+def test_a_blank_string_classifier_is_one_error_at_its_path() -> None:
+    data = {
+        "kind": "router",
+        "routes": [{"name": "x", "step": {"kind": "function_step", "callable_name": "f"}}],
+        "classifier": "\x1c",
+    }
+    with pytest.raises(SpecError) as exc:
+        parse_topology(data)
+    assert exc.value.errors == [("$.classifier", "must not be blank (whitespace only)")]
+
+
 def test_string_classifier_errors_are_not_doubled() -> None:
     data = {
         "kind": "router",
