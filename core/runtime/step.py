@@ -3,7 +3,8 @@
 A `Step` is anything with a read-only `step_name` and `async execute(input_data)`. Primitives
 take *step-likes* and turn them into steps once, at construction, with `coerce_step`:
 
-- a `Step` is used as-is (the same object);
+- a `Step` is used as-is (the same object); a class is never a Step (its `step_name` is a
+  property object, not a str), so a Step class is a callable like any other;
 - an agent (`core.agents.is_agent`: a pydantic-ai agent, or an object with a `model` attribute
   and an async `run`) is wrapped in `AgentStep`;
 - any other callable is wrapped in `FunctionStep`;
@@ -197,8 +198,8 @@ def coerce_step(step_like: Any, *, name: str | None = None) -> Step:
     Raises:
         TypeError: `step_like` is none of these; the message names its type.
     """
-    if isinstance(step_like, Step):
-        return step_like
+    if isinstance(step_like, Step) and not isinstance(step_like, type):
+        return step_like  # (a Step class has the attributes too, but is not a step)
     if is_agent(step_like):
         return AgentStep(step_like, name=name)
     if callable(step_like):

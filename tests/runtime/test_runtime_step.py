@@ -76,6 +76,35 @@ def test_coerce_names_wrappers_only() -> None:
     assert coerce_step(step, name="x").step_name == "double"
 
 
+def test_a_step_class_is_not_a_step() -> None:
+    """A class has `step_name` and `execute` attributes, but its `step_name` is a property, not
+    a str: passing `FunctionStep` instead of an instance must not make the class a step. As any
+    callable it is wrapped in a `FunctionStep` (calling it builds an instance)."""
+
+    class Shout:
+        """A step class: `Shout(prefix)` is the step."""
+
+        def __init__(self, prefix: str) -> None:
+            self.prefix = prefix
+
+        @property
+        def step_name(self) -> str:
+            return "shout"
+
+        async def execute(self, input_data: Any) -> Any:
+            return self.prefix + str(input_data)
+
+    wrapped = coerce_step(Shout)
+    assert isinstance(wrapped, FunctionStep)
+    assert wrapped.step_name == "Shout"
+    assert wrapped.fn is Shout
+    assert coerce_step(Shout("!")).step_name == "shout"
+    assert [type(s).__name__ for s in Pipeline([Shout, Shout("!")]).steps] == [
+        "FunctionStep",
+        "Shout",
+    ]
+
+
 @pytest.mark.parametrize("bad", [42, "text", None, [double]])
 def test_anything_else_is_a_type_error_naming_the_type(bad: Any) -> None:
     with pytest.raises(TypeError, match=type(bad).__name__):
