@@ -16,6 +16,7 @@ from core.ir.design import (
     design_output_schema,
     parse_design,
 )
+from core.ir.diff import NodeChange, diff_highlight, structural_diff, unified_json_diff
 from core.ir.dot import to_dot
 from core.ir.ids import assign_ids
 from core.ir.limits import (
@@ -93,4 +94,8 @@ __all__ = [
     "spec_metrics",
     "to_dot",
     "topology_json_schema",
+    "NodeChange",
+    "diff_highlight",
+    "structural_diff",
+    "unified_json_diff",
 ]

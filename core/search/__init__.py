@@ -1,6 +1,7 @@
 """Search: Pareto functions, the archive, structural mutation operators, the engine (ask/tell loop,
 budgets, events, promotion, resume), the strategies and the result (others extend this)."""
 
+from core.search.apply import GeneDiff, apply_result, apply_specs
 from core.search.archive import (
     OBJECTIVE_NAMES,
     STRATEGIES,
@@ -47,6 +48,7 @@ from core.search.pareto import (
     objective_directions,
     pareto_front_mask,
 )
+from core.search.registry import Approval, TopologyRegistry, VersionRecord
 from core.search.result import CandidateRecord, OptimizationResult, unpack_topology_output
 from core.search.strategies import (
     STRATEGY_NAMES,
@@ -75,6 +77,12 @@ from core.search.subscribers import (
 )
 
 __all__ = [
+    "Approval",
+    "GeneDiff",
+    "TopologyRegistry",
+    "VersionRecord",
+    "apply_result",
+    "apply_specs",
     "BUILTIN_MERGES",
     "DEFAULT_OBJECTIVES",
     "OBJECTIVE_NAMES",

@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from core.errors import SearchError, SpecError
 from core.evaluation._checks import check_allowed_kinds, normalize_allowed_kinds
+from core.hydrate import BUILTIN_MERGES
 from core.ir.canonical import canonical_dict, spec_hash
 from core.ir.limits import SpecLimits, parse_operation, parse_topology
 from core.ir.metrics import spec_metrics
@@ -100,9 +101,6 @@ ROLES: tuple[str, ...] = ("step", "merge", "condition", "classifier", "evaluator
   may be listed here too: the hydrator looks evaluators up in the agent registry first);
 - `state_updater`: `(input, output, EvalResult) -> next input`, a loop's state updater.
 """
-
-BUILTIN_MERGES: tuple[str, ...] = ("collect_all", "first_wins", "fastest")
-"""The runtime's built-in merges (semantics section 3)."""
 
 
 class MutationContext(BaseModel):

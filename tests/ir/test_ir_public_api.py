@@ -51,6 +51,10 @@ IR_NAMES = [
     "spec_metrics",
     "to_dot",
     "topology_json_schema",
+    "NodeChange",
+    "diff_highlight",
+    "structural_diff",
+    "unified_json_diff",
 ]
 
 
