@@ -5,8 +5,8 @@ events the same way (`encode_event`). DuckDB's `read_json` reads them into a tem
 with the union of every event type's columns, and a handful of `INSERT ... SELECT` statements
 route each type to its table. 100,000 per-example rows go in well under a second; Python never
 touches a row. When a chunk has a line `read_json` cannot read, each line is validated with
-`parse_event` instead: bad lines are recorded in `ingest_errors` and skipped, good ones are
-re-encoded and read as above.
+`parse_event` instead (also when a line is JSON but not an event): bad lines are recorded in
+`ingest_errors` and skipped, good ones are re-encoded and read as above.
 
 Idempotency: the `events` table's key `(run_id, seq)` is the gate. Only events not stored yet
 go on to the other tables, whose keys also make a replayed result (same candidate, split,
@@ -135,6 +135,22 @@ def _read_json_into_delta(con: duckdb.DuckDBPyConnection, path: str) -> None:
     )
 
 
+_EVENT_TYPES: Final = (
+    "('run_started', 'candidate_proposed', 'example_evaluated', 'candidate_evaluated', "
+    "'archive_snapshot', 'log', 'run_finished')"
+)
+
+
+def _all_rows_are_events(con: duckdb.DuckDBPyConnection) -> bool:
+    """False when `_delta` has a row that is valid JSON but not an event (no key, unknown
+    type): then the lines go through `parse_event` one by one, so each is recorded."""
+    row = con.execute(
+        "SELECT count(*) FROM _delta WHERE run_id IS NULL OR seq IS NULL OR ts IS NULL "
+        f"OR type IS NULL OR type NOT IN {_EVENT_TYPES}"
+    ).fetchone()
+    return row is not None and row[0] == 0
+
+
 def _write_temp(data: bytes) -> str:
     fd, name = tempfile.mkstemp(prefix="ts-ingest-", suffix=".jsonl")
     with os.fdopen(fd, "wb") as fh:
@@ -176,7 +192,8 @@ def load_delta(con: duckdb.DuckDBPyConnection, chunk: bytes) -> Delta:
     try:
         try:
             _read_json_into_delta(con, name)
-            return delta
+            if _all_rows_are_events(con):
+                return delta
         except duckdb.Error:
             pass
         good, delta.errors = _validated(chunk)
@@ -198,7 +215,7 @@ def load_delta_from_file(con: duckdb.DuckDBPyConnection, path: Path) -> bool:
         _read_json_into_delta(con, os.fspath(path))
     except duckdb.Error:
         return False
-    return True
+    return _all_rows_are_events(con)
 
 
 _KEYS: Final[tuple[str, ...]] = (

@@ -197,7 +197,10 @@ class DuckDBRunStore(RunStore):
             out = fn()
             cur.execute("COMMIT")
         except BaseException:
-            cur.execute("ROLLBACK")
+            try:
+                cur.execute("ROLLBACK")
+            except duckdb.Error:  # a failed COMMIT already rolled back
+                pass
             raise
         return out
 

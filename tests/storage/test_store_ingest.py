@@ -127,6 +127,18 @@ def test_lines_that_are_not_events_are_skipped_and_recorded(tmp_path: Path) -> N
     ]
 
 
+def test_json_lines_that_are_not_events_are_recorded_too(tmp_path: Path) -> None:
+    db = tmp_path / "runs.duckdb"
+    path = journal_path(db, "run-a")
+    path.parent.mkdir(parents=True)
+    first = encode_event(small_run()[0]) + b"\n"
+    path.write_bytes(first + b'{"type": "from_the_future", "run_id": "run-a", "seq": 1}\n')
+    with DuckDBRunStore(db, auto_ingest=False) as store:
+        report = store.ingest()
+        assert (report.n_events, report.skipped_lines) == (1, 1)
+    assert db_rows(db, "SELECT byte_offset FROM ingest_errors") == [(len(first),)]
+
+
 def test_queries_ingest_new_journal_lines_by_themselves(tmp_path: Path) -> None:
     db = tmp_path / "runs.duckdb"
     events = small_run()
