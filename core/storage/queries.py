@@ -120,12 +120,6 @@ def effective_status(status: str, journal: str | None, journal_dir: Path | None)
     return "interrupted" if live is False else status
 
 
-_AS_OF: Final = (
-    "coalesce(strftime(make_timestamp((last_event_at * 1e6)::BIGINT), '%Y-%m-%d %H:%M:%S UTC'), "
-    "'no events yet')"
-)
-
-
 def interrupted_runs(con: duckdb.DuckDBPyConnection, journal_dir: Path | None) -> list[str]:
     """The stored-as-running runs whose journal no live process holds any more."""
     if journal_dir is None:
@@ -176,15 +170,7 @@ def list_runs(con: duckdb.DuckDBPyConnection, journal_dir: Path | None = None) -
                     THEN 'interrupted' ELSE runs.status END AS status_now
         FROM runs
     )
-    SELECT b.run_id, b.problem, b.strategy, b.seed, b.status_now AS status,
-           CASE b.status_now
-               WHEN 'running' THEN 'running, data as of ' || {_AS_OF}
-               WHEN 'interrupted' THEN 'interrupted (no process writes it), data as of '
-                   || {_AS_OF} || '; resume it with --resume'
-               ELSE CASE WHEN coalesce(b.reason, '') = '' THEN b.status_now
-                         ELSE b.status_now || ': ' || b.reason END
-           END AS status_label,
-           b.reason, b.started_at, b.finished_at, b.last_event_at,
+    SELECT b.run_id, b.problem, b.strategy, b.seed, b.status_now AS status, b.reason, b.started_at, b.finished_at, b.last_event_at,
            coalesce(b.finished_at, b.last_event_at) - b.started_at AS wall_s,
            b.n_events, b.n_resumes,
            coalesce(cand.n_candidates, 0) AS n_candidates,
@@ -197,7 +183,19 @@ def list_runs(con: duckdb.DuckDBPyConnection, journal_dir: Path | None = None) -
     LEFT JOIN cand USING (run_id)
     ORDER BY b.started_at DESC NULLS LAST, b.run_id DESC
     """
-    return _df(con, sql, {"interrupted": interrupted_runs(con, journal_dir)})
+    cur = con.execute(sql, {"interrupted": interrupted_runs(con, journal_dir)})
+    columns = [d[0] for d in cur.description or []]
+    at = columns.index("status") + 1
+    rows = [
+        (
+            *row[:at],
+            status_label(row[at - 1], row[at], row[columns.index("last_event_at")]),
+            *row[at:],
+        )
+        for row in cur.fetchall()
+    ]
+    columns.insert(at, "status_label")
+    return pd.DataFrame(rows, columns=columns)
 
 
 OBJECTIVE_COLUMNS: Final[frozenset[str]] = frozenset(
