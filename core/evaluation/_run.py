@@ -16,7 +16,7 @@ import math
 import time
 from collections.abc import Callable, Sized
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from core.evaluation._records import ExampleResult
 from core.evaluation.metrics import BundleStatus, GoldExample, MetricBundle, ScoreFn
@@ -25,6 +25,7 @@ from core.runtime.tracing import capture_trace, critical_path_ms, summarize
 
 __all__ = [
     "BlankFn",
+    "LatencySource",
     "RunContext",
     "RunnableTopology",
     "default_is_blank",
@@ -34,6 +35,21 @@ __all__ = [
 
 BlankFn = Callable[[Any], bool]
 """`is_blank(output) -> bool`: a problem's hook for structured outputs."""
+
+
+LatencySource = Literal["auto", "model", "wall"]
+"""Where a run's latency comes from: `"auto"` the critical-path model time when the run recorded
+any, else wall time; `"model"` always model time (0 ms for a run that recorded none); `"wall"`
+always wall time."""
+
+
+def run_latency_ms(source: LatencySource, model_ms: float | None, wall_ms: float) -> float:
+    """A run's latency in ms from its recorded model time (None: none) and its wall time."""
+    if source == "wall":
+        return wall_ms
+    if source == "model":
+        return 0.0 if model_ms is None else model_ms
+    return wall_ms if model_ms is None else model_ms
 
 
 class RunnableTopology(Protocol):
@@ -93,6 +109,7 @@ class RunContext:
     score_fn: ScoreFn
     is_blank: BlankFn
     timeout_s: float | None
+    latency_source: LatencySource = "auto"
 
 
 def _describe(value: float) -> str:
@@ -155,7 +172,7 @@ async def run_example(
     usage = list(trace.usage_by_model().values())
     quote = ctx.pricer.total(usage)
     model_ms = critical_path_ms(trace)
-    latency_ms = wall_ms if model_ms is None else model_ms
+    latency_ms = run_latency_ms(ctx.latency_source, model_ms, wall_ms)
 
     status: BundleStatus = "ok"
     reason: str | None = None

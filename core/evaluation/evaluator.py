@@ -26,8 +26,11 @@ One `evaluate(spec, examples)` call:
    `error`; blank outputs status `degenerate` (not scored); a NaN, infinite or out-of-range
    score, a failing score function, or a non-finite or unpriced cost status `invalid`.
    Cost is the `Pricer` over the trace's usage by model: every request, retries included.
-   Latency is the critical-path model time when the run recorded any (replay models do, so
-   latency is deterministic), else wall time, in ms.
+   Latency, in ms, follows `latency_source`: `"auto"` (default) is the critical-path model time
+   when the run recorded any (replay models do, so latency is deterministic), else wall time;
+   `"model"` is always model time, 0 for a run that recorded none (e.g. functions only: a
+   problem whose models all report model time sets it, so identical runs give identical
+   latency); `"wall"` is always wall time.
 
 3. **Verdict** (`core.evaluation._aggregate.judge`): one bundle per example (trials combined),
    weighted means, the aggregate score, error and blank rates, and the status `ok`,
@@ -52,6 +55,7 @@ from core.evaluation._checks import check_allowed_kinds, check_max_depth, normal
 from core.evaluation._records import CandidateEvaluation, CandidateStatus, ExampleResult
 from core.evaluation._run import (
     BlankFn,
+    LatencySource,
     RunContext,
     RunnableTopology,
     default_is_blank,
@@ -70,6 +74,7 @@ __all__ = [
     "EvaluatorConfig",
     "ExampleCallback",
     "ExampleResult",
+    "LatencySource",
     "TopologyEvaluator",
 ]
 
@@ -101,6 +106,9 @@ class EvaluatorConfig(BaseModel):
     """Per-run deadline in seconds; a run past it is an `error` (and is not cached)."""
     allow_inline_agents: bool = False
     """Allow inline `AgentSpec`s (needs an `agent_factory`); off: such specs are rejected."""
+    latency_source: LatencySource = "auto"
+    """Where a run's latency comes from: `"auto"` model time if recorded else wall time,
+    `"model"` model time (0 when none recorded), `"wall"` wall time (see the module docstring)."""
 
     @field_validator("allowed_step_kinds", mode="before")
     @classmethod
@@ -140,6 +148,7 @@ class TopologyEvaluator:
         allow_inline_agents: accept inline `AgentSpec`s (requires `agent_factory`).
         agent_factory: builds an agent from an inline `AgentSpec`, for hydration.
         is_blank: the problem's blank test for structured outputs; default `default_is_blank`.
+        latency_source: `"auto"`, `"model"` or `"wall"` (see the module docstring).
         config: all the options above at once; when given, the option arguments must be left at
             their defaults.
 
@@ -168,6 +177,7 @@ class TopologyEvaluator:
         allow_inline_agents: bool = False,
         agent_factory: InlineAgentFactory | None = None,
         is_blank: BlankFn | None = None,
+        latency_source: LatencySource = "auto",
         config: EvaluatorConfig | None = None,
     ) -> None:
         options = EvaluatorConfig(
@@ -180,6 +190,7 @@ class TopologyEvaluator:
             degenerate_threshold=degenerate_threshold,
             example_timeout_s=example_timeout_s,
             allow_inline_agents=allow_inline_agents,
+            latency_source=latency_source,
         )
         if config is not None:
             if options != EvaluatorConfig():
@@ -327,6 +338,7 @@ class TopologyEvaluator:
             score_fn=self._score_fn,
             is_blank=self._is_blank,
             timeout_s=cfg.example_timeout_s,
+            latency_source=cfg.latency_source,
         )
         n_trials = cfg.n_trials
         slots: list[ExampleResult | None] = [None] * (len(examples) * n_trials)

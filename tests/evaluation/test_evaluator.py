@@ -429,6 +429,46 @@ def test_latency_falls_back_to_wall_time() -> None:
     assert 15.0 <= result.results[0].latency_ms < 5000.0  # wall time of a 20 ms sleep
 
 
+def _latencies(ev: TopologyEvaluator, spec: Any) -> list[float]:
+    return [r.latency_ms for r in evaluate(ev, spec, examples(3)).results]
+
+
+def test_model_latency_source_gives_zero_for_a_run_with_no_model_time() -> None:
+    # a function-only candidate calls no model: in model time it takes 0 ms, in every run
+    # (wall time gave 0.1 ms in one run and 0.0 ms in the next: fronts differed)
+    ev = make_evaluator({"f": identity}, latency_source="model")
+    first, second = _latencies(ev, pipeline(fn_step("f"))), _latencies(ev, pipeline(fn_step("f")))
+    assert first == [0.0, 0.0, 0.0]
+    assert second == [0.0, 0.0, 0.0]
+    assert ev.config.latency_source == "model"
+
+
+def test_model_latency_source_keeps_the_critical_path() -> None:
+    def model(x: Any) -> Any:
+        record_model_latency(42.5)
+        return x
+
+    ev = make_evaluator({"m": model, "f": identity}, latency_source="model")
+    assert _latencies(ev, pipeline(fn_step("f"), fn_step("m"), fn_step("m"))) == [85.0] * 3
+
+
+def test_wall_latency_source_ignores_recorded_model_time() -> None:
+    async def slow_model(x: Any) -> Any:
+        record_model_latency(1e9)
+        await asyncio.sleep(0.02)
+        return x
+
+    ev = make_evaluator({"m": slow_model}, latency_source="wall")
+    for latency in _latencies(ev, pipeline(fn_step("m"))):
+        assert 15.0 <= latency < 5000.0  # wall time of a 20 ms sleep, not the 1e9 ms recorded
+
+
+def test_auto_latency_source_is_the_default_and_falls_back_to_wall_time() -> None:
+    assert EvaluatorConfig().latency_source == "auto"
+    with pytest.raises(ValueError, match="latency_source"):
+        EvaluatorConfig(latency_source="cpu")  # type: ignore[arg-type]
+
+
 # ---------------------------------------------------------------------------------------------
 # rejections before anything runs (F4)
 
