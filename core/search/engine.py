@@ -60,7 +60,6 @@ from typing import Any
 from pydantic_ai.models import Model
 
 from core.evaluation.cache import EvaluationCache, InMemoryEvaluationCache
-from core.evaluation.evaluator import TopologyEvaluator
 from core.evaluation.pricing import Pricer
 from core.problems.problem import Problem
 from core.search._engine import SearchRun, Subscriber, build_search_space, minibatch_indices
@@ -161,17 +160,13 @@ def build_search(
         allowed_step_kinds=tuple(search.allowed_step_kinds),
         max_depth=search.max_depth,
     )
-    evaluator = TopologyEvaluator(
-        callable_registry=problem.callable_registry,
-        agent_registry=problem.agent_registry,
-        score_fn=problem.score_fn,
-        pricer=pricer,
-        concurrency=search.concurrency,
-        weights=strat.config.weights,
+    evaluator = problem.evaluator(
         cache=cache if cache is not None else InMemoryEvaluationCache(),
+        weights=strat.config.weights,
+        concurrency=search.concurrency,
         max_depth=gene.max_depth,
         allowed_step_kinds=gene.allowed_step_kinds,
-        is_blank=problem.is_blank,
+        pricer=pricer,
     )
     if budget is None:
         budget = Budget(
