@@ -54,6 +54,7 @@ max_depth = 4
 
 [models]
 time_scale = 1.0                    # replayed latency is slept times this (0: no sleep)
+latency_source = "auto"             # "auto" | "model" (0 ms with no model call) | "wall"
 [models.prices."replay:my_model"]   # model name as recorded in usage -> USD per 1K tokens
 input_usd_per_1k = 0.5
 output_usd_per_1k = 1.5
@@ -103,6 +104,9 @@ operators and the meta agent only combine compatible things. The seed spec is pa
 Datasets (`ctx.dataset_file(dataset, file)`) are looked up in `$TOPOLOGY_STUDIO_DATASETS`
 (or `load_problem(datasets_dir=...)`), then the cache, then downloaded from the pinned `url`;
 see `core.problems.datasets`. `data/problems/gsm8k_replay/` is a complete example.
+
+Evaluate a candidate with `problem.evaluator()`: it carries every hook the problem defines (its
+prices, its `is_blank` test, its `latency_source`), so no caller can forget one.
 """
 
 from core.problems.config import (

@@ -101,13 +101,18 @@ class SearchDefaults(BaseModel):
 
 
 class ModelsConfig(BaseModel):
-    """`[models]`: model prices and the replay time scale."""
+    """`[models]`: model prices, the replay time scale and where latency comes from."""
 
     model_config = _CONFIG
 
     time_scale: float = Field(default=1.0, ge=0)
     """Multiplier on simulated (replay) model latency before it is slept for real: 0 sleeps
     nothing, 1 sleeps the modelled time. Reported latency is always the modelled time."""
+    latency_source: Literal["auto", "model", "wall"] = "auto"
+    """Where a run's latency comes from (`TopologyEvaluator`'s `latency_source`): `"auto"` model
+    time when the run's models recorded any, else wall time; `"model"` always model time, 0 ms
+    for a run that called no model (set it when every model of the problem reports model time,
+    e.g. replay models, so identical runs give identical latency); `"wall"` always wall time."""
     prices: dict[str, ModelPrice] = Field(default_factory=dict[str, ModelPrice])
     """Model name as recorded in usage (e.g. `"replay:6b_finetuning"`) -> price per 1K tokens.
     These win over genai-prices (see `core.evaluation.pricing`)."""

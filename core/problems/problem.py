@@ -9,8 +9,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from core.evaluation.metrics import GoldExample, ScoreFn
-from core.evaluation.pricing import ModelPrice
+from core.evaluation.cache import EvaluationCache
+from core.evaluation.evaluator import LatencySource, TopologyEvaluator
+from core.evaluation.metrics import GoldExample, MetricWeights, ScoreFn
+from core.evaluation.pricing import ModelPrice, Pricer
 from core.hydrate import AgentRegistry, CallableRegistry
 from core.ir import TopologySpec
 from core.problems.config import ProblemConfig, SearchDefaults
@@ -48,6 +50,10 @@ class Problem:
         roles: callable role -> registered names usable in it (see `core.problems.CallableRole`);
             every role is present, possibly empty.
         is_blank: the problem's blank-output test for the evaluator, or None for its default.
+        latency_source: `[models] latency_source`, where a run's latency comes from.
+
+    Build the evaluator of any run of this problem with `evaluator()`: it carries every hook the
+    problem defines (prices, blank test, latency source), so no caller can miss one.
     """
 
     def __init__(
@@ -86,12 +92,51 @@ class Problem:
         self.time_scale: float = config.models.time_scale
         self.roles: dict[str, list[str]] = {k: list(v) for k, v in roles.items()}
         self.is_blank = is_blank
+        self.latency_source: LatencySource = config.models.latency_source
         self._code_sha256 = code_sha256
         self._config_hash: str | None = None
 
     def __repr__(self) -> str:
         sizes = ", ".join(f"{k}={len(v)}" for k, v in self.splits.items())
         return f"Problem({self.name!r}, root={str(self.root)!r}, {sizes})"
+
+    def evaluator(
+        self,
+        *,
+        cache: EvaluationCache | None = None,
+        weights: MetricWeights | None = None,
+        concurrency: int | None = None,
+        max_depth: int | None = None,
+        allowed_step_kinds: Sequence[str] | None = None,
+        pricer: Pricer | None = None,
+    ) -> TopologyEvaluator:
+        """A `TopologyEvaluator` for this problem, with every hook the problem defines.
+
+        It gets the registries, the score function, `Pricer(prices)`, the problem's `is_blank`
+        (F5: a blank output is degenerate, not a wrong answer) and `latency_source`; the
+        arguments add what a caller decides.
+
+        Args:
+            cache: the evaluation cache (None: no caching).
+            weights: metric weights of the aggregate score (None: the defaults).
+            concurrency: runs in flight at once (None: `[search] concurrency`).
+            max_depth: reject deeper specs (None: only the IR limits).
+            allowed_step_kinds: reject other node kinds (None: every kind).
+            pricer: the pricer (None: `Pricer(self.prices)`).
+        """
+        return TopologyEvaluator(
+            callable_registry=self.callable_registry,
+            agent_registry=self.agent_registry,
+            score_fn=self.score_fn,
+            pricer=pricer if pricer is not None else Pricer(self.prices),
+            concurrency=self.search.concurrency if concurrency is None else concurrency,
+            weights=weights,
+            cache=cache,
+            max_depth=max_depth,
+            allowed_step_kinds=allowed_step_kinds,
+            is_blank=self.is_blank,
+            latency_source=self.latency_source,
+        )
 
     def _identity(self) -> dict[str, Any]:
         config = self.config.model_dump(mode="json", exclude={"search": True})

@@ -460,3 +460,51 @@ def test_a_bad_dataset_declaration_names_the_field(tmp_path: Path) -> None:
     toml = DATA_TOML.replace("http://127.0.0.1:9/{file}", "ftp://example.org/x")
     err = load_error(make_toy(tmp_path / "b", toml=toml))
     assert err.field == "datasets.toydata.url"
+
+
+# -- the evaluator a problem asks for -----------------------------------------------------------
+
+
+def test_latency_source_defaults_to_auto_and_is_read_from_models(tmp_path: Path) -> None:
+    d = make_toy(tmp_path)
+    assert load_problem(d).latency_source == "auto"
+    p = load_problem(d, overrides={"models.latency_source": "model"})
+    assert p.latency_source == "model"
+    assert p.to_dict()["config"]["models"]["latency_source"] == "model"
+    err = load_error(d, overrides={"models.latency_source": "cpu"})
+    assert err.field == "models.latency_source"
+
+
+def test_the_problem_builds_its_evaluator_with_every_hook(tmp_path: Path) -> None:
+    import asyncio
+
+    from core.evaluation.cache import InMemoryEvaluationCache
+
+    blank_registries = REGISTRIES.replace(
+        "        roles={",
+        "        is_blank=lambda output: str(output).strip() in ('', 'BLANK'),\n        roles={",
+    )
+    d = make_toy(tmp_path, registries=blank_registries)
+    p = load_problem(d, overrides={"models.latency_source": "model", "search.concurrency": 3})
+    cache = InMemoryEvaluationCache()
+    ev = p.evaluator(cache=cache, max_depth=2, allowed_step_kinds=["function_step"])
+    assert ev.config.latency_source == "model"
+    assert ev.config.concurrency == 3
+    assert ev.config.max_depth == 2
+    assert ev.config.allowed_step_kinds == ("function_step",)
+    assert ev.cache is cache
+    assert ev.pricer.table["test:echo"].output_usd_per_1k == 1.5
+    # the problem's own blank test reaches the evaluator: "blank" upper-cased is BLANK
+    spec = {"kind": "pipeline", "steps": [{"operation": {"kind": "function_step",
+                                                         "callable_name": "upper"}}]}  # fmt: skip
+    gold = [GoldExample(input="blank", expected="4", id="b1")]
+    result = asyncio.run(ev.evaluate(spec, gold))
+    assert result.status == "degenerate"
+    assert result.blank_rate == 1.0
+    assert [r.latency_ms for r in result.results] == [0.0]
+    # the defaults: the problem's concurrency, no depth or kind limits
+    plain = p.evaluator()
+    assert plain.config.concurrency == 3
+    assert plain.config.max_depth is None
+    assert plain.config.allowed_step_kinds is None
+    assert plain.cache is None
