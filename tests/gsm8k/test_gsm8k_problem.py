@@ -222,3 +222,39 @@ PINNED_TEST_HEAD = [
     "gsm8k-test-0005",
 ]
 PINNED_FIRST_EXPECTED = "540"
+
+
+FUNCTIONS_ONLY = {
+    "kind": "pipeline",
+    "steps": [
+        {"operation": {"kind": "function_step", "callable_name": "extract_final_answer"}},
+        {"operation": {"kind": "function_step", "callable_name": "majority_vote"}},
+    ],
+}
+
+
+def test_a_function_only_candidate_is_degenerate_with_zero_latency_every_time(
+    problem: Problem,
+) -> None:
+    # what mutate:remove_step makes of the seed: no agent, no answer. It must be degenerate
+    # (off the front, F5), and, with no model called, take 0 ms of model time in every run
+    assert problem.latency_source == "model"
+    examples = problem.splits["validation"][:4]
+    for _ in range(2):
+        result = asyncio.run(problem.evaluator().evaluate(FUNCTIONS_ONLY, examples))
+        assert result.status == "degenerate"
+        assert result.valid is False
+        assert result.blank_rate == 1.0
+        assert result.cost_usd == 0.0
+        assert [r.latency_ms for r in result.results] == [0.0, 0.0, 0.0, 0.0]
+        assert result.latency_ms == 0.0
+
+
+def test_the_seed_latency_is_model_time(problem: Problem) -> None:
+    example = problem.splits["validation"][:1]
+    first = asyncio.run(problem.evaluator().evaluate(problem.seed_spec, example))
+    second = asyncio.run(problem.evaluator().evaluate(problem.seed_spec, example))
+    assert first.status == "ok"
+    assert [r.example_id for r in first.results] == ["gsm8k-test-0003"]
+    assert first.results[0].bundle.output_tokens == 24
+    assert first.latency_ms == second.latency_ms == 1200.0  # 24 output tokens at 20 tokens/s
