@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from core.runtime.tracing import Span, Trace, end_span, start_span
+from core.runtime.tracing import Span, Trace, close_span, open_span
 
 __all__ = ["run_in_span"]
 
@@ -34,11 +34,11 @@ async def run_in_span(
     Returns:
         What `body` returned. Its exception (any `BaseException`) is recorded and re-raised.
     """
-    span, token = start_span(trace, kind=kind, name=name, node_id=node_id, input_value=input_value)
+    span, token = open_span(trace, kind, name, node_id, input_value)
     try:
         result = await body(input_value, span)
     except BaseException as exc:
-        end_span(span, token, error=exc)
+        close_span(span, token, None, exc)
         raise
-    end_span(span, token, output=result if output_of is None else output_of(result))
+    close_span(span, token, result if output_of is None else output_of(result))
     return result

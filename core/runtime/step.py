@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from core.agents import is_agent, render_prompt, run_agent
 from core.runtime._trace import run_in_span
-from core.runtime.tracing import Span, current_trace, end_span, record_usage, start_span
+from core.runtime.tracing import Span, close_span, current_trace, open_span, record_usage
 
 __all__ = ["AgentStep", "FunctionStep", "Step", "coerce_step"]
 
@@ -93,13 +93,7 @@ class FunctionStep:
                 return await out
             return out
         # traced: the span code is inlined (no helper coroutine) to keep tracing cheap
-        span, token = start_span(
-            trace,
-            kind="function_step",
-            name=self._name,
-            node_id=self.node_id,
-            input_value=input_data,
-        )
+        span, token = open_span(trace, "function_step", self._name, self.node_id, input_data)
         try:
             if self._is_async:
                 out = await self._fn(input_data)
@@ -108,9 +102,9 @@ class FunctionStep:
                 if inspect.isawaitable(out):
                     out = await out
         except BaseException as exc:
-            end_span(span, token, error=exc)
+            close_span(span, token, None, exc)
             raise
-        end_span(span, token, output=out)
+        close_span(span, token, out)
         return out
 
     def __repr__(self) -> str:

@@ -13,6 +13,16 @@ trace.usage_by_model()       # {"openai:gpt-4o": ModelUsage(...), ...}
 Spans nest through a context variable holding the current span id, so concurrent branches of a
 `Parallel` (separate asyncio tasks, each with a copy of the context) get the right parent.
 
+Cost: a span is one small object. Its `usage` list and `attributes` dict are only created when
+something is written to them, and the input/output summaries of plain immutable values (str,
+int, float, bool, None) are computed when first read (e.g. by `Trace.to_list()`), not while the
+run goes: the span keeps a reference to the value until then, which is safe because such a value
+cannot change, so the summary read later is exactly the one taken at the time. Any other value
+(a list, a dict, a Pydantic model, ...) may be mutated by a later step, so it is summarised at
+once, as before. The price of laziness is memory: a trace keeps the plain values it has not yet
+summarised (every intermediate string of a run) alive until they are read or the trace is
+dropped.
+
 Model usage is attached to the innermost open span with `record_usage(...)`. Agent steps call it
 after every run, including failed ones (pydantic-ai updates a `RunUsage` object in place, so
 retries of structured output are counted). Any registered callable that calls a model itself
@@ -25,18 +35,20 @@ import contextvars
 import time
 from collections.abc import Generator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 __all__ = [
     "ModelUsage",
     "Span",
     "Trace",
     "capture_trace",
+    "close_span",
     "critical_path_ms",
     "current_trace",
     "end_span",
     "finish_span",
+    "open_span",
     "record_model_latency",
     "record_usage",
     "start_span",
@@ -79,16 +91,13 @@ class ModelUsage:
         }
 
 
-def _new_usage_list() -> list[ModelUsage]:
-    # a plain function: calling `list[ModelUsage]` (a generic alias) costs ~10x a list literal
-    return []
+_PLAIN_TYPES: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+"""Immutable values whose summary can be taken lazily (see the module docstring)."""
+
+_PENDING: Any = object()
+"""Marks a summary not taken yet (the value is kept in the span until it is read)."""
 
 
-def _new_attributes() -> dict[str, Any]:
-    return {}
-
-
-@dataclass(slots=True)
 class Span:
     """One execution of one step.
 
@@ -102,31 +111,160 @@ class Span:
         start_ns: `time.perf_counter_ns()` at start.
         end_ns: at end, or None while running.
         input_summary: `summarize(input)`.
-        output_summary: `summarize(output)`, "" on error.
+        output_summary: `summarize(output)`, "" on error (and while running).
         usage: model usage recorded inside this span (not its children), one entry per model.
         attributes: kind-specific facts, e.g. a router's `{"route": "math", "raw": "Math ",
             "fallback": False, "reason": None}`, a loop's `{"iteration": 2, "exit_reason": ...}`,
             a parallel's `{"errors": [...]}`; JSON-serialisable values only.
         error: `"ExceptionType: message"` if the step raised, else None.
+
+    A plain class with `__slots__` (not a dataclass) so that the summaries can be lazy and the
+    `usage` list and `attributes` dict are created on first use (see the module docstring); it
+    compares and prints like the dataclass it was, field by field.
     """
 
-    span_id: int
-    parent_id: int | None
-    node_id: str | None
-    kind: str
-    name: str
-    start_ns: int
-    end_ns: int | None = None
-    input_summary: str = ""
-    output_summary: str = ""
-    usage: list[ModelUsage] = field(default_factory=lambda: _new_usage_list())
-    attributes: dict[str, Any] = field(default_factory=lambda: _new_attributes())
-    error: str | None = None
+    __slots__ = (
+        "_attributes",
+        "_input",
+        "_input_summary",
+        "_output",
+        "_output_summary",
+        "_usage",
+        "end_ns",
+        "error",
+        "kind",
+        "name",
+        "node_id",
+        "parent_id",
+        "span_id",
+        "start_ns",
+    )
+
+    def __init__(
+        self,
+        span_id: int,
+        parent_id: int | None,
+        node_id: str | None,
+        kind: str,
+        name: str,
+        start_ns: int,
+        end_ns: int | None = None,
+        input_summary: str = "",
+        output_summary: str = "",
+        usage: list[ModelUsage] | None = None,
+        attributes: dict[str, Any] | None = None,
+        error: str | None = None,
+    ) -> None:
+        self.span_id = span_id
+        self.parent_id = parent_id
+        self.node_id = node_id
+        self.kind = kind
+        self.name = name
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self._input: Any = None
+        self._input_summary: Any = input_summary  # a str, or _PENDING (then `_input` holds it)
+        self._output: Any = None
+        self._output_summary: Any = output_summary  # likewise, with `_output`
+        self._usage = usage
+        self._attributes = attributes
+        self.error = error
+
+    @property
+    def input_summary(self) -> str:
+        """`summarize(input)` (taken on first read for plain values)."""
+        text = self._input_summary
+        if text is _PENDING:
+            text = self._input_summary = summarize(self._input)
+            self._input = None
+        return cast(str, text)
+
+    @input_summary.setter
+    def input_summary(self, value: str) -> None:
+        self._input_summary, self._input = value, None
+
+    @property
+    def output_summary(self) -> str:
+        """`summarize(output)` (taken on first read for plain values); "" on error."""
+        text = self._output_summary
+        if text is _PENDING:
+            text = self._output_summary = summarize(self._output)
+            self._output = None
+        return cast(str, text)
+
+    @output_summary.setter
+    def output_summary(self, value: str) -> None:
+        self._output_summary, self._output = value, None
+
+    @property
+    def usage(self) -> list[ModelUsage]:
+        """Model usage recorded inside this span, one entry per model (created on first use)."""
+        usage = self._usage
+        if usage is None:
+            usage = self._usage = []
+        return usage
+
+    @usage.setter
+    def usage(self, value: list[ModelUsage]) -> None:
+        self._usage = value
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        """Kind-specific facts, JSON-serialisable (created on first use)."""
+        attributes = self._attributes
+        if attributes is None:
+            attributes = self._attributes = {}
+        return attributes
+
+    @attributes.setter
+    def attributes(self, value: dict[str, Any]) -> None:
+        self._attributes = value
 
     @property
     def duration_ms(self) -> float | None:
         """Wall time in ms, or None while the span is open."""
         return None if self.end_ns is None else (self.end_ns - self.start_ns) / 1e6
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (
+            self.span_id,
+            self.parent_id,
+            self.node_id,
+            self.kind,
+            self.name,
+            self.start_ns,
+            self.end_ns,
+            self.input_summary,
+            self.output_summary,
+            self._usage or [],
+            self._attributes or {},
+            self.error,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Span):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it was
+
+    def __repr__(self) -> str:
+        names = (
+            "span_id",
+            "parent_id",
+            "node_id",
+            "kind",
+            "name",
+            "start_ns",
+            "end_ns",
+            "input_summary",
+            "output_summary",
+            "usage",
+            "attributes",
+            "error",
+        )
+        body = ", ".join(f"{n}={v!r}" for n, v in zip(names, self._fields(), strict=True))
+        return f"Span({body})"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -140,7 +278,7 @@ class Span:
             "duration_ms": self.duration_ms,
             "input_summary": self.input_summary,
             "output_summary": self.output_summary,
-            "usage": [u.to_dict() for u in self.usage],
+            "usage": [u.to_dict() for u in self._usage or ()],
             "attributes": self.attributes,
             "error": self.error,
         }
@@ -158,7 +296,7 @@ class Trace:
         """Total usage per model over every span, e.g. for pricing. Shape: model -> usage."""
         out: dict[str, ModelUsage] = {}
         for span in self.spans:
-            for u in span.usage:
+            for u in span._usage or ():  # pyright: ignore[reportPrivateUsage]
                 agg = out.get(u.model_name)
                 if agg is None:
                     agg = out[u.model_name] = ModelUsage(u.model_name)
@@ -192,9 +330,6 @@ def capture_trace() -> Generator[Trace]:
         _TRACE.reset(tok)
 
 
-_PLAIN_TYPES: frozenset[type] = frozenset({str, int, float, bool, type(None)})
-
-
 def summarize(value: Any, limit: int = SUMMARY_CHARS) -> str:
     """A short one-line text of `value`: Pydantic models as JSON, others with `str`."""
     if type(value) in _PLAIN_TYPES:  # fast path: no attribute lookup, cannot fail
@@ -211,6 +346,44 @@ def summarize(value: Any, limit: int = SUMMARY_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+_now = time.perf_counter_ns
+
+
+def open_span(
+    trace: Trace, kind: str, name: str, node_id: str | None, input_value: Any
+) -> tuple[Span, contextvars.Token[Span | None]]:
+    """`start_span` with positional arguments: the runtime's hot path (same behaviour)."""
+    parent = _SPAN.get()
+    spans = trace.spans
+    span = Span(len(spans), None if parent is None else parent.span_id, node_id, kind, name, _now())
+    if type(input_value) in _PLAIN_TYPES:
+        span._input_summary, span._input = _PENDING, input_value  # pyright: ignore[reportPrivateUsage]
+    else:
+        span._input_summary = summarize(input_value)  # pyright: ignore[reportPrivateUsage]
+    spans.append(span)
+    return span, _SPAN.set(span)
+
+
+def close_span(
+    span: Span,
+    token: contextvars.Token[Span | None],
+    output: Any = None,
+    error: BaseException | None = None,
+) -> None:
+    """`end_span` with positional arguments: the runtime's hot path (same behaviour)."""
+    span.end_ns = _now()
+    if error is not None:
+        span.error = f"{type(error).__name__}: {error}"
+    elif type(output) in _PLAIN_TYPES:
+        span._output_summary, span._output = _PENDING, output  # pyright: ignore[reportPrivateUsage]
+    else:
+        span._output_summary = summarize(output)  # pyright: ignore[reportPrivateUsage]
+    try:
+        _SPAN.reset(token)
+    except ValueError:  # token from another context (e.g. a cancelled task): just unset
+        _SPAN.set(None)
+
+
 def start_span(
     trace: Trace, *, kind: str, name: str, node_id: str | None, input_value: Any
 ) -> tuple[Span, contextvars.Token[Span | None]]:
@@ -219,20 +392,7 @@ def start_span(
     Returns:
         The span and the token to pass to `end_span`.
     """
-    parent = _SPAN.get()
-    span = Span(
-        span_id=len(trace.spans),
-        parent_id=None if parent is None else parent.span_id,
-        node_id=node_id,
-        kind=kind,
-        name=name,
-        start_ns=time.perf_counter_ns(),
-        input_summary=summarize(input_value),
-        usage=[],
-        attributes={},
-    )
-    trace.spans.append(span)
-    return span, _SPAN.set(span)
+    return open_span(trace, kind, name, node_id, input_value)
 
 
 def end_span(
@@ -243,11 +403,7 @@ def end_span(
     error: BaseException | None = None,
 ) -> None:
     """Close `span` (recording output or error) and restore the previous current span."""
-    finish_span(span, output=output, error=error)
-    try:
-        _SPAN.reset(token)
-    except ValueError:  # token from another context (e.g. a cancelled task): just unset
-        _SPAN.set(None)
+    close_span(span, token, output, error)
 
 
 def finish_span(span: Span, *, output: Any = None, error: BaseException | None = None) -> None:
@@ -256,7 +412,7 @@ def finish_span(span: Span, *, output: Any = None, error: BaseException | None =
     For spans whose code does not run in one stretch of one context, e.g. an async generator
     that yields between steps (`Pipeline.run_stream`); see `use_span`.
     """
-    span.end_ns = time.perf_counter_ns()
+    span.end_ns = _now()
     if error is not None:
         span.error = f"{type(error).__name__}: {error}"
     else:
@@ -310,7 +466,7 @@ def critical_path_ms(trace: Trace) -> float | None:
     children of a `parallel` span run concurrently and combine by max, children of every other
     kind run one after another and combine by sum. Several root spans combine by sum.
     """
-    if not any(MODEL_LATENCY_KEY in s.attributes for s in trace.spans):
+    if not any(MODEL_LATENCY_KEY in (s._attributes or ()) for s in trace.spans):  # pyright: ignore[reportPrivateUsage]
         return None
     children: dict[int | None, list[Span]] = {}
     for s in trace.spans:
@@ -320,5 +476,6 @@ def critical_path_ms(trace: Trace) -> float | None:
     for s in reversed(trace.spans):
         kids = [total[c.span_id] for c in children.get(s.span_id, [])]
         combined = (max(kids) if kids else 0.0) if s.kind == "parallel" else sum(kids)
-        total[s.span_id] = float(s.attributes.get(MODEL_LATENCY_KEY, 0.0)) + combined
+        attributes = s._attributes or {}  # pyright: ignore[reportPrivateUsage]
+        total[s.span_id] = float(attributes.get(MODEL_LATENCY_KEY, 0.0)) + combined
     return sum(total[s.span_id] for s in children.get(None, []))
