@@ -21,7 +21,6 @@ from pydantic import ValidationError
 from core.errors import BudgetError, SpecError, StoreBusyError, TopologyStudioError
 from core.evaluation.evaluator import CandidateEvaluation, ExampleResult, TopologyEvaluator
 from core.evaluation.metrics import GoldExample
-from core.evaluation.pricing import Pricer
 from core.ir import TopologySpec, parse_topology
 from core.problems import Problem, load_problem
 from core.search.budget import Budget
@@ -389,17 +388,18 @@ def _evaluate_split(
     return asyncio.run(evaluator.evaluate(spec, examples, split=split))
 
 
+def _status_text(ev: CandidateEvaluation) -> str:
+    """`degenerate (100% blank or failed runs ...)`: the status, then its reason once."""
+    if not ev.reason:
+        return ev.status
+    return f"{ev.status} ({ev.reason.removeprefix(f'{ev.status}: ')})"
+
+
 def cmd_evaluate(args: argparse.Namespace, out: Output) -> int:
     """`evaluate PROBLEM SPEC.json [--split ...] [--limit N]`: one topology, per example."""
     problem = load_problem(args.problem, overrides=_problem_overrides(args))
     spec = _read_spec(args.spec)
-    evaluator = TopologyEvaluator(
-        callable_registry=problem.callable_registry,
-        agent_registry=problem.agent_registry,
-        score_fn=problem.score_fn,
-        pricer=Pricer(problem.prices),
-        concurrency=problem.search.concurrency,
-    )
+    evaluator = problem.evaluator()  # the problem's blank test, prices and latency source
     splits = ["validation", "test"] if args.split == "all" else [args.split]
     worst = ExitCode.OK
     for split in splits:
@@ -421,7 +421,7 @@ def cmd_evaluate(args: argparse.Namespace, out: Output) -> int:
         )
         out.kv(
             [
-                ("status", ev.status + (f" ({ev.reason})" if ev.reason else "")),
+                ("status", _status_text(ev)),
                 ("accuracy", fmt_float(ev.accuracy, 4)),
                 ("cost_usd_per_example", fmt_float(ev.cost_usd, 6)),
                 ("latency_ms_per_example", fmt_float(ev.latency_ms, 1)),

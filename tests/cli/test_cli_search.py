@@ -400,6 +400,29 @@ def test_evaluate_prints_one_row_per_example(
     assert cap.out.splitlines()[0] == "pipeline: 175b_finetuning (n_agents=1, depth=1, nodes=2)"
 
 
+def test_evaluate_a_function_only_spec_is_degenerate_with_zero_latency(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # what mutate:remove_step makes of the seed: no agent, so no answer (blank, F5) and no
+    # model time; evaluate must use the problem's blank test and latency source like a search
+    spec_file = isolated / "functions.json"
+    spec_file.write_text(
+        '{"kind": "pipeline", "steps": [{"operation": {"kind": "function_step", '
+        '"callable_name": "extract_final_answer"}}]}'
+    )
+    for _ in range(2):
+        code = main(["evaluate", "gsm8k_replay", str(spec_file), "--limit", "3"])
+        cap = capsys.readouterr()
+        assert code == 1, cap.err
+        rows = [r.split()[:6] for r in _section(cap.out, "validation: 3 examples")[1:4]]
+        assert [r[2:6] for r in rows] == [["0.0000", "0.000000", "0.0", "degenerate"]] * 3
+        assert _kv(cap.out, "status") == (
+            "degenerate (100% blank or failed runs (3 blank, 0 error of 3; threshold 50%))"
+        )
+        assert _kv(cap.out, "latency_ms_per_example") == "0.0"
+        assert _kv(cap.out, "blank_rate") == "1.0000"
+
+
 def test_evaluate_refuses_a_spec_with_unknown_names(
     isolated: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
