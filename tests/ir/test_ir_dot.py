@@ -6,6 +6,7 @@ import warnings
 from typing import Any
 
 import pydot
+import pyparsing
 
 from core.ir import (
     AgentStepSpec,
@@ -25,10 +26,21 @@ A = AgentStepSpec(agent_name="solver")
 F = FunctionStepSpec(callable_name="upper")
 
 
+# pydot's parser calls pyparsing APIs that pyparsing deprecates: not our warnings, and pytest's
+# `filterwarnings = error` would fail on them. PyparsingDeprecationWarning is both a
+# DeprecationWarning and a PyparsingWarning (a UserWarning); ignoring both bases keeps this
+# working if pyparsing moves a warning to its other base.
+PARSER_WARNINGS: tuple[type[Warning], ...] = (
+    DeprecationWarning,
+    getattr(pyparsing, "PyparsingWarning", DeprecationWarning),
+)
+
+
 def parse(dot: str) -> Any:
-    """Parse DOT with pydot (its parser uses APIs pyparsing deprecates: not our warnings)."""
+    """Parse DOT with pydot, its parser's own warnings ignored (see `PARSER_WARNINGS`)."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
+        for category in PARSER_WARNINGS:
+            warnings.simplefilter("ignore", category)
         graphs = pydot.graph_from_dot_data(dot)
     assert graphs is not None and len(graphs) == 1
     return graphs[0]
