@@ -198,6 +198,23 @@ def test_keep_best_applies_to_converged_exits() -> None:
     assert summary(r) == ("out0", 3, "converged", 1, 0.9, 1)
 
 
+def test_defaults_five_iterations_and_a_convergence_threshold_of_0_01() -> None:
+    verdicts = [fail(0.1), fail(0.2), fail(0.3), fail(0.4), fail(0.5), fail(0.6), fail(0.7)]
+    r = _run(loop_of(verdicts).run(0))
+    assert summary(r) == ("out4", 5, "max_iterations", 5, 0.5, 5)
+    # convergence_threshold defaults to 0.01: a span of 0.009 has converged, 0.02 has not
+    r = _run(loop_of([fail(0.5), fail(0.509), fail(0.9)], convergence_window=2).run(0))
+    assert (r.exit_reason, r.iterations) == ("converged", 2)
+    verdicts = [fail(0.5), fail(0.52), fail(0.9)]
+    r = _run(loop_of(verdicts, convergence_window=2, max_iterations=3).run(0))
+    assert (r.exit_reason, r.iterations, r.returned_iteration, r.output) == (
+        "max_iterations",
+        3,
+        3,
+        "out2",
+    )
+
+
 def test_execute_returns_the_output() -> None:
     assert _run(loop_of([fail(0.1), ok()]).execute(0)) == "out1"
 
@@ -247,6 +264,33 @@ def test_timeout_is_a_hard_deadline_cancelling_the_step(swallow: bool) -> None:
     assert summary(r) == ("out0", 2, "timeout", 1, 0.7, 1)
     assert evaluated == ["out0", "out1"]  # the late value was never evaluated
     assert reports == []
+
+
+@pytest.mark.parametrize("swallow", [False, True])
+def test_timeout_during_the_evaluator(swallow: bool) -> None:
+    """The deadline falls while the evaluator judges iteration 2: it is cancelled (detached if
+    it swallows that), iteration 2 never completes, and its late verdict is never used."""
+
+    async def evaluate(output: str) -> EvalResult:
+        if output == "out0":
+            return fail(0.6)
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            if not swallow:
+                raise
+            await asyncio.sleep(0.5)
+        return ok(1.0)
+
+    async def go() -> tuple[LoopResult, float]:
+        loop = RefinementLoop(produce, evaluate, next_input, max_iterations=5, timeout=0.1)
+        start = time.perf_counter()
+        result = await loop.run(0)
+        return result, time.perf_counter() - start
+
+    r, elapsed = _run(go())
+    assert elapsed < 0.3
+    assert summary(r) == ("out0", 1, "timeout", 1, 0.6, 1)
 
 
 def test_timeout_before_the_first_iteration_completes() -> None:

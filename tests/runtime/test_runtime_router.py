@@ -225,6 +225,25 @@ def test_classifier_output_duck_typing() -> None:
     assert reasons == [None, None, "unknown_route", "empty_output", "empty_output"]
 
 
+@dataclass
+class RouteAndName:
+    route: str | None
+    name: str
+
+
+def test_route_attribute_wins_over_name() -> None:
+    routes = [Route("math", solve_math), Route("code", solve_code)]
+    router = Router(routes, classifier=lambda x: RouteAndName("code", "math"), fallback=general)
+    assert _run(router.run_with_decision(1)) == (
+        "code:1",
+        RouteDecision("code", RouteAndName("code", "math"), False, None),
+    )
+    # `.route` present but None: nothing named (the `.name` is not consulted)
+    router = Router(routes, classifier=lambda x: RouteAndName(None, "math"), fallback=general)
+    out, decision = _run(router.run_with_decision(1))
+    assert (out, decision.reason) == ("general:1", "empty_output")
+
+
 def test_str_output_used_when_no_route_or_name_attribute() -> None:
     class Label:
         def __str__(self) -> str:
