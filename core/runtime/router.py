@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Literal
 
 from core.errors import RouterError
@@ -107,17 +108,27 @@ class RouteDecision:
         }
 
 
+def _text(value: Any) -> str:
+    """A route name as text: an enum member by its value (`str()` of a `(str, Enum)` member is
+    `"Topic.MATH"`, and an enum's `.name` is its identifier), anything else with `str`."""
+    if isinstance(value, Enum):
+        value = value.value
+    return value if isinstance(value, str) else str(value)
+
+
 def route_name_of(output: Any) -> str | None:
     """The route a classifier's output names, by duck typing: `.route`, else `.name`, else
-    `str(output)`; None when the output (or that attribute) is None."""
+    `str(output)`; None when the output (or that attribute) is None. Enum members (the output
+    itself or its `.route` / `.name`) name a route by their value, e.g. a structured output
+    `route: Topic` with `Topic.MATH = "math"` names `"math"`."""
     if output is None:
         return None
-    if isinstance(output, str):
-        return output
+    if isinstance(output, str | Enum):
+        return _text(output)
     for attr in ("route", "name"):
         if hasattr(output, attr):
             value = getattr(output, attr)
-            return None if value is None else str(value)
+            return None if value is None else _text(value)
     return str(output)
 
 
@@ -125,8 +136,8 @@ class Router:
     """Run exactly one of several routes, chosen per input.
 
     With a `classifier`, the classifier alone chooses: it is an agent (its output names the
-    route by duck typing: `.route`, else `.name`, else `str(output)`), a Step, or a sync or
-    async callable returning the route name; names match per `normalize_route_name`. Without a
+    route by duck typing: `.route`, else `.name`, else `str(output)`; enum members by their
+    value), a Step, or a sync or async callable returning the route name; names match per `normalize_route_name`. Without a
     classifier, the first route in list order whose condition is truthy wins.
 
     When nothing matches (unknown or empty classifier answer, classifier raised, no condition

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import pydantic_ai.models
@@ -242,6 +243,50 @@ def test_route_attribute_wins_over_name() -> None:
     router = Router(routes, classifier=lambda x: RouteAndName(None, "math"), fallback=general)
     out, decision = _run(router.run_with_decision(1))
     assert (out, decision.reason) == ("general:1", "empty_output")
+
+
+class Topic(str, Enum):  # noqa: UP042 (what users write; str() is not the value)
+    MATH = "math"
+    CODING = "code"
+
+
+class PlainTopic(Enum):
+    MATH = "math"
+    CODING = "code"
+
+
+class TopicChoice(BaseModel):
+    route: Topic
+
+
+@dataclass
+class PlainChoice:
+    route: PlainTopic
+
+
+def test_enum_route_names_match_by_value() -> None:
+    """A classifier constrained by an enum (a natural structured output) names the route by the
+    member's value: `str()` of a str-mixin member is `"Topic.CODING"`, which names no route."""
+    routes = [Route("math", solve_math), Route("code", solve_code)]
+    outputs: list[Any] = [
+        TopicChoice(route=Topic.CODING),
+        PlainChoice(route=PlainTopic.CODING),
+        Topic.CODING,
+        PlainTopic.CODING,
+        TopicChoice(route=Topic.MATH),
+    ]
+    got = []
+    for raw in outputs:
+        router = Router(routes, classifier=lambda x, raw=raw: raw, fallback=general)
+        out, decision = _run(router.run_with_decision(1))
+        got.append((out, decision.route, decision.reason))
+    assert got == [
+        ("code:1", "code", None),
+        ("code:1", "code", None),
+        ("code:1", "code", None),
+        ("code:1", "code", None),
+        ("math:1", "math", None),
+    ]
 
 
 def test_str_output_used_when_no_route_or_name_attribute() -> None:
