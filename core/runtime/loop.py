@@ -122,10 +122,13 @@ def as_eval_result(value: Any) -> EvalResult:
 
     Accepted: an `EvalResult`; a mapping with key `"passed"` (and optionally `"feedback"`,
     `"score"`); any object with attribute `passed` (and optionally `feedback`, `score`), such as
-    an agent's structured output.
+    an agent's structured output. A `passed` given as text is read as a word (`"false"`, `"no"`,
+    `"0"` are False; `"true"`, `"yes"`, `"1"` True, case and spaces ignored), never
+    truth-tested; a `score` given as text is converted with `float`.
 
     Raises:
         TypeError: none of these; the message names the type.
+        ValueError: a `passed` text that is no yes/no word, or a `score` that is no number.
     """
     if isinstance(value, EvalResult):
         return value
@@ -144,10 +147,31 @@ def as_eval_result(value: Any) -> EvalResult:
             f"got {type(value).__name__}"
         )
     return EvalResult(
-        passed=bool(passed),
+        passed=_passed(passed),
         feedback="" if feedback is None else str(feedback),
         score=None if score is None else float(score),
     )
+
+
+_TRUE_TEXT = frozenset({"true", "t", "yes", "y", "on", "1", "pass", "passed"})
+_FALSE_TEXT = frozenset({"false", "f", "no", "n", "off", "0", "fail", "failed"})
+
+
+def _passed(value: Any) -> bool:
+    """An evaluator's `passed` as a bool: text is read (`"false"` is False, whatever
+    `bool("false")` says), anything else is truth-tested.
+
+    Raises:
+        ValueError: text that is neither a yes nor a no word.
+    """
+    if isinstance(value, str):
+        word = value.strip().casefold()
+        if word in _TRUE_TEXT:
+            return True
+        if word in _FALSE_TEXT:
+            return False
+        raise ValueError(f"an evaluator's 'passed' must be a bool or yes/no text, got {value!r}")
+    return bool(value)
 
 
 class _State:

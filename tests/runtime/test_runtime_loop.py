@@ -399,6 +399,20 @@ def test_evaluator_result_shapes() -> None:
         as_eval_result({"score": 1.0})
 
 
+def test_a_passed_given_as_text_is_read_not_truth_tested() -> None:
+    """`bool("false")` is True: a verdict parsed from text (e.g. a JSON reply read by a callable
+    evaluator) must not turn a fail into a pass."""
+    assert as_eval_result({"passed": "false", "score": "0.25"}) == fail(0.25)
+    assert as_eval_result({"passed": "False"}) == fail()
+    assert as_eval_result({"passed": " no "}) == fail()
+    assert as_eval_result({"passed": "true"}) == ok()
+    assert as_eval_result(Review("1", "fine", None)) == EvalResult(passed=True, feedback="fine")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="passed"):
+        as_eval_result({"passed": "maybe"})
+    r = _run(RefinementLoop(produce, lambda out: {"passed": "false"}, next_input).run(0))
+    assert (r.exit_reason, r.iterations) == ("max_iterations", 5)
+
+
 def test_async_and_object_evaluators() -> None:
     async def evaluate(output: str) -> Review:
         return Review(output == "out1", f"saw {output}", 0.5)
