@@ -1,4 +1,4 @@
-"""`runs`, `show RUN`, `diff RUN CANDIDATE`, `apply RUN CANDIDATE --to PATH [--yes]`."""
+"""`runs`, `show RUN`, `diff RUN CANDIDATE`, `apply RUN CANDIDATE [--to PATH] [--yes]`."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import getpass
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -214,13 +215,26 @@ def _who(by: str | None) -> str:
 
 
 def cmd_apply(args: argparse.Namespace, out: Output) -> int:
-    """`apply RUN CANDIDATE --to PATH [--yes]`: diff against a topology registry; write with
+    """`apply RUN CANDIDATE [--to PATH] [--yes]`: diff against a topology registry (default: the
+    studio's, `studio.manager.default_registry_root`); write with
     `--yes` (atomic, refused if the registry changed since the diff), recording the approval
     in the registry and, when the database is writable, in the run store."""
-    registry = TopologyRegistry(args.to)
+    from studio.manager import default_registry_root  # only apply needs the studio's manager
+
+    db = resolve_db_path(args.db)
+    # the studio's registry (the same root, so the store records the same target as the
+    # studio's `registry_target`), unless --to says otherwise (made absolute, so the recorded
+    # target does not depend on the directory the command ran from)
+    if args.to is None:
+        registry = TopologyRegistry(default_registry_root(db))
+    else:
+        registry = TopologyRegistry(Path(args.to).expanduser().resolve())
     if registry.root.exists() and not registry.root.is_dir():
-        raise CliUsageError(f"--to {args.to}: not a directory (a topology registry is a folder)")
-    with open_cli_store(resolve_db_path(args.db), out) as store:
+        where = "the studio's registry" if args.to is None else "--to"
+        raise CliUsageError(
+            f"{where} {registry.root}: not a directory (a topology registry is a folder)"
+        )
+    with open_cli_store(db, out) as store:
         run_id = resolve_run_id(store, args.run)
         run = store.get_run(run_id)
         name = args.name or (run.problem if run is not None and run.problem else None)

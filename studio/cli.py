@@ -4,7 +4,7 @@
 topology-studio search PROBLEM [--strategy evolutionary|meta-agent|random] [budget options]
                                [--meta-model provider:model] [--seed N] [--db PATH] [--resume RUN]
 topology-studio evaluate PROBLEM SPEC.json [--split validation|test|all] [--limit N]
-topology-studio runs | show RUN | diff RUN CANDIDATE | apply RUN CANDIDATE --to PATH [--yes]
+topology-studio runs | show RUN | diff RUN CANDIDATE | apply RUN CANDIDATE [--to PATH] [--yes]
 topology-studio studio [--port N] | demo [--no-ui]
 ```
 
@@ -223,9 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("candidate", type=_positive_or_zero_int, metavar="CANDIDATE")
     p.add_argument(
         "--to",
-        required=True,
         metavar="PATH",
-        help="a topology registry directory (created if missing)",
+        help="a topology registry directory, created if missing (default: the studio's registry: "
+        "$TOPOLOGY_STUDIO_REGISTRY, else topologies/ beside the run database)",
     )
     p.add_argument(
         "--name",

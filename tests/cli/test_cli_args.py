@@ -30,7 +30,7 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
         (["search", "p", "--strategy", "genetic"], "argument --strategy: invalid choice"),
         (["search", "p", "--set", "novalue"], "--set expects FIELD=VALUE, got 'novalue'"),
         (["diff", "r1", "x"], "diff: argument CANDIDATE: not a whole number: 'x'"),
-        (["apply", "r1", "3"], "the following arguments are required: --to"),
+        (["apply", "r1"], "the following arguments are required: CANDIDATE"),
         (["studio", "--port", "70000"], "a port is 1-65535, got 70000"),
         (["evaluate", "p"], "the following arguments are required: SPEC.json"),
     ],
@@ -60,6 +60,16 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert "--strategy {evolutionary,meta-agent,random}" in out
     assert "--meta-model PROVIDER:MODEL" in out
+
+
+def test_apply_help_says_where_it_writes_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "apply", "--help")
+    assert code == 0
+    text = " ".join(out.split())
+    assert (
+        "(default: the studio's registry: $TOPOLOGY_STUDIO_REGISTRY, else topologies/ beside "
+        "the run database)"
+    ) in text
 
 
 def test_missing_database_is_one_clear_line(

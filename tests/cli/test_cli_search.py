@@ -301,6 +301,45 @@ def test_runs_show_diff_and_apply_read_the_store(
 
 
 @pytest.mark.slow
+def test_apply_writes_to_the_studios_registry_by_default(
+    small_run: dict[str, Any],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from studio.manager import REGISTRY_ENV, StudioManager
+
+    monkeypatch.delenv(REGISTRY_ENV, raising=False)
+    db = tmp_path / "copy.duckdb"
+    shutil.copy(small_run["db"], db)
+    run_id: str = small_run["run_id"]
+    registry = tmp_path / "topologies"  # where the studio looks: beside the database
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")  # beside the database, not the current directory
+    argv = ["apply", run_id, "1", "--db", str(db), "--yes", "--by", "bob"]
+    assert main(argv) == 0
+    done = capsys.readouterr().out
+    assert f"written: {registry}/gsm8k_replay version 1 (approved by bob)" in done
+    assert TopologyRegistry(registry).current_version("gsm8k_replay") == 1
+    manager = StudioManager(db)
+    try:
+        assert manager.registry.root == registry
+        assert manager.registry.current_version("gsm8k_replay") == 1
+        # the store records the target the studio asks for (another test's proposal may be in
+        # the copied database, under its own registry)
+        proposals = manager.store.list_proposals(manager.registry_target("gsm8k_replay"))
+        assert list(proposals["who"]) == ["bob"]
+        assert list(proposals["applied_version"]) == [1]
+    finally:
+        manager.close()
+    # $TOPOLOGY_STUDIO_REGISTRY wins, as in the studio
+    elsewhere = tmp_path / "elsewhere"
+    monkeypatch.setenv(REGISTRY_ENV, str(elsewhere))
+    assert main(argv) == 0
+    assert f"written: {elsewhere}/gsm8k_replay version 1" in capsys.readouterr().out
+
+
+@pytest.mark.slow
 def test_resume_continues_an_interrupted_run_to_the_same_front(
     small_run: dict[str, Any], tmp_path: Path
 ) -> None:
