@@ -2,6 +2,7 @@
 the topology evaluator."""
 
 from core.evaluation.cache import EvaluationCache, InMemoryEvaluationCache
+from core.evaluation.checks import CheckResult
 from core.evaluation.evaluator import (
     CandidateEvaluation,
     EvaluatorConfig,
@@ -31,8 +32,9 @@ __all__ = [
     "bundle_invalid_reason",
     "is_valid",
     "scalarize",
-    # pricing, cache, evaluator
+    # pricing, cache, checks, evaluator
     "CandidateEvaluation",
+    "CheckResult",
     "CostQuote",
     "EvaluationCache",
     "EvaluatorConfig",

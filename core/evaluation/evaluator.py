@@ -2,8 +2,10 @@
 
 One `evaluate(spec, examples)` call:
 
-1. **Checks, before anything runs** (F4). The spec is parsed with the structural limits
-   (`core.ir.parse_topology`), then checked against `max_depth`, `allowed_step_kinds` and
+1. **Checks, before anything runs** (F4), exactly what the public `check(spec)` does (the
+   search engine and the meta agent's debug loop call it: one definition of a valid
+   candidate, see `core.evaluation.checks`). The spec is parsed with the structural limits
+   (`parse_limits`: `core.ir.parse_topology`), then checked against `max_depth`, `allowed_step_kinds` and
    inline agents, then hydrated once (`core.hydrate.topology_from_spec`, which resolves every
    registered name before building anything). Any failure gives a `CandidateEvaluation` with
    `status="rejected"`, a `reason` starting with a code, no results, no cost and `valid=False`:
@@ -51,7 +53,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.errors import EvaluationError, SpecError, SpecLimitError, UnknownNamesError
 from core.evaluation._aggregate import fsum_finite, judge
-from core.evaluation._checks import check_allowed_kinds, check_max_depth, normalize_allowed_kinds
 from core.evaluation._records import CandidateEvaluation, CandidateStatus, ExampleResult
 from core.evaluation._run import (
     BlankFn,
@@ -63,11 +64,18 @@ from core.evaluation._run import (
     run_example,
 )
 from core.evaluation.cache import EvaluationCache
+from core.evaluation.checks import (
+    CheckResult,
+    check_allowed_kinds,
+    check_max_depth,
+    inline_agent_path,
+    normalize_allowed_kinds,
+)
 from core.evaluation.metrics import GoldExample, MetricWeights, ScoreFn
 from core.evaluation.pricing import Pricer
 from core.hydrate import AgentRegistry, CallableRegistry, InlineAgentFactory, topology_from_spec
 from core.ir import SpecLimits, parse_topology, spec_hash, spec_metrics
-from core.ir.models import AgentSpec, AgentStepSpec, AnyNode, RefinementLoopSpec, RouterSpec, walk
+from core.ir.limits import DEFAULT_MAX_DEPTH, MAX_DEPTH_CEILING
 
 __all__ = [
     "CandidateEvaluation",
@@ -97,9 +105,10 @@ class EvaluatorConfig(BaseModel):
     """Reject specs deeper than this (`TopologyGene.max_depth`); None: only the IR limits."""
     allowed_step_kinds: tuple[str, ...] | None = None
     """Reject specs with other node kinds (`TopologyGene.allowed_step_kinds`; see
-    `_checks.check_allowed_kinds` for how composites are treated); None: all kinds."""
+    `checks.check_allowed_kinds` for how composites are treated); None: all kinds."""
     limits: SpecLimits | None = None
-    """The IR's structural limits when parsing (None: `SpecLimits()` defaults)."""
+    """The IR's structural limits when parsing (None: `SpecLimits()` defaults, with the depth
+    limit raised to `max_depth` when that is deeper, so such a spec parses and is checked)."""
     degenerate_threshold: float = Field(default=0.5, ge=0.0, le=1.0, allow_inf_nan=False)
     """A candidate whose share of blank or failed runs is at least this is degenerate (F5)."""
     example_timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
@@ -114,18 +123,6 @@ class EvaluatorConfig(BaseModel):
     @classmethod
     def _kinds(cls, value: Any) -> Any:
         return normalize_allowed_kinds(value) if value is not None else None
-
-
-def _has_inline_agents(spec: AnyNode) -> str | None:
-    """The JSON path of the first inline `AgentSpec`, or None."""
-    for path, node in walk(spec):
-        if isinstance(node, AgentStepSpec) and node.inline_spec is not None:
-            return f"{path}.inline_spec"
-        if isinstance(node, RouterSpec) and isinstance(node.classifier, AgentSpec):
-            return f"{path}.classifier"
-        if isinstance(node, RefinementLoopSpec) and isinstance(node.evaluator, AgentSpec):
-            return f"{path}.evaluator"
-    return None
 
 
 class TopologyEvaluator:
@@ -204,6 +201,7 @@ class TopologyEvaluator:
         self._score_fn = score_fn
         self._pricer = pricer if pricer is not None else Pricer()
         self._cache = cache
+        self._agent_factory_given = agent_factory
         self._agent_factory = agent_factory if options.allow_inline_agents else None
         self._is_blank: BlankFn = is_blank if is_blank is not None else default_is_blank
 
@@ -222,61 +220,79 @@ class TopologyEvaluator:
         """The pricer."""
         return self._pricer
 
-    def _rejected(
-        self,
-        split: str,
-        reason: str,
-        *,
-        spec_hash_: str = "",
-        n_agents: int | None = None,
-        depth: int | None = None,
-        unknown: UnknownNamesError | None = None,
-    ) -> CandidateEvaluation:
-        return CandidateEvaluation(
-            spec_hash=spec_hash_,
-            split=split,
-            status="rejected",
-            reason=reason,
-            n_trials=self._config.n_trials,
-            n_agents=n_agents,
-            depth=depth,
-            cost_usd=0.0,
-            valid=False,
-            invalid_reason=reason,
-            unknown_names=[] if unknown is None else list(unknown.unknown),
-            known_names={} if unknown is None else dict(unknown.known),
+    @property
+    def parse_limits(self) -> SpecLimits:
+        """The structural limits candidates are parsed with: `limits`, else the IR defaults
+        with the depth limit raised to `max_depth` when that is deeper (so a spec `max_depth`
+        allows always parses)."""
+        cfg = self._config
+        if cfg.limits is not None:
+            return cfg.limits
+        depth = max(DEFAULT_MAX_DEPTH, cfg.max_depth or 0)
+        return SpecLimits(max_depth=min(MAX_DEPTH_CEILING, depth))
+
+    def with_options(self, **options: Any) -> TopologyEvaluator:
+        """A new evaluator with some options changed (any `EvaluatorConfig` field), sharing
+        this one's registries, score function, pricer, cache, agent factory and blank test.
+
+        Example: `evaluator.with_options(max_depth=3)` checks against a gene's depth limit.
+
+        Raises:
+            pydantic.ValidationError: an unknown option or a value out of range.
+            EvaluationError: inline agents allowed without an agent factory.
+        """
+        config = EvaluatorConfig.model_validate({**self._config.model_dump(), **options})
+        return TopologyEvaluator(
+            callable_registry=self._callables,
+            agent_registry=self._agents,
+            score_fn=self._score_fn,
+            pricer=self._pricer,
+            cache=self._cache,
+            agent_factory=self._agent_factory_given,
+            is_blank=self._is_blank,
+            config=config,
         )
 
-    def _prepare(
-        self, spec: Any, split: str
-    ) -> tuple[RunnableTopology, str, int, int] | CandidateEvaluation:
-        """Parse, check and hydrate; a `CandidateEvaluation` (rejected) on any failure."""
+    def check(self, spec: Any) -> CheckResult:
+        """Check a candidate exactly as `evaluate` does before it runs anything; never raises
+        for a bad candidate.
+
+        The checks, in order (reason codes in the module docstring): parse with
+        `parse_limits`; `max_depth`; `allowed_step_kinds`; inline agents while they are
+        disabled; hydration (every registered name resolved first, then the topology built and
+        discarded). A valid candidate gives `ok` with the parsed spec, its canonical hash,
+        `n_agents` and `depth`.
+
+        Args:
+            spec: a `TopologySpec`, its JSON text, or a mapping.
+        """
+        return self._check(spec)[0]
+
+    def _check(self, spec: Any) -> tuple[CheckResult, RunnableTopology | None]:
+        """`check`, with the hydrated topology when the candidate is valid."""
         cfg = self._config
         try:
-            parsed = parse_topology(spec, cfg.limits)
+            parsed = parse_topology(spec, self.parse_limits)
         except SpecLimitError as exc:
-            return self._rejected(split, f"{exc.limit}_exceeded: {exc}")
+            return CheckResult(reason=f"{exc.limit}_exceeded: {exc}"), None
         except SpecError as exc:
-            return self._rejected(split, f"invalid_spec: {exc}")
-        node: AnyNode = parsed
-        digest = spec_hash(parsed)
+            return CheckResult(reason=f"invalid_spec: {exc}"), None
         metrics = spec_metrics(parsed, agent_names=self._agents.names())
-        n_agents, depth = metrics.n_agents, metrics.depth
-
-        def reject(reason: str, unknown: UnknownNamesError | None = None) -> CandidateEvaluation:
-            return self._rejected(
-                split, reason, spec_hash_=digest, n_agents=n_agents, depth=depth, unknown=unknown
-            )
-
-        reason = check_max_depth(depth, cfg.max_depth) or check_allowed_kinds(
-            node, cfg.allowed_step_kinds
+        result = CheckResult(
+            spec=parsed, spec_hash=spec_hash(parsed), n_agents=metrics.n_agents, depth=metrics.depth
         )
+        reason = check_max_depth(metrics.depth, cfg.max_depth) or check_allowed_kinds(
+            parsed, cfg.allowed_step_kinds
+        )
+        if reason is None and not cfg.allow_inline_agents:
+            path = inline_agent_path(parsed)
+            if path is not None:
+                reason = (
+                    f"inline_agents_disabled: inline AgentSpec at {path}; use a registered "
+                    "agent name"
+                )
         if reason is not None:
-            return reject(reason)
-        if not cfg.allow_inline_agents and (path := _has_inline_agents(node)) is not None:
-            return reject(
-                f"inline_agents_disabled: inline AgentSpec at {path}; use a registered agent name"
-            )
+            return result.model_copy(update={"reason": reason}), None
         try:
             topology: RunnableTopology = topology_from_spec(
                 parsed,
@@ -286,10 +302,35 @@ class TopologyEvaluator:
                 allow_inline_agents=cfg.allow_inline_agents,
             )
         except UnknownNamesError as exc:
-            return reject(f"unknown_names: {exc}", exc)
+            refused = result.model_copy(
+                update={
+                    "reason": f"unknown_names: {exc}",
+                    "unknown_names": tuple(exc.unknown),
+                    "known_names": {k: tuple(v) for k, v in exc.known.items()},
+                }
+            )
+            return refused, None
         except Exception as exc:  # a proposal must never crash the search
-            return reject(f"hydration_error: {type(exc).__name__}: {exc}")
-        return topology, digest, n_agents, depth
+            reason = f"hydration_error: {type(exc).__name__}: {exc}"
+            return result.model_copy(update={"reason": reason}), None
+        return result, topology
+
+    def _rejected(self, split: str, check: CheckResult) -> CandidateEvaluation:
+        reason = check.reason or "invalid_spec"
+        return CandidateEvaluation(
+            spec_hash=check.spec_hash,
+            split=split,
+            status="rejected",
+            reason=reason,
+            n_trials=self._config.n_trials,
+            n_agents=check.n_agents,
+            depth=check.depth,
+            cost_usd=0.0,
+            valid=False,
+            invalid_reason=reason,
+            unknown_names=list(check.unknown_names),
+            known_names={k: list(v) for k, v in check.known_names.items()},
+        )
 
     async def evaluate(
         self,
@@ -324,10 +365,11 @@ class TopologyEvaluator:
         dupes = sorted({k for k in keys if keys.count(k) > 1})
         if dupes:
             raise EvaluationError(f"duplicate example ids {dupes}: give each example a unique id")
-        prepared = self._prepare(spec, split)
-        if isinstance(prepared, CandidateEvaluation):
-            return prepared
-        topology, digest, n_agents, depth = prepared
+        checked, topology = self._check(spec)
+        if topology is None:
+            return self._rejected(split, checked)
+        digest = checked.spec_hash
+        n_agents, depth = checked.n_agents or 0, checked.depth or 0
         cfg = self._config
         ctx = RunContext(
             spec_hash=digest,

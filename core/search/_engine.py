@@ -95,11 +95,12 @@ class SearchRun:
         strategy: proposes candidates (`Strategy`); its config gives generations, minibatch
             size, seed, weights and the archive view.
         gene: the searched topology (seed, depth limit, allowed kinds, constraints).
-        evaluator: evaluates candidates; it should enforce the gene's `max_depth` and
-            `allowed_step_kinds` too (the engine checks them before calling it anyway), and
-            needs a cache to resume.
+        evaluator: evaluates candidates, and checks every proposal before anything runs
+            (`evaluator.check`, under the gene's `max_depth` and `allowed_step_kinds`; it
+            should enforce them too); needs a cache to resume.
         validation: the validation split (what the search scores on).
-        callable_registry: registered functions (for checks and the designer's prompt).
+        callable_registry: registered functions (the designer's prompt and the operators'
+            names; checks use the evaluator's registries, normally the same).
         agent_registry: registered agents.
         test: a held-out split; the winner is evaluated on it once, at the end.
         roles: callable role -> names (a problem's `roles`), for the designer and operators.
@@ -164,14 +165,7 @@ class SearchRun:
             roles=roles,
             problem_description=problem_description,
         )
-        ev_cfg = evaluator.config
-        self.check = CandidateChecker(
-            callable_registry=callable_registry,
-            agent_registry=agent_registry,
-            max_depth=gene.max_depth,
-            allowed_step_kinds=gene.allowed_step_kinds,
-            limits=ev_cfg.limits or gene.parse_limits,
-        )
+        self.check = CandidateChecker(evaluator, gene)
         self.archive = Archive(
             self.config.archive_strategy, self.config.archive_size, objectives=objectives
         )

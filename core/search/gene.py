@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.errors import SpecError
-from core.evaluation._checks import normalize_allowed_kinds
+from core.evaluation.checks import normalize_allowed_kinds
 from core.ir.limits import DEFAULT_MAX_DEPTH, MAX_DEPTH_CEILING, SpecLimits, parse_topology
 from core.ir.models import TopologySpec
 
@@ -37,7 +37,7 @@ class TopologyGene(BaseModel):
     allowed_step_kinds: tuple[str, ...] = ("agent_step", "function_step")
     """Node kinds a candidate may use. Atomic kinds not listed are refused; composite kinds are
     refused only when at least one composite kind is listed (see
-    `core.evaluation._checks.check_allowed_kinds`), so the default allows every composite."""
+    `core.evaluation.checks.check_allowed_kinds`), so the default allows every composite."""
     max_depth: int = Field(default=4, ge=1, le=MAX_DEPTH_CEILING)
     """Maximum nesting depth of a candidate (section 6 depth: a flat pipeline is 1)."""
 

@@ -27,7 +27,7 @@ generator's state: names are used in sorted order and nodes in document order.
 
 New nodes carry no `id`. A result is valid when it parses within `ctx.limits`, its depth is at
 most `ctx.max_depth`, and its kinds pass `ctx.allowed_step_kinds` (the evaluator's rule:
-`core.evaluation._checks.check_allowed_kinds`). `mutate` adds that the result differs in
+`core.evaluation.checks.check_allowed_kinds`). `mutate` adds that the result differs in
 canonical hash from its input (and from any hash to avoid), and tries until one does.
 """
 
@@ -42,7 +42,7 @@ from typing import Any, TypeAlias, cast
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from core.errors import SearchError, SpecError
-from core.evaluation._checks import check_allowed_kinds, normalize_allowed_kinds
+from core.evaluation.checks import check_allowed_kinds, normalize_allowed_kinds
 from core.hydrate import BUILTIN_MERGES
 from core.ir.canonical import canonical_dict, spec_hash
 from core.ir.limits import SpecLimits, parse_operation, parse_topology

@@ -409,9 +409,11 @@ def test_every_proposal_passes_the_engines_full_check() -> None:
     from pydantic_ai import Agent
     from pydantic_ai.models.test import TestModel
 
+    from core.evaluation.evaluator import TopologyEvaluator
     from core.hydrate import BUILTIN_MERGES as HYDRATE_MERGES
     from core.hydrate import AgentRegistry, CallableRegistry
     from core.search._checker import CandidateChecker
+    from core.search.gene import TopologyGene
     from core.search.operators import BUILTIN_MERGES
 
     assert BUILTIN_MERGES == HYDRATE_MERGES
@@ -422,12 +424,15 @@ def test_every_proposal_passes_the_engines_full_check() -> None:
     agents = AgentRegistry()
     for name in RICH.agent_names:
         agents.register(name, lambda: Agent(TestModel()))
-    check = CandidateChecker(
-        callable_registry=calls,
-        agent_registry=agents,
-        max_depth=RICH.max_depth,
-        allowed_step_kinds=None,
+    evaluator = TopologyEvaluator(
+        callable_registry=calls, agent_registry=agents, score_fn=lambda o, e: 1.0
     )
+    kinds = ("agent_step", "function_step", "pipeline", "parallel", "router", "refinement_loop")
+    seed = random_spec(RICH, random.Random(0))
+    gene = TopologyGene(
+        name="rich", initial=seed, max_depth=RICH.max_depth, allowed_step_kinds=kinds
+    )
+    check = CandidateChecker(evaluator, gene)
     for seed in range(15):
         rng = random.Random(seed)
         spec = random_spec(RICH, rng)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from core.evaluation.checks import CheckResult
 from core.evaluation.metrics import MetricWeights
 from core.ir.models import TopologySpec
 from core.search.gene import TopologyGene
@@ -116,27 +117,6 @@ def _join(names: Any) -> str:
     return ", ".join(items) if items else "(none)"
 
 
-class CheckResult(BaseModel):
-    """A proposal checked before anything runs: the parsed spec, or why it is refused."""
-
-    model_config = _CONFIG
-
-    spec: TopologySpec | None = None
-    """The parsed spec (None when it did not parse)."""
-    spec_hash: str = ""
-    """Its canonical hash ("" when it did not parse)."""
-    reason: str | None = None
-    """Why it is refused, code first (`invalid_spec`, `max_depth_exceeded`,
-    `step_kind_not_allowed`, `unknown_names`, `hydration_error`, ...); None: valid."""
-    unknown_names: tuple[tuple[str, str, str], ...] = ()
-    """For `unknown_names`: `(json_path, kind, name)` per unknown name."""
-
-    @property
-    def ok(self) -> bool:
-        """True when the proposal is valid."""
-        return self.reason is None and self.spec is not None
-
-
 class Proposal(BaseModel):
     """One candidate a strategy proposes.
 
@@ -187,8 +167,9 @@ class AskContext:
         archive_candidates: the candidate index of each archive entry, by archive index.
         history: every candidate so far, in candidate order (rejected and duplicates included).
         next_candidate_idx: the index the first proposal will get (then +1 per proposal).
-        check: checks a spec or raw text exactly as the engine will (parse with limits, depth,
-            allowed kinds, registered names, hydration), before anything runs.
+        check: checks a spec or raw text exactly as the engine will (the evaluator's
+            `check`: parse with limits, depth, allowed kinds, registered names, hydration),
+            before anything runs.
         known_hashes: canonical hashes of every candidate so far (a proposal with one of these
             is a duplicate and is not evaluated again).
         recorded: for a resumed run, recorded proposals by candidate index: a strategy that
