@@ -18,6 +18,7 @@ __all__ = [
     "CANCEL_GRACE_S",
     "call_maybe_async",
     "cancel_and_reap",
+    "cancel_requested",
     "detached_count",
     "wait_for_wakeup",
     "wait_tasks",
@@ -34,6 +35,18 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
     _DETACHED.discard(task)
     if not task.cancelled():
         task.exception()
+
+
+def cancel_requested(task: asyncio.Task[Any] | None) -> bool:
+    """Whether `task` has a cancellation request that the awaited code swallowed.
+
+    A step that catches `CancelledError` and returns leaves the request pending
+    (`Task.cancelling() > 0`, Python 3.11+). A composite checks this before it starts more work
+    (a pipeline's next step, a router's chosen route, a loop's next stage) and raises
+    `CancelledError` instead, so a cancelled composite (cancelled from outside, or detached at
+    a deadline) never goes on running steps, and model calls, that nobody waits for.
+    """
+    return task is not None and task.cancelling() > 0
 
 
 def detached_count() -> int:

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from core.runtime._tasks import call_maybe_async, cancel_and_reap, wait_tasks
+from core.runtime._tasks import call_maybe_async, cancel_and_reap, cancel_requested, wait_tasks
 from core.runtime._trace import run_in_span
 from core.runtime.step import Step, coerce_step
 from core.runtime.tracing import Span, current_trace
@@ -99,17 +99,6 @@ class LoopResult:
                 for r in self.history
             ],
         }
-
-
-def _cancel_requested() -> bool:
-    """Whether the current task has a cancellation request that the awaited code swallowed.
-
-    A step, evaluator or updater that catches `CancelledError` and returns leaves the request
-    pending (`Task.cancelling() > 0`): the loop then starts no more work and raises
-    `CancelledError` itself, so cancelling a loop always stops it.
-    """
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 def _numeric(score: float | None) -> float | None:
@@ -338,13 +327,14 @@ class RefinementLoop:
         return result
 
     async def _iterate(self, current: Any, state: _State) -> ExitReason:
+        task = asyncio.current_task()
         for iteration in range(1, self._max + 1):
             start = time.perf_counter()
             output = await self._step.execute(current)
-            if state.stopped or _cancel_requested():
+            if state.stopped or cancel_requested(task):
                 raise asyncio.CancelledError
             verdict = as_eval_result(await self._evaluator.execute(output))
-            if state.stopped or _cancel_requested():
+            if state.stopped or cancel_requested(task):
                 raise asyncio.CancelledError
             duration_ms = (time.perf_counter() - start) * 1e3
             state.outputs.append(output)
@@ -358,7 +348,7 @@ class RefinementLoop:
                 return "converged"
             if iteration < self._max:
                 current = await call_maybe_async(self._updater, current, output, verdict)
-                if state.stopped or _cancel_requested():
+                if state.stopped or cancel_requested(task):
                     raise asyncio.CancelledError
         return "max_iterations"
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import PipelineStepError
+from core.runtime._tasks import cancel_requested
 from core.runtime._trace import run_in_span
 from core.runtime.step import Step, coerce_step
 from core.runtime.tracing import Span, current_trace, finish_span, start_span, use_span
@@ -110,6 +111,9 @@ class Pipeline:
       attempts (a fixed delay), then `PipelineStepError` chained to the last exception.
 
     Only `Exception`s are handled; cancellation and other `BaseException`s propagate as-is.
+    A cancelled pipeline starts no further step (or attempt) even when the running step
+    swallows the cancellation: it raises `CancelledError` instead (see
+    `core.runtime._tasks.cancel_requested`).
 
     Args:
         steps: step-likes (see `coerce_step`) or `(step_like, StepConfig | None)` pairs.
@@ -188,7 +192,10 @@ class Pipeline:
 
     async def _run(self, input_data: Any, span: Span | None) -> Any:
         value = input_data
+        task = asyncio.current_task()
         for index, entry in enumerate(self._entries):
+            if task is not None and task.cancelling():  # a step swallowed a cancellation
+                raise asyncio.CancelledError
             try:
                 value = await entry.step.execute(value)
             except Exception as exc:
@@ -204,9 +211,12 @@ class Pipeline:
                 span.attributes.setdefault("skipped", []).append(index)
             return value
         attempt = 1
+        task = asyncio.current_task()
         while attempt < entry.attempts:
             if entry.backoff_s > 0:
                 await asyncio.sleep(entry.backoff_s)
+            if cancel_requested(task):
+                raise asyncio.CancelledError
             attempt += 1
             try:
                 out = await entry.step.execute(value)
@@ -252,6 +262,8 @@ class Pipeline:
             for index, entry in enumerate(self._entries):
                 attempt = 0
                 while True:
+                    if cancel_requested(asyncio.current_task()):  # a step swallowed one
+                        raise asyncio.CancelledError
                     attempt += 1
                     yield PipelineEvent("step_start", name, index, entry.name, attempt)
                     try:

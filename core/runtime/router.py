@@ -7,13 +7,14 @@ normalisation are duplicates.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Literal
 
 from core.errors import RouterError
-from core.runtime._tasks import call_maybe_async
+from core.runtime._tasks import call_maybe_async, cancel_requested
 from core.runtime._trace import run_in_span
 from core.runtime.step import Step, coerce_step
 from core.runtime.tracing import Span, current_trace, summarize
@@ -251,6 +252,8 @@ class Router:
 
     async def _run(self, input_data: Any, span: Span | None) -> tuple[Any, RouteDecision]:
         step, decision = await self._decide(input_data, span)
+        if cancel_requested(asyncio.current_task()):  # the classifier swallowed a cancellation
+            raise asyncio.CancelledError
         return await step.execute(input_data), decision
 
     async def _decide(self, input_data: Any, span: Span | None) -> tuple[Step, RouteDecision]:

@@ -13,6 +13,7 @@ from core.errors import PipelineStepError
 from core.runtime import (
     ErrorStrategy,
     FunctionStep,
+    Parallel,
     Pipeline,
     PipelineEvent,
     StepConfig,
@@ -171,6 +172,64 @@ def test_cancellation_is_not_handled_as_a_step_error() -> None:
 
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(go())
+
+
+async def swallowing(x: Any) -> Any:
+    """Catches its cancellation and returns as if nothing happened."""
+    try:
+        await asyncio.sleep(10)
+    except asyncio.CancelledError:
+        await asyncio.sleep(0.05)
+    return x
+
+
+def test_a_cancelled_pipeline_starts_no_further_step_even_if_a_step_swallows_it() -> None:
+    """Cancelled from outside (directly, or by a Parallel's deadline that then detaches it), a
+    pipeline whose running step swallows the cancellation must not go on to its next steps:
+    they would run unseen (e.g. paid model calls after the trace was read)."""
+    ran: list[str] = []
+
+    def record(x: Any) -> Any:
+        ran.append("next step")
+        return x
+
+    async def go() -> None:
+        task = asyncio.create_task(Pipeline([swallowing, record]).run(1))
+        await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        result = await Parallel([Pipeline([swallowing, record]), inc], timeout=0.02).run(1)
+        assert isinstance(result.errors[0], TimeoutError)
+        assert result.merged == [2]
+        await asyncio.sleep(0.15)  # the detached branch ends meanwhile
+
+    asyncio.run(go())
+    assert ran == []
+
+
+def test_a_cancelled_stream_starts_no_further_step() -> None:
+    ran: list[str] = []
+
+    def record(x: Any) -> Any:
+        ran.append("next step")
+        return x
+
+    async def consume() -> list[str]:
+        seen: list[str] = []
+        async for event in Pipeline([swallowing, record]).run_stream(1):
+            seen.append(event.type)
+        return seen
+
+    async def go() -> None:
+        task = asyncio.create_task(consume())
+        await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    assert ran == []
 
 
 def test_stream_events_for_a_clean_run() -> None:

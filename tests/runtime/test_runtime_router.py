@@ -416,6 +416,33 @@ def test_route_step_errors_propagate_unchanged() -> None:
     assert router.last_decision == RouteDecision("a", "a", False, None)
 
 
+def test_a_cancelled_router_does_not_run_the_route_when_the_classifier_swallows_it() -> None:
+    ran: list[str] = []
+
+    async def swallowing_classifier(x: Any) -> str:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.05)
+        return "a"
+
+    def route_a(x: Any) -> str:
+        ran.append("route a")
+        return "a"
+
+    router = Router([Route("a", route_a)], classifier=swallowing_classifier)
+
+    async def go() -> None:
+        task = asyncio.create_task(router.run(1))
+        await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    _run(go())
+    assert ran == []
+
+
 def test_execute_and_node_id() -> None:
     router = Router([Route("a", general)], classifier=lambda x: "a", node_id="n7")
     assert _run(router.execute(2)) == "general:2"
