@@ -94,6 +94,7 @@ def live_view() -> None:
         store = manager.store
         record = store.get_run(run_id)
         archive = store.archive(run_id, include_unevaluated=True)
+        st.session_state["live_archive"] = (run_id, archive)  # the inspector below reuses it
         label = (
             status_label(record.status, record.reason, record.last_event_at)
             if record is not None
@@ -174,7 +175,12 @@ live_view()
 
 st.divider()
 with guard():
-    archive = manager.store.archive(run_id, include_unevaluated=True)
+    cached = st.session_state.get("live_archive")
+    archive = (
+        cached[1]
+        if cached is not None and cached[0] == run_id
+        else manager.store.archive(run_id, include_unevaluated=True)
+    )
     options = candidate_options(archive)
     sel = st.session_state.get("live_sel")
     if sel not in options:

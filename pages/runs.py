@@ -32,7 +32,6 @@ with guard():
         st.page_link(
             page("live"),
             label="Open the newest run's live view",
-            icon=":material/monitoring:",
             query_params={"run": str(table["run_id"].iloc[0])},
         )
 

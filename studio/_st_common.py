@@ -43,21 +43,22 @@ DEFAULT_DB = Path("data") / "runs.duckdb"
 """The database when `$TOPOLOGY_STUDIO_DB` is not set (relative to the working directory)."""
 
 
-PAGE_SPECS: dict[str, tuple[str, str]] = {
-    "runs": ("Runs", ":material/list:"),
-    "live": ("Live search", ":material/monitoring:"),
-    "editor": ("Topology editor", ":material/edit:"),
-    "compare": ("Compare", ":material/compare:"),
-    "diff": ("Diff & apply", ":material/difference:"),
+PAGE_SPECS: dict[str, str] = {
+    "runs": "Runs",
+    "live": "Live search",
+    "editor": "Topology editor",
+    "compare": "Compare",
+    "diff": "Diff & apply",
 }
-"""Page name (its file `pages/<name>.py` and URL path) -> (title, icon), in menu order."""
+"""Page name (its file `pages/<name>.py` and URL path) -> title, in menu order. No icons: a
+page's icon becomes the browser tab's icon, and Streamlit fetches material icons for that from
+a font CDN, while the studio must need no network."""
 
 
 def page(name: str) -> st.Page:
     """The `st.Page` of `pages/<name>.py` (for `st.navigation`, `st.page_link`, `st.switch_page`)."""
-    title, icon = PAGE_SPECS[name]
     return st.Page(
-        PAGES_DIR / f"{name}.py", title=title, icon=icon, url_path=name, default=name == "runs"
+        PAGES_DIR / f"{name}.py", title=PAGE_SPECS[name], url_path=name, default=name == "runs"
     )
 
 
@@ -81,13 +82,12 @@ def show_error(exc: BaseException) -> None:
     """Show an error in the page: the message of an engine error, a short line otherwise."""
     if isinstance(exc, TopologyStudioError | ValueError | KeyError | LookupError | OSError):
         text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
-        st.error(f"{type(exc).__name__}: {text}", icon=":material/error:")
+        st.error(f"{type(exc).__name__}: {text}")
     else:
         _log.exception("unexpected error in the studio", exc_info=exc)
         st.error(
             f"Something went wrong ({type(exc).__name__}: {exc}). The details are in the "
-            "studio's log.",
-            icon=":material/error:",
+            "studio's log."
         )
 
 
@@ -109,7 +109,7 @@ def store_banner(manager: StudioManager) -> None:
     """A warning while the store is the read-only journal view (the file is held elsewhere)."""
     note = manager.store_note
     if note:
-        st.warning(note, icon=":material/lock:")
+        st.warning(note)
 
 
 def load_runs(manager: StudioManager) -> pd.DataFrame:

@@ -69,4 +69,8 @@ def inspector(view: CandidateView) -> None:
         else:
             st.dataframe(example_table(view.examples), hide_index=True, key="inspector_examples")
     with tab_json:
-        st.code(view.spec_json or "(none)", language="json")
+        # st.json, not st.code: the code view loads a 1.5 MB highlighter into the browser
+        if view.spec is not None:
+            st.json(view.spec.model_dump(mode="json", exclude_none=True), expanded=True)
+        else:
+            st.text(view.spec_json or "(none)")

@@ -10,5 +10,7 @@ import streamlit as st
 
 from studio._st_common import PAGE_SPECS, page
 
-st.set_page_config(page_title="Topology Studio", page_icon=":material/account_tree:", layout="wide")
+# No page_icon: Streamlit fetches a material-icon favicon from a font CDN, and the studio must
+# need no network.
+st.set_page_config(page_title="Topology Studio", layout="wide")
 st.navigation([page(name) for name in PAGE_SPECS]).run()

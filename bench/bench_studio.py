@@ -1,0 +1,166 @@
+"""Bench: the live page of a run with 1,000 candidates, rendered in a real browser.
+
+Builds a run store holding one run of 1,000 evaluated candidates (with archive snapshots and a
+few per-example results), starts the studio on it (`streamlit run studio/app.py` on a free port
+of 127.0.0.1), opens the live page in Debian's Chromium through Playwright, and prints the time
+from navigation to the Pareto chart's points and the archive table being drawn. Target: under
+3 s (issue 6). The first load includes the server's cold start (imports, first query); the
+later ones are what a user sees when opening the page again.
+
+Usage: `python bench/bench_studio.py [--candidates N] [--repeats K]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "browser"))
+
+from studio_harness import (  # noqa: E402  # pyright: ignore[reportMissingImports]
+    chromium_missing_reason,
+    launch_chromium,
+    serve_studio,
+)
+
+from core.ir import parse_topology, spec_hash  # noqa: E402
+from core.search.events import (  # noqa: E402
+    ArchiveSnapshot,
+    CandidateEvaluated,
+    CandidateProposed,
+    ExampleEvaluated,
+    RunFinished,
+    RunStarted,
+    SearchEvent,
+)
+from core.storage import DuckDBRunStore  # noqa: E402
+
+RUN_ID = "bench-1000"
+AGENTS = ("6b_finetuning", "175b_finetuning", "6b_verification", "175b_verification")
+TARGET_S = 3.0
+
+
+def build_events(n: int) -> list[SearchEvent]:
+    """One finished run of `n` candidates: varied specs and objectives, a snapshot every 50."""
+    t0 = 1_735_732_800.0
+    seq = 0
+    out: list[SearchEvent] = []
+
+    def add(event: SearchEvent) -> None:
+        nonlocal seq
+        out.append(event)
+        seq += 1
+
+    add(
+        RunStarted(
+            run_id=RUN_ID, seq=seq, ts=t0, problem="gsm8k_replay", strategy="evolutionary", seed=1
+        )
+    )
+    front: list[int] = []
+    for i in range(n):
+        steps = ", ".join(
+            f'{{"operation": {{"kind": "agent_step", "agent_name": "{AGENTS[(i // 4**k) % 4]}"}}}}'
+            for k in range(1 + i % 4)
+        )
+        text = f'{{"kind": "pipeline", "name": "c{i}", "steps": [{steps}]}}'
+        h = spec_hash(parse_topology(text))
+        add(
+            CandidateProposed(
+                run_id=RUN_ID, seq=seq, ts=t0 + i, candidate_idx=i, generation=i // 10 - 1,
+                spec_hash=h, spec_json=text, parent_idx=None if i == 0 else (i * 7) % i,
+                operator="seed" if i == 0 else "mutate:insert_step",
+                thought=f"candidate {i}: try {AGENTS[i % 4]}",
+            )
+        )  # fmt: skip
+        if i % 100 == 0:
+            for e in range(5):
+                add(
+                    ExampleEvaluated(
+                        run_id=RUN_ID, seq=seq, ts=t0 + i, candidate_idx=i, spec_hash=h,
+                        split="validation", example_id=f"q{e}", accuracy=float(e % 2),
+                    )
+                )  # fmt: skip
+        acc = 0.2 + 0.6 * ((i * 37) % 101) / 100
+        cost = 0.0005 * (1 + (i * 53) % 997)
+        add(
+            CandidateEvaluated(
+                run_id=RUN_ID, seq=seq, ts=t0 + i + 0.5, candidate_idx=i, spec_hash=h,
+                split="validation" if i % 5 == 0 else "minibatch", n_examples=20, accuracy=acc,
+                cost_usd=cost, latency_ms=800.0 + (i * 31) % 5000, n_agents=1 + i % 4,
+                depth=1, aggregate_score=acc - 10 * cost, valid=i % 97 != 13,
+                invalid_reason=None if i % 97 != 13 else "degenerate: test",
+            )
+        )  # fmt: skip
+        if i % 50 == 49:
+            front = sorted(set(front + [i]))[-20:]
+            add(
+                ArchiveSnapshot(
+                    run_id=RUN_ID, seq=seq, ts=t0 + i + 0.9, generation=i // 50,
+                    entries=list(range(i + 1))[-5:], front=front, best_idx=i,
+                    best_score=0.5 + i / (4 * n), hypervolume=math.log1p(i) / 10,
+                    n_evaluations=20 * (i + 1), cost_usd_total=0.01 * i,
+                )
+            )  # fmt: skip
+    add(RunFinished(run_id=RUN_ID, seq=seq, ts=t0 + n + 1, status="completed", reason="bench"))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="The live page of a large run, in Chromium.")
+    parser.add_argument("--candidates", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    missing = chromium_missing_reason()
+    if missing:
+        raise SystemExit(f"bench_studio: {missing}")
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "runs.duckdb"
+        t = time.perf_counter()
+        with DuckDBRunStore(db) as store:
+            store.record_events(build_events(args.candidates))
+            n = len(store.archive(RUN_ID))
+        print(f"store: {n} candidates recorded in {time.perf_counter() - t:.2f} s")
+        with serve_studio(db) as url, sync_playwright() as p:
+            browser = launch_chromium(p)
+            timings: list[float] = []
+            for k in range(args.repeats):
+                context = browser.new_context(viewport={"width": 1400, "height": 1000})
+                page = context.new_page()
+                start = time.perf_counter()
+                page.goto(f"{url}/live?run={RUN_ID}")
+                page.wait_for_function(
+                    "() => document.querySelectorAll("
+                    "'.js-plotly-plot .scatterlayer .points path').length >= 100",
+                    timeout=120_000,
+                )
+                page.locator('[data-testid="stDataFrame"] canvas').first.wait_for(timeout=120_000)
+                elapsed = time.perf_counter() - start
+                timings.append(elapsed)
+                drawn = page.evaluate(
+                    "() => document.querySelectorAll("
+                    "'.js-plotly-plot .scatterlayer .points path').length"
+                )
+                label = "cold (first load after start)" if k == 0 else "warm"
+                print(
+                    f"load {k + 1} ({label}): chart ({drawn} points) and table in {elapsed:.2f} s"
+                )
+                context.close()
+            browser.close()
+    warm = timings[1:] or timings
+    verdict = "OK" if statistics.median(warm) < TARGET_S else "OVER TARGET"
+    print(
+        f"live page, {args.candidates} candidates: median {statistics.median(warm):.2f} s "
+        f"(warm), first {timings[0]:.2f} s; target < {TARGET_S:g} s: {verdict}"
+    )
+
+
+if __name__ == "__main__":
+    main()

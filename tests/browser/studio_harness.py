@@ -1,0 +1,117 @@
+"""Starting the studio and Chromium for the browser tests (not a test module itself).
+
+- `serve_studio(db, ...)`: `streamlit run studio/app.py --server.headless true --server.address
+  127.0.0.1 --server.port <free port>` as a subprocess (from the checkout, so its
+  `.streamlit/config.toml` applies), waits for `/_stcore/health`, and stops it at the end.
+- `launch_chromium(playwright)`: Debian's `/usr/bin/chromium` through Playwright's
+  `executable_path` (never `playwright install`), with no background networking.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("TOPOLOGY_STUDIO_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+ARTIFACTS = REPO / "test-artifacts"
+
+
+def chromium_missing_reason() -> str | None:
+    """Why the browser tests cannot run here, or None when Chromium is installed."""
+    if Path(CHROMIUM).exists() or shutil.which(CHROMIUM):
+        return None
+    return f"{CHROMIUM} is missing (apt-get install chromium); .ci/run installs it in CI"
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve_studio(
+    db: Path,
+    *,
+    registry: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout_s: float = 90.0,
+) -> Iterator[str]:
+    """Serve the studio over `db`; yields its base URL, e.g. `http://127.0.0.1:40123`."""
+    port = free_port()
+    full_env = dict(os.environ)
+    full_env["TOPOLOGY_STUDIO_DB"] = str(db)
+    if registry is not None:
+        full_env["TOPOLOGY_STUDIO_REGISTRY"] = str(registry)
+    full_env.update(env or {})
+    log = (db.parent / f"streamlit-{port}.log").open("w")
+    proc = subprocess.Popen(  # noqa: S603 (fixed argv)
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(REPO / "studio" / "app.py"),
+            "--server.headless",
+            "true",
+            "--server.address",
+            "127.0.0.1",
+            "--server.port",
+            str(port),
+        ],
+        cwd=REPO,
+        env=full_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the studio exited with {proc.returncode}; see {log.name}")
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:  # noqa: S310
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the studio did not answer within {timeout_s:g} s")
+            time.sleep(0.2)
+        yield url
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()
+
+
+def launch_chromium(playwright: Any) -> Any:
+    """Debian's Chromium, headless, through Playwright."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
