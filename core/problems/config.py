@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from core.evaluation.metrics import MetricWeights
 from core.evaluation.pricing import ModelPrice
 
 __all__ = [
@@ -98,6 +99,13 @@ class SearchDefaults(BaseModel):
     """Step kinds a candidate may use (semantics section 8, `TopologyGene.allowed_step_kinds`)."""
     max_depth: int = Field(default=4, ge=1)
     """Maximum nesting depth of a candidate topology (`TopologyGene.max_depth`)."""
+    weights: MetricWeights = Field(default_factory=MetricWeights)
+    """`[search.weights]`: the metric weights of the aggregate score the search ranks
+    candidates by (`MetricWeights`: `accuracy`, `cost_usd` per USD per example, `latency_ms` per
+    ms, `confidence`, `robustness`; finite numbers, a field left out keeps the contract's
+    default). The contract's defaults price a percentage point of accuracy (0.01) at a tenth
+    of a cent per example (`cost_usd = -10`): set them for the problem's prices, or the cheapest
+    topology wins."""
 
 
 class ModelsConfig(BaseModel):

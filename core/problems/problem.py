@@ -118,7 +118,8 @@ class Problem:
 
         Args:
             cache: the evaluation cache (None: no caching).
-            weights: metric weights of the aggregate score (None: the defaults).
+            weights: metric weights of the aggregate score (None: the problem's
+                `[search.weights]`).
             concurrency: runs in flight at once (None: `[search] concurrency`).
             max_depth: reject deeper specs (None: only the IR limits).
             allowed_step_kinds: reject other node kinds (None: every kind).
@@ -130,7 +131,7 @@ class Problem:
             score_fn=self.score_fn,
             pricer=pricer if pricer is not None else Pricer(self.prices),
             concurrency=self.search.concurrency if concurrency is None else concurrency,
-            weights=weights,
+            weights=weights if weights is not None else self.search.weights,
             cache=cache,
             max_depth=max_depth,
             allowed_step_kinds=allowed_step_kinds,
@@ -151,7 +152,8 @@ class Problem:
     @property
     def config_hash(self) -> str:
         """sha256 (hex) of what decides scores and costs: the config except `[search]` and
-        `models.time_scale` (which change only how a search runs and wall time), the seed spec,
+        `models.time_scale` (which change only how a search runs and wall time; `[search.weights]`
+        ranks candidates but changes no measured metric), the seed spec,
         the split ids, and the problem module's source. Same hash = same problem."""
         if self._config_hash is None:
             text = json.dumps(self._identity(), sort_keys=True, separators=(",", ":"))

@@ -60,6 +60,7 @@ from typing import Any
 from pydantic_ai.models import Model
 
 from core.evaluation.cache import EvaluationCache, InMemoryEvaluationCache
+from core.evaluation.metrics import MetricWeights
 from core.evaluation.pricing import Pricer
 from core.problems.problem import Problem
 from core.search._engine import SearchRun, Subscriber, build_search_space, minibatch_indices
@@ -86,23 +87,31 @@ def _strategy_for(
     seed: int | None,
     model: str | Model | None,
     pricer: Pricer,
+    weights: MetricWeights | Mapping[str, Any] | None,
 ) -> Strategy:
     if isinstance(strategy, Strategy):
-        if config is not None or seed is not None:
-            raise ValueError("give config and seed to the strategy itself when passing one")
+        if config is not None or seed is not None or weights is not None:
+            raise ValueError(
+                "give config, seed and weights to the strategy itself when passing one"
+            )
         return strategy
     name = strategy or problem.search.strategy
     cls = strategy_config_class(name)
     defaults: dict[str, Any] = {
         "minibatch_size": problem.search.minibatch_size,
         "seed": problem.search.seed,
+        "weights": problem.search.weights,
     }
     if isinstance(config, StrategyConfig):
         data = config.model_dump()
+        if "weights" not in config.model_fields_set:
+            data["weights"] = problem.search.weights
     else:
         data = {**defaults, **dict(config or {})}
     if seed is not None:
         data["seed"] = seed
+    if weights is not None:
+        data["weights"] = weights
     cfg = cls.model_validate(data)
     designer = model if model is not None else problem.search.meta_model
     return get_strategy(name, cfg, model=designer, pricer=pricer)
@@ -124,6 +133,7 @@ def build_search(
     cache: EvaluationCache | None = None,
     use_test_split: bool = True,
     constraints: str | None = None,
+    weights: MetricWeights | Mapping[str, Any] | None = None,
 ) -> SearchRun:
     """A `SearchRun` on a loaded problem, with the problem's defaults for what is not given.
 
@@ -131,8 +141,9 @@ def build_search(
         problem: from `core.problems.load_problem`.
         strategy: `"evolutionary"`, `"random"`, `"meta_agent"` (or `"meta-agent"`), a
             `Strategy` instance, or None for the problem's `[search] strategy`.
-        config: the strategy's config (model or mapping); the problem's `minibatch_size` and
-            `seed` fill a mapping's gaps.
+        config: the strategy's config (model or mapping); the problem's `minibatch_size`,
+            `seed` and `weights` fill a mapping's gaps, and its `weights` a config model's
+            when that model was built without them.
         seed: overrides the config's seed.
         model: the meta agent's designer model (default: the problem's `meta_model`).
         budget: the limits (default: the problem's `max_evaluations`, `max_usd`,
@@ -145,14 +156,18 @@ def build_search(
         cache: the evaluation cache (default: a new in-memory one).
         use_test_split: evaluate the winner once on the problem's test split at the end.
         constraints: plain-words constraints shown to the meta agent.
+        weights: the metric weights of the aggregate score; overrides the config's (default:
+            the problem's `[search.weights]`). They rank candidates, pick the winner, and are
+            recorded in `RunStarted.config` (`weights`, and the evaluator's).
 
     Raises:
-        ValueError: an unknown strategy, or `meta_agent` without a model.
+        ValueError: an unknown strategy, `meta_agent` without a model, or a `Strategy`
+            instance together with `config`, `seed` or `weights`.
         pydantic.ValidationError: a config with bad values.
     """
     search = problem.search
     pricer = Pricer(problem.prices)
-    strat = _strategy_for(problem, strategy, config, seed, model, pricer)
+    strat = _strategy_for(problem, strategy, config, seed, model, pricer, weights)
     gene = TopologyGene(
         name=problem.name,
         initial=problem.seed_spec,
