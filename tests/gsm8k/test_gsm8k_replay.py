@@ -216,3 +216,51 @@ def test_the_token_rule(problem: Problem) -> None:
     assert count("abcd") == 1
     assert count("abcde") == 2
     assert count("a" * 10, 2.5) == 4
+
+
+def replay_tick(p: Problem) -> float:
+    tick: float = p.module.replay.MODEL_TICK_MS
+    return tick
+
+
+def _fastest(*runs: str) -> Any:
+    return parse_topology(
+        {"kind": "parallel", "merge": "fastest", "steps": [agent(r) for r in runs]}
+    )
+
+
+@pytest.mark.parametrize("time_scale", [0.0, 0.0001])
+def test_fastest_merge_picks_the_run_with_less_model_time_every_time(
+    problem: Problem, time_scale: float
+) -> None:
+    # a `fastest` race between replayed runs is decided by model time, never by wall-clock
+    # jitter (with time_scale 0.001 the same candidate scored 0.2200, then 0.2233) nor by the
+    # branch order (with time_scale 0 the first branch always won)
+    p = load_problem(
+        "gsm8k_replay", datasets_dir=DATASETS, overrides={"models.time_scale": time_scale}
+    )
+    examples = p.splits["validation"][:12]
+    spec = _fastest("175b_finetuning", "6b_finetuning")
+    models_ = {r: p.agent_registry.get(r)().model for r in ("175b_finetuning", "6b_finetuning")}
+    tick = replay_tick(p)
+    winners: list[str] = []
+    for ex in examples:
+        latency = {
+            r: m.latency_ms(m.replay_data.recording(r, ex.input.question).solution)
+            for r, m in models_.items()
+        }
+        # fewer ticks of model time first; a tie goes to the branch listed first (175B here)
+        expected = min(
+            latency, key=lambda r: (math.ceil(latency[r] / tick), r != "175b_finetuning")
+        )
+        outcomes: list[tuple[list[str], float | None]] = []
+        for _ in range(2):
+            out, trace = run(p, spec, ex.input)
+            merged = out.merged if hasattr(out, "merged") else out
+            outcomes.append(([c.run for c in merged.candidates], critical_path_ms(trace)))
+        assert [o[0] for o in outcomes] == [[expected], [expected]]
+        if time_scale == 0:  # no timer at all: the same event-loop turns, the same latency
+            assert outcomes[0][1] == outcomes[1][1]
+            assert outcomes[0][1] is not None and outcomes[0][1] >= latency[expected]
+        winners.append(expected)
+    assert winners.count("6b_finetuning") == 12  # the later branch wins: its run is faster

@@ -26,6 +26,15 @@ The usage, cost and latency model (all settings in `problem.toml` under `[params
   reported in model time with `core.runtime.tracing.record_model_latency` (inside the agent
   step's span, so reported latency is deterministic) and slept for real (`asyncio.sleep`)
   multiplied by `[models] time_scale` (0 sleeps nothing).
+- **who finishes first**: while a request "runs" it passes its model time on the event loop in
+  ticks of `MODEL_TICK_MS` (one `asyncio.sleep(0)` each), and sleeps for real `ticks *
+  MODEL_TICK_MS * time_scale`. So concurrent requests (a `Parallel` with merge `fastest`)
+  finish in the order of their model time rounded up to a tick, ties to the branch that started
+  first, whatever the time scale and the machine's load: the same topology gives the same
+  answer in every run. (A plain `asyncio.sleep(latency * time_scale)` let wall-clock jitter,
+  or with time scale 0 the branch order, decide the race: one candidate scored 0.2200, then
+  0.2233.) A request cancelled before it finishes (the loser of a race) records no latency and
+  no usage: its partial generation is not modelled.
 """
 
 from __future__ import annotations
@@ -57,6 +66,24 @@ from core.runtime.tracing import record_model_latency
 
 from .answers import extract_gold_answer, extract_solution_answer
 from .state import Candidate, MathState, coerce_state
+
+MODEL_TICK_MS = 10.0
+"""Model time a replayed request passes per event-loop turn (see the module docstring)."""
+
+
+async def pass_model_time(latency_ms: float, time_scale: float) -> None:
+    """Let `latency_ms` of model time pass: one event-loop turn per `MODEL_TICK_MS` (rounded
+    up), then a real sleep of that many ticks times `time_scale` (none when it is 0).
+
+    Requests running at once thus finish in the order of their tick counts, the earlier
+    started first on a tie, independent of wall-clock jitter (see the module docstring).
+    """
+    ticks = math.ceil(latency_ms / MODEL_TICK_MS)
+    for _ in range(ticks):
+        await asyncio.sleep(0)
+    if time_scale > 0:
+        await asyncio.sleep(ticks * MODEL_TICK_MS / 1000.0 * time_scale)
+
 
 __all__ = [
     "RUNS",
@@ -340,8 +367,7 @@ class ReplayModel(FunctionModel):
             )
         )
         latency = self.latency_ms(rec.solution)
-        if self.time_scale > 0:
-            await asyncio.sleep(latency / 1000.0 * self.time_scale)
+        await pass_model_time(latency, self.time_scale)
         record_model_latency(latency)
         payload = new.model_dump_json()
         part = (
