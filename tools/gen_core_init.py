@@ -40,11 +40,17 @@ def main() -> None:
             if name in seen:
                 first = importlib.import_module(seen[name])
                 if getattr(first, name) is not getattr(mod, name):
-                    raise SystemExit(f"{name} means different things in {seen[name]} and {mod_name}")
+                    raise SystemExit(
+                        f"{name} means different things in {seen[name]} and {mod_name}"
+                    )
                 continue
             seen[name] = mod_name
             per_module.setdefault(mod_name, []).append(name)
-    out = [HEADER, "from __future__ import annotations\n\n", "from typing import TYPE_CHECKING, Any\n\n"]
+    out = [
+        HEADER,
+        "from __future__ import annotations\n\n",
+        "from typing import TYPE_CHECKING, Any\n\n",
+    ]
     # errors are cheap and needed everywhere: imported eagerly
     out.append("from core.errors import (\n")
     out.extend(f"    {n},\n" for n in sorted(per_module.pop("core.errors")))
@@ -62,16 +68,20 @@ def main() -> None:
         '    """Import a public name on first use (PEP 562), so `import core.ir` stays light."""\n'
         "    where = _LAZY.get(name)\n"
         "    if where is None:\n"
-        '        raise AttributeError(f"module \'core\' has no attribute {name!r}")\n'
+        "        raise AttributeError(f\"module 'core' has no attribute {name!r}\")\n"
         "    module: Any\n"
     )
     for i, mod_name in enumerate(per_module):
         kw = "if" if i == 0 else "elif"
         short = mod_name.split(".")[1]
-        out.append(f'    {kw} where == "{mod_name}":\n        import {mod_name} as _{short}\n\n        module = _{short}\n')
+        out.append(
+            f'    {kw} where == "{mod_name}":\n        import {mod_name} as _{short}\n\n        module = _{short}\n'
+        )
     out.append("    else:  # pragma: no cover - the table above only names these modules\n")
     out.append("        raise AttributeError(name)\n")
-    out.append("    value = getattr(module, name)\n    globals()[name] = value\n    return value\n\n\n")
+    out.append(
+        "    value = getattr(module, name)\n    globals()[name] = value\n    return value\n\n\n"
+    )
     out.append("def __dir__() -> list[str]:\n    return sorted(__all__)\n")
     out.append("\n\n__all__ = [\n")
     out.extend(f'    "{n}",\n' for n in sorted(seen))
