@@ -45,8 +45,10 @@ class RunStore(ABC):
       filter explicitly, never by sort order alone.
     - **Compare like with like.** A candidate's objectives come from one evaluation: its full
       validation result when it has one, else its latest minibatch result (never the held-out
-      test split); `archive(split=...)` restricts to one split. The best entry is chosen among
-      the valid entries of the most complete split present (validation over minibatch).
+      test split); `archive(split=...)` restricts to one split. The front and the best entry
+      are chosen among the valid entries of the most complete split present (validation over
+      minibatch): an entry scored only on a minibatch is never on the front beside validated
+      ones.
     - **Threads.** One store object may be used from many threads at once (the studio serves
       each session on its own thread): no errors, nothing lost (field case F9).
     - **Time** is Unix seconds (floats) everywhere; costs are USD, latencies ms.
@@ -155,7 +157,8 @@ class RunStore(ABC):
         Args:
             run_id: the run.
             split: None for each candidate's preferred evaluation (full validation, else latest
-                minibatch); a split name to use only results of that split.
+                minibatch), with the front and the best among the entries of the most complete
+                split present; a split name to use only results of that split.
             objectives: the front's objectives (column names and directions).
             include_unevaluated: also list candidates with no result (rejected, duplicates, in
                 flight), with `valid = False`.

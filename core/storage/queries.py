@@ -8,7 +8,8 @@ a NaN (field case F7).
 
 Which evaluation stands for a candidate (compare like with like): its full validation result if
 it has one, else its latest minibatch result, else its latest result of another split; the
-held-out `test` split never does (it has its own columns). See `_PREFERRED`.
+held-out `test` split never does (it has its own columns). See `_PREFERRED`. The front and the
+best entry are then taken among the valid rows of the most complete split present only.
 """
 
 from __future__ import annotations
@@ -234,7 +235,9 @@ def archive(
     """A run's archive with objectives, validity and front membership.
 
     Columns and arguments: see `RunStore.archive`. The front is `core.search.pareto`'s
-    `pareto_front_mask` over the valid rows' objectives.
+    `pareto_front_mask` over the objectives of the valid rows of the most complete split present
+    (`comparable`: the rows `is_best` is chosen among), so a candidate scored only on a small
+    minibatch never pushes a fully validated one off the front (compare like with like).
 
     Raises:
         ValueError: an objective names no numeric archive column (see `OBJECTIVE_COLUMNS`).
@@ -284,6 +287,7 @@ def archive(
     ),
     tiered AS (SELECT *, min(tier) FILTER (WHERE valid) OVER () AS best_tier FROM joined)
     SELECT * EXCLUDE (tier, best_tier),
+           coalesce(valid AND tier = best_tier, false) AS comparable,
            coalesce(valid AND tier = best_tier AND row_number() OVER (
                PARTITION BY valid AND tier = best_tier
                ORDER BY aggregate_score DESC, candidate_idx) = 1, false) AS is_best
@@ -298,7 +302,8 @@ def archive(
     con.execute("BEGIN TRANSACTION")  # both reads see the same data
     try:
         rows = con.execute(
-            f"SELECT candidate_idx, valid, {', '.join(names)} FROM ({sql}) ORDER BY candidate_idx",
+            f"SELECT candidate_idx, comparable, {', '.join(names)} FROM ({sql}) "
+            "ORDER BY candidate_idx",
             params,
         ).fetchall()
         points = np.full((len(rows), k), np.nan, dtype=np.float64)

@@ -437,6 +437,44 @@ class StoreContract:
         assert mini["is_best"].tolist() == [False, True]
         assert store.archive("run-a", split="test")["candidate_idx"].tolist() == [0]
 
+    def test_the_front_without_a_split_compares_like_with_like(self, store: RunStore) -> None:
+        """A lucky 5-example minibatch never pushes a fully validated candidate off the front:
+        without a split, the front (like the best) is taken among the valid entries of the most
+        complete split present, as the search's own snapshots do (validation only)."""
+        b = RunBuilder()
+        store.record_events([
+            b.started(),
+            b.result(0, 0.9, 0.01, 0.89, split="minibatch", n_examples=5),
+            b.result(0, 0.6, 0.01, 0.59, split="validation", n_examples=300),
+            b.result(1, 0.99, 0.01, 0.98, split="minibatch", n_examples=5),  # never validated
+            b.result(2, 0.5, 0.005, 0.49, split="validation", n_examples=300),  # cheaper
+            b.result(3, 0.4, 0.02, 0.38, split="validation", n_examples=300),  # dominated by 0
+        ])  # fmt: skip
+        arch = store.archive("run-a")
+        assert arch["objective_split"].tolist() == [
+            "validation",
+            "minibatch",
+            "validation",
+            "validation",
+        ]
+        assert arch["valid"].tolist() == [True, True, True, True]
+        assert arch["on_front"].tolist() == [True, False, True, False]
+        assert arch["is_best"].tolist() == [True, False, False, False]
+        # one split asked for: the front of that split alone
+        mini = store.archive("run-a", split="minibatch")
+        assert mini["candidate_idx"].tolist() == [0, 1]
+        assert mini["on_front"].tolist() == [False, True]
+        val = store.archive("run-a", split="validation")
+        assert val["on_front"].tolist() == [True, True, False]
+        # with no validated candidate at all, the minibatch entries are compared together
+        b2 = RunBuilder("run-b")
+        store.record_events([
+            b2.started(),
+            b2.result(0, 0.7, 0.01, 0.69, split="minibatch"),
+            b2.result(1, 0.8, 0.01, 0.79, split="minibatch"),
+        ])  # fmt: skip
+        assert store.archive("run-b")["on_front"].tolist() == [False, True]
+
     def test_archive_of_an_unknown_run_is_empty_with_columns(self, store: RunStore) -> None:
         arch = store.archive("nope")
         assert len(arch) == 0
