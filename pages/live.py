@@ -87,7 +87,14 @@ descending = f3.toggle("Descending", value=True, key="live_desc")
 only_front = f4.toggle("Front only", value=False, key="live_front")
 
 
-@st.fragment(run_every=REFRESH_S if live else None)
+record_now = None
+with guard():
+    record_now = manager.store.get_run(run_id)
+# only a running run refreshes (a finished one cannot change; the switch pauses a running one)
+running = record_now is None or record_now.status == "running"
+
+
+@st.fragment(run_every=REFRESH_S if live and running else None)
 def live_view() -> None:
     """Everything that refreshes: status, Pareto chart, progress, archive table."""
     with guard():
@@ -100,7 +107,7 @@ def live_view() -> None:
             if record is not None
             else "unknown run"
         )
-        st.markdown(f"**{label}**" + ("" if live else "  (live updates paused)"))
+        st.markdown(f"**{label}**" + ("" if live or not running else "  (live updates paused)"))
         valid = archive.loc[archive["valid"].astype(bool)] if not archive.empty else archive
         best = valid.loc[valid["is_best"].astype(bool)] if not valid.empty else valid
         m = st.columns(5)
@@ -136,7 +143,8 @@ def live_view() -> None:
                 _select(picked[0])
                 st.rerun()
         with right:
-            frame = progress_frame(store.snapshots(run_id), store.progress(run_id))
+            snaps = store.snapshots(run_id)
+            frame = progress_frame(snaps, store.progress(run_id) if snaps.empty else None)
             pfig = progress_figure(frame)
             pfig.update_layout(height=420, title="Best score and hypervolume")
             st.plotly_chart(pfig, key=f"progress_{run_id}", config={"displaylogo": False})
@@ -191,14 +199,16 @@ with guard():
         picked_box = st.selectbox(
             "Inspect candidate",
             options,
-            index=options.index(sel) if sel is not None else 0,
+            index=options.index(sel) if sel is not None else None,
             key=f"live_box_{run_id}_{sel}",
             format_func=lambda i: f"candidate {i}",
+            placeholder="click a point of the chart or a row of the table, or pick one here",
         )
-        if picked_box != sel:
+        if picked_box is not None and picked_box != sel:
             _select(int(picked_box))
             sel = int(picked_box)
-        sel = int(sel if sel is not None else options[0])
+    # nothing selected yet: no inspector (the page draws faster without it)
+    if options and sel is not None:
         row = archive.loc[archive["candidate_idx"] == sel].iloc[0]
         spec_hash = row.get("spec_hash")
         spec_json = manager.store.get_spec(str(spec_hash)) if spec_hash else None

@@ -128,8 +128,9 @@ def selected_candidates(selection: Mapping[str, Any] | None) -> list[int]:
 
     Args:
         selection: `event.selection` from `st.plotly_chart(..., on_select="rerun")`, i.e. a
-            mapping with a `points` list whose items carry `customdata` (a list whose first
-            item is the candidate index). None or an empty selection gives `[]`.
+            mapping with a `points` list whose items carry `customdata`: a list whose first
+            item is the candidate index, or `{"0": index}` (how the browser encodes a
+            typed-array row), or the index itself. None or an empty selection gives `[]`.
 
     Returns:
         Candidate indices in selection order, without duplicates.
@@ -142,6 +143,11 @@ def selected_candidates(selection: Mapping[str, Any] | None) -> list[int]:
         data = point.get("customdata")
         if isinstance(data, list | tuple) and data:
             idx = int(data[0])
+        elif isinstance(data, Mapping) and data:
+            # a typed-array row (numpy customdata reaches plotly.js as a typed array) is
+            # JSON-encoded by the browser as {"0": value}
+            row: Mapping[str, Any] = data
+            idx = int(row["0"] if "0" in row else next(iter(row.values())))
         elif isinstance(data, int | float):
             idx = int(data)
         else:

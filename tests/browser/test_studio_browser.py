@@ -176,9 +176,7 @@ def test_a_click_on_the_pareto_chart_inspects_that_candidate(
 ) -> None:
     page.goto(f"{studio}/live?run={replay_store['run_id']}")
     _settle(page, "Live search")
-    page.get_by_text("Live updates", exact=True).click()  # pause, so the chart holds still
-    _idle(page)
-    page.get_by_text("live updates paused").first.wait_for(timeout=30_000)
+    page.get_by_text("stopped: max_evaluations reached").first.wait_for(timeout=30_000)
     page.locator(".js-plotly-plot .scatterlayer .points path").first.wait_for(timeout=60_000)
     # a point that stands clear of the others (a click is unambiguous), preferably in a trace
     # after the first (where a point index and the row index differ: F11); its candidate is
@@ -196,12 +194,14 @@ def test_a_click_on_the_pareto_chart_inspects_that_candidate(
             for (const p of pts) {
                 p.gap = Math.min(...pts.filter(q => q !== p).map(q => Math.hypot(q.x - p.x, q.y - p.y)), 1e9);
             }
-            const named = pts.filter(p => gd.data[p.t].name !== 'selected');
+            const named = pts.filter(p => gd._fullData[p.t].name !== 'selected');
             const later = named.filter(p => p.t >= 1 && p.gap >= 20);
             const pool = later.length ? later : named;
             pool.sort((a, b) => b.gap - a.gap);
             const p = pool[0];
-            return {x: p.x, y: p.y, trace: p.t, candidate: gd.data[p.t].customdata[p.k][0]};
+            const cd = gd._fullData[p.t].customdata[p.k];  // decoded (typed arrays too)
+            const candidate = cd != null && cd.length !== undefined ? Number(cd[0]) : Number(cd);
+            return {x: p.x, y: p.y, trace: p.t, candidate};
         }"""
     )
     x, y = target["x"], target["y"]

@@ -6,8 +6,10 @@ AppTest cannot click chart points; the point-to-candidate mapping is `selected_c
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -67,7 +69,9 @@ def test_runs_page_lists_the_run_and_its_form_reports_errors_in_the_page(app: Ap
     assert "the meta_agent strategy needs a designer model" in _texts(app)
 
 
-def test_live_page_shows_the_archive_the_inspector_and_follows_deep_links(app: AppTest) -> None:
+def test_live_page_shows_the_archive_the_inspector_and_follows_deep_links(
+    app: AppTest, make_events: Any
+) -> None:
     at = _open(app, "live", run=RUN_ID, candidate="1", x="latency_ms")
     assert [t.value for t in at.title] == ["Live search"]
     metrics = {m.label: m.value for m in at.metric}
@@ -90,8 +94,20 @@ def test_live_page_shows_the_archive_the_inspector_and_follows_deep_links(app: A
     at.text_input(key="live_filter").set_value("seed").run()
     archive = [d.value for d in at.dataframe if "on_front" in d.value.columns][0]
     assert archive["candidate_idx"].tolist() == [0]
+    # a finished run does not refresh; a running one does until paused
+    assert "live updates paused" not in _texts(at)
+    from studio._st_common import _manager
+
+    _manager(os.environ["TOPOLOGY_STUDIO_DB"]).store.record_events(
+        make_events("20250102-000000-run2", finished=False, t0=1_735_776_000.0)
+    )
+    at.query_params["run"] = "20250102-000000-run2"
+    at.run()
+    assert "running, data as of 2025-01-02 00:00:09 UTC" in _texts(at)
     at.toggle(key="live_on").set_value(False).run()
     assert "live updates paused" in _texts(at)
+    at.query_params["run"] = RUN_ID
+    at.run()
     # picking another candidate updates the inspector and the link
     box = [s for s in at.selectbox if s.label == "Inspect candidate"][0]
     box.set_value(2).run()

@@ -1,5 +1,7 @@
 """F11: a chart selection maps to the entry shown at that point, via customdata."""
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -86,3 +88,17 @@ def test_progress_figure_has_two_series() -> None:
     fig = progress_figure(snaps)
     assert [t.name for t in fig.data] == ["best aggregate score", "hypervolume (accuracy, cost)"]
     assert list(fig.data[0].y) == [0.4, 0.5]
+
+
+def test_selection_of_a_typed_array_row_reads_its_first_item() -> None:
+    # numpy customdata reaches plotly.js as typed arrays; a selected point's row comes back
+    # JSON-encoded as {"0": value}
+    event = {"points": [{"curve_number": 1, "point_index": 0, "customdata": {"0": 100}}]}
+    assert selected_candidates(event) == [100]
+    assert selected_candidates({"points": [{"customdata": 7}]}) == [7]
+
+
+def test_customdata_travels_as_a_compact_typed_array() -> None:
+    fig = pareto_figure(_archive())
+    dumped = json.loads(fig.to_json())["data"][1]["customdata"]
+    assert dumped["shape"] == "4, 1" and dumped["dtype"] in ("i1", "i2", "i4")
