@@ -9,8 +9,10 @@ touches a row. When a chunk has a line `read_json` cannot read, each line is val
 `ingest_errors` and skipped, good ones are re-encoded and read as above.
 
 Idempotency: the `events` table's key `(run_id, seq)` is the gate. Only events not stored yet
-go on to the other tables, whose keys also make a replayed result (same candidate, split,
-example and trial under a new `seq`) a no-op, first one wins.
+go on to the other tables (a `seq` repeated within one chunk: its first line), whose keys also
+make a replayed result (same candidate, split, example and trial under a new `seq`) a no-op,
+first one wins: within a chunk the lowest `seq` is kept explicitly (never left to the order in
+which DuckDB happens to insert a parallel batch), across chunks the stored row stays.
 """
 
 from __future__ import annotations
@@ -223,18 +225,41 @@ _KEYS: Final[tuple[str, ...]] = (
     "DROP TABLE IF EXISTS _new",
     """
     CREATE TEMP TABLE _new AS
-    SELECT DISTINCT d.run_id, d.seq FROM _delta d
-    WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.run_id = d.run_id AND e.seq = d.seq)
+    SELECT rid, run_id, seq FROM (
+        SELECT d.rowid AS rid, d.run_id, d.seq,
+               row_number() OVER (PARTITION BY d.run_id, d.seq ORDER BY d.rowid) AS rn
+        FROM _delta d
+        WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.run_id = d.run_id AND e.seq = d.seq)
+    ) WHERE rn = 1
     """,
 )
-"""The keys of the events not stored yet (the idempotency gate)."""
+"""The events not stored yet, the first line of each `(run_id, seq)` (the idempotency gate).
+
+`_delta`'s `rowid` is its line order: `read_json` reads a file in order and a table keeps its
+insertion order (`preserve_insertion_order`, DuckDB's default), so the first line wins."""
 
 _ONLY_NEW: Final = """
-    CREATE TEMP TABLE _src AS
-    SELECT d.* FROM _delta d SEMI JOIN _new n ON d.run_id = n.run_id AND d.seq = n.seq
-    QUALIFY row_number() OVER (PARTITION BY d.run_id, d.seq) = 1
+    CREATE TEMP TABLE _src AS SELECT d.* FROM _delta d SEMI JOIN _new n ON d.rowid = n.rid
 """
 """The new events' rows, once each (only built when some rows are old or repeated)."""
+
+_EVAL_WHERE: Final = (
+    "type = 'example_evaluated' AND candidate_idx IS NOT NULL AND split IS NOT NULL "
+    "AND example_id IS NOT NULL"
+)
+"""The per-example rows of a delta that can be stored."""
+
+_EVAL_REPEATS: Final = f"""
+    CREATE TEMP TABLE _evdrop AS
+    SELECT run_id, seq FROM (
+        SELECT run_id, seq, row_number() OVER (
+            PARTITION BY run_id, candidate_idx, split, example_id, coalesce(trial, 0)
+            ORDER BY seq) AS rn
+        FROM {{src}} WHERE {_EVAL_WHERE}
+    ) WHERE rn > 1
+"""
+"""Per-example rows that repeat an earlier row's key in the same delta (a replayed result under
+a later seq): dropped, so the first one wins (format `src`). Narrow: no trace is moved."""
 
 _APPLY: Final[tuple[tuple[str | None, str], ...]] = (
     (
@@ -327,14 +352,15 @@ _APPLY: Final[tuple[tuple[str | None, str], ...]] = (
                CASE WHEN coalesce(spec_hash, '') = '' THEN spec_json END,
                coalesce(design_cost_usd, 0.0), coalesce(design_requests, 0)
         FROM {src} WHERE type = 'candidate_proposed' AND candidate_idx IS NOT NULL
-        ORDER BY run_id, seq
+        QUALIFY row_number() OVER (PARTITION BY run_id, candidate_idx ORDER BY seq) = 1
         ON CONFLICT DO NOTHING
         """,
     ),
-    # file order (no sort: the rows carry big traces); a repeated key keeps the first
+    # file order (no sort: the rows carry big traces); repeated keys are dropped beforehand
+    # (see `_evaluations`) and stored ones stay, so the first one wins
     (
         "example_evaluated",
-        """
+        f"""
         INSERT INTO evaluations (run_id, seq, ts, candidate_idx, spec_hash, split, example_id,
                                  trial, accuracy, cost_usd, latency_ms, input_tokens,
                                  output_tokens, requests, status, error, output_summary, cached,
@@ -344,10 +370,9 @@ _APPLY: Final[tuple[tuple[str | None, str], ...]] = (
                coalesce(input_tokens, 0), coalesce(output_tokens, 0), coalesce(requests, 0),
                coalesce(status, 'ok'), error, coalesce(output_summary, ''),
                coalesce(cached, false), trace
-        FROM {src}
-        WHERE type = 'example_evaluated' AND candidate_idx IS NOT NULL AND split IS NOT NULL
-          AND example_id IS NOT NULL
-        ON CONFLICT DO NOTHING
+        FROM {{src}} s
+        WHERE {_EVAL_WHERE}{{not_dropped}}
+        {{on_conflict}}
         """,
     ),
     (
@@ -390,6 +415,26 @@ def _count(con: duckdb.DuckDBPyConnection, sql: str) -> int:
     return int(row[0]) if row else 0
 
 
+def _evaluations(con: duckdb.DuckDBPyConnection, src: str) -> dict[str, str]:
+    """Prepare the per-example insert of `src`: the `_evdrop` table and the insert's clauses.
+
+    Returns:
+        `not_dropped` (a filter that leaves out `_evdrop`'s rows, or "" when it is empty) and
+        `on_conflict` (stored keys stay).
+    """
+    con.execute("DROP TABLE IF EXISTS _evdrop")
+    con.execute(_EVAL_REPEATS.format(src=src))
+    dropped = _count(con, "SELECT count(*) FROM _evdrop") > 0
+    return {
+        "not_dropped": (
+            " AND NOT EXISTS (SELECT 1 FROM _evdrop x WHERE x.run_id = s.run_id AND x.seq = s.seq)"
+            if dropped
+            else ""
+        ),
+        "on_conflict": "ON CONFLICT DO NOTHING",
+    }
+
+
 def apply_delta(con: duckdb.DuckDBPyConnection, *, journal: str | None = None) -> int:
     """Store the events of `_delta` that are new; call inside a transaction.
 
@@ -413,14 +458,16 @@ def apply_delta(con: duckdb.DuckDBPyConnection, *, journal: str | None = None) -
         if types & {"run_started", "run_finished"}:
             types.add("lifecycle")
         for needs, stmt in _APPLY:
-            if needs is None or needs in types:
+            if needs == "example_evaluated" and needs in types:
+                con.execute(stmt.format(src=src, **_evaluations(con, src)))
+            elif needs is None or needs in types:
                 con.execute(stmt.format(src=src))
         if journal is not None:
             con.execute(
                 "UPDATE runs SET journal = ? WHERE run_id IN (SELECT DISTINCT run_id FROM _new)",
                 [journal],
             )
-    for table in ("_src", "_new", "_delta"):
+    for table in ("_evdrop", "_src", "_new", "_delta"):
         con.execute(f"DROP TABLE IF EXISTS {table}")
     return n_new
 

@@ -213,6 +213,55 @@ def test_a_big_finished_journal_is_read_directly_with_the_same_rows(tmp_path: Pa
     assert db_rows(direct, "SELECT byte_offset FROM ingest_offsets") == [(size,)]
 
 
+def example_line(seq: int, example_id: str, summary: str, *, cached: bool = False) -> bytes:
+    """One `example_evaluated` journal line of candidate 0 of run-a (built fast, as bytes)."""
+    return (
+        b'{"run_id":"run-a","seq":%d,"ts":%d.0,"type":"example_evaluated","candidate_idx":0,'
+        b'"spec_hash":"h0","split":"validation","example_id":"%s","accuracy":1.0,'
+        b'"output_summary":"%s","cached":%s}\n'
+        % (seq, T0 + seq, example_id.encode(), summary.encode(), b"true" if cached else b"false")
+    )
+
+
+def test_in_one_big_chunk_the_first_copy_wins(tmp_path: Path) -> None:
+    """130,000 results in one chunk, more than one DuckDB row group, so it is read and inserted
+    in parallel: a replayed result (same candidate, split, example and trial under a later seq)
+    and a line that repeats a seq keep the first copy, exactly as across chunks."""
+    db = tmp_path / "runs.duckdb"
+    path = journal_path(db, "run-a")
+    path.parent.mkdir(parents=True)
+    b = RunBuilder()
+    n = 130_000
+    lines = [encode_event(b.started()) + b"\n", encode_event(b.proposed(0)) + b"\n"]
+    lines.append(example_line(2, "dup", "first"))
+    lines += [example_line(3 + i, f"e{i:06d}", "x") for i in range(n)]
+    lines.append(example_line(n + 3, "dup", "second", cached=True))  # a replayed copy
+    lines.append(example_line(2, "seqdup", "seqdup"))  # a second line with seq 2
+    path.write_bytes(b"".join(lines))
+    with DuckDBRunStore(db, auto_ingest=False) as store:
+        assert store.ingest().n_events == n + 4
+        runs = store.list_runs()
+        assert (runs.iloc[0]["n_events"], runs.iloc[0]["n_evaluations"]) == (n + 4, n + 1)
+        ex = store.candidate_examples("run-a", 0)
+        assert len(ex) == n + 1
+        dup = ex[ex["example_id"] == "dup"]
+        assert (dup["seq"].tolist(), dup["output_summary"].tolist()) == ([2], ["first"])
+        assert dup["cached"].tolist() == [False]
+        assert "seqdup" not in set(ex["example_id"])
+        # a resumed search replays 6,000 stored results in one chunk (the bulk path): no new row
+        replay = [
+            example_line(n + 4 + i, f"e{i:06d}", "replayed", cached=True) for i in range(6000)
+        ]
+        with path.open("ab") as fh:
+            fh.write(b"".join(replay))
+        assert store.ingest().n_events == 6000
+        runs = store.list_runs()
+        assert (runs.iloc[0]["n_events"], runs.iloc[0]["n_evaluations"]) == (n + 6004, n + 1)
+        ex = store.candidate_examples("run-a", 0)
+        assert len(ex) == n + 1
+        assert ex["output_summary"].value_counts().to_dict() == {"x": n, "first": 1}
+
+
 def test_the_store_persists_across_reopening(tmp_path: Path) -> None:
     db = tmp_path / "runs.duckdb"
     with DuckDBRunStore(db) as store:
