@@ -807,9 +807,8 @@ class SearchRun:
 
     # -- the report --------------------------------------------------------------------------
 
-    async def _rescore(self) -> None:
-        """Re-score on the full validation split the minibatch-only entries that are best or on
-        the front on their own scores (compare like with like before reporting)."""
+    def _rescore_wanted(self) -> list[int]:
+        """Minibatch-only valid candidates that are best or on the front on their own scores."""
         wanted: list[int] = []
         best = self.archive.best_index()
         picked: set[int] = set(self.archive.pareto_indices())
@@ -819,6 +818,22 @@ class SearchRun:
             cand = self._cands[self._archive_to_cand[a_idx]]
             if not cand.full and cand.valid:
                 wanted.append(cand.idx)
+        return wanted
+
+    async def _rescore(self) -> None:
+        """Re-score on the full validation split the minibatch-only entries that are best or on
+        the front on their own scores (compare like with like before reporting), until none is
+        left: a re-scored entry can do worse on the full split and leave the front, putting
+        another minibatch-only entry on it. Each round re-scores at least one entry, so this
+        ends after at most one round per minibatch-only entry."""
+        rescored = 0
+        while wanted := self._rescore_wanted():
+            await self._rescore_round(wanted)
+            rescored += len(wanted)
+        if rescored:
+            self._log(f"re-scored {rescored} candidate(s) on the full validation split")
+
+    async def _rescore_round(self, wanted: list[int]) -> None:
         for idx in wanted:
             cand = self._cands[idx]
             ev = await self._evaluate(idx, cand.spec, self.validation, "validation")
@@ -853,8 +868,6 @@ class SearchRun:
                     }
                 )
             )
-        if wanted:
-            self._log(f"re-scored {len(wanted)} candidate(s) on the full validation split")
 
     async def _test_split(self, best_idx: int) -> dict[str, Any] | None:
         if not self.test:
