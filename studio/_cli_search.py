@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_ai.exceptions import UserError
 
 from core.errors import BudgetError, SpecError, StoreBusyError, TopologyStudioError
 from core.evaluation.evaluator import CandidateEvaluation, ExampleResult, TopologyEvaluator
@@ -128,6 +129,23 @@ class _SearchSetup:
         self.resumed = resumed
 
 
+def _create_journal(db: Path, run_id: str) -> RunJournal:
+    """A new run journal beside the database.
+
+    Raises:
+        CliUsageError: its folder cannot be created or written (e.g. `--db` below a file, or in
+            a read-only place).
+    """
+    path = journal_path(db, run_id)
+    try:
+        return RunJournal.create(path)
+    except OSError as exc:
+        raise CliUsageError(
+            f"cannot write the run journal {path.parent}/ under --db {db}: {exc} "
+            "(give --db a path in a writable folder)"
+        ) from exc
+
+
 def _new_setup(args: argparse.Namespace, db: Path) -> _SearchSetup:
     problem = load_problem(args.problem, overrides=_problem_overrides(args))
     budget = _budget(problem, args)
@@ -140,7 +158,7 @@ def _new_setup(args: argparse.Namespace, db: Path) -> _SearchSetup:
             "[search] table"
         )
     run_id = new_run_id()
-    journal = RunJournal.create(journal_path(db, run_id))
+    journal = _create_journal(db, run_id)
     return _SearchSetup(
         problem=problem,
         strategy=strategy,
@@ -264,16 +282,36 @@ def _report(db: Path, run_id: str, out: Output) -> None:
     )
 
 
+def _drop_if_empty(setup: _SearchSetup) -> bool:
+    """Remove a new run's journal that recorded nothing (the run never started); True if so."""
+    path = setup.journal.path
+    if setup.resumed or not path.is_file() or path.stat().st_size > 0:
+        return False
+    path.unlink()
+    return True
+
+
 def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
-    """Run the search (journal closed afterwards), then ingest and print; 1 if the run failed."""
-    failed: TopologyStudioError | None = None
-    with setup.journal:
-        try:
-            run_cli_search(setup, out)
-        except (BudgetError, CliUsageError):
-            raise
-        except TopologyStudioError as exc:
-            failed = exc
+    """Run the search (journal closed afterwards), then ingest and print; 1 if the run failed.
+
+    A search that fails before its first event (an option or a model the strategy refuses) is a
+    bad input: its empty journal is removed and the error raised (exit 2), so no empty run is
+    left for `runs` or the studio to show.
+    """
+    failed: Exception | None = None
+    try:
+        with setup.journal:
+            try:
+                run_cli_search(setup, out)
+            except (TopologyStudioError, UserError) as exc:
+                failed = exc
+    except BaseException:
+        _drop_if_empty(setup)
+        raise
+    if failed is not None and _drop_if_empty(setup):
+        raise CliUsageError(str(failed)) from failed
+    if isinstance(failed, BudgetError):
+        raise failed
     if failed is not None:
         out.error(f"{failed} (run {setup.run_id} failed; its journal: {setup.journal.path})")
         diagnosis = getattr(failed, "diagnosis", "")
@@ -314,7 +352,7 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
         model=None,
         use_test_split=True,
         run_id=run_id,
-        journal=RunJournal.create(journal_path(db, run_id)),
+        journal=_create_journal(db, run_id),
         resumed=False,
     )
     out.heading("Short search")

@@ -54,6 +54,16 @@ def _positive_or_zero_int(text: str) -> int:
     return value
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _non_negative_float(text: str) -> float:
     try:
         value = float(text)
@@ -123,18 +133,18 @@ def _add_budget(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--generations",
-        type=_positive_or_zero_int,
+        type=_positive_int,
         metavar="N",
         help="generations to run (default: until the budget stops the run)",
     )
     g.add_argument(
         "--minibatch-size",
-        type=_positive_or_zero_int,
+        type=_positive_int,
         metavar="N",
         help="validation examples per candidate evaluation during the search",
     )
     g.add_argument(
-        "--concurrency", type=_positive_or_zero_int, metavar="N", help="examples evaluated at once"
+        "--concurrency", type=_positive_int, metavar="N", help="examples evaluated at once"
     )
 
 
@@ -194,7 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="only the first N examples of the split",
     )
-    p.add_argument("--concurrency", type=_positive_or_zero_int, metavar="N")
+    p.add_argument(
+        "--concurrency", type=_positive_int, metavar="N", help="examples evaluated at once"
+    )
     _add_problem_overrides(p)
 
     p = sub.add_parser("runs", help="list the recorded runs")

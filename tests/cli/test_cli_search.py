@@ -154,6 +154,63 @@ def test_resume_of_an_unknown_run(isolated: Path, capsys: pytest.CaptureFixture[
     assert "no journal for run '20250101-000000-abcdef'" in line
 
 
+def test_a_database_in_a_folder_that_cannot_exist(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    afile = isolated / "a_file"
+    afile.write_text("")
+    db = afile / "runs.duckdb"  # root may write anywhere, but never below a file
+    code = main(["search", "gsm8k_replay", "--db", str(db), *SMALL])
+    cap = capsys.readouterr()
+    line = _one_error_line(code, cap.out, cap.err)
+    assert code == 2
+    assert line == (
+        f"topology-studio: error: cannot write the run journal {db}.journals/ under --db {db}: "
+        f"[Errno 20] Not a directory: '{db}.journals' (give --db a path in a writable folder)"
+    )
+
+
+@pytest.mark.parametrize("flag", ["--minibatch-size", "--generations", "--concurrency"])
+def test_a_zero_count_is_refused_before_a_run_starts(
+    isolated: Path, capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    code = main(["search", "gsm8k_replay", flag, "0"])
+    cap = capsys.readouterr()
+    line = _one_error_line(code, cap.out, cap.err)
+    assert code == 2
+    assert f"argument {flag}: must be at least 1, got 0" in line
+    assert not (isolated / "runs.duckdb.journals").exists()  # no empty run left behind
+
+
+def test_a_search_that_fails_before_it_starts_leaves_no_journal(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["search", "gsm8k_replay", "--strategy", "meta-agent", "--meta-model", "nosuch:model"]
+    code = main([*argv, *SMALL])
+    cap = capsys.readouterr()
+    line = _one_error_line(code, cap.out, cap.err)
+    assert code == 2
+    assert line.startswith("topology-studio: error: designer model 'nosuch:model' has no price")
+    assert "journal" not in line
+    journals = isolated / "runs.duckdb.journals"
+    assert not journals.exists() or list(journals.iterdir()) == []
+
+
+def test_a_designer_without_its_api_key_is_a_clear_failure(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    argv = ["search", "gsm8k_replay", "--strategy", "meta-agent"]
+    code = main([*argv, "--meta-model", "openai:gpt-4o-mini", *SMALL])
+    cap = capsys.readouterr()
+    assert code == 1
+    assert "Traceback" not in cap.err
+    first = cap.err.splitlines()[0]
+    assert first.startswith("topology-studio: error: Set the `OPENAI_API_KEY` environment")
+    assert "internal error" not in first
+    assert "failed; its journal: " in first
+
+
 # ---- end to end through a subprocess ---------------------------------------------------------
 
 
