@@ -88,6 +88,23 @@ def _diagnosis(ev: CandidateEvaluation) -> str:
     )
 
 
+def _exhausted_reason(records: Sequence[CandidateRecord]) -> str:
+    """Why a run ended after `_IDLE_GENERATIONS` generations with nothing evaluated: nothing
+    proposed, or only duplicates and rejected proposals (with the last rejection's code)."""
+    n = _IDLE_GENERATIONS
+    if not records:
+        return f"strategy exhausted: no proposals for {n} generations"
+    n_dup = sum(1 for r in records if r.status == "duplicate")
+    rejected = [r for r in records if r.status == "rejected"]
+    text = (
+        f"strategy exhausted: nothing new to evaluate for {n} generations ({len(records)} "
+        f"proposals: {n_dup} duplicate, {len(rejected)} rejected"
+    )
+    if rejected and rejected[-1].reason:
+        text += f", last {rejected[-1].reason.split(':', 1)[0].strip()}"
+    return text + ")"
+
+
 class SearchRun:
     """One search run: the loop around a strategy (a live handle; `run()` once).
 
@@ -447,20 +464,24 @@ class SearchRun:
         n_gen = self.config.n_generations
         generations = range(n_gen) if n_gen is not None else itertools.count()
         idle = 0
+        idle_records: list[CandidateRecord] = []  # what the idle generations proposed
         for generation in generations:
             stop = self._stop_reason(next_evaluation=True)
             if stop is not None:
                 return stop
+            first = len(self._history)
             outcome = await self._generation(generation)
             if isinstance(outcome, tuple):
                 self._snapshot(generation)
                 return outcome
-            idle = idle + 1 if outcome == 0 else 0
+            if outcome == 0:
+                idle += 1
+                idle_records += self._history[first:]
+            else:
+                idle, idle_records = 0, []
             self._snapshot(generation)
             if idle >= _IDLE_GENERATIONS:
-                return "completed", (
-                    f"strategy exhausted: no new proposals for {_IDLE_GENERATIONS} generations"
-                )
+                return "completed", _exhausted_reason(idle_records)
         return "completed", f"{n_gen} generations done"
 
     async def _seed(self) -> None:

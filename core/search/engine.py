@@ -30,9 +30,13 @@ The loop (`SearchRun`; a strategy only proposes, the engine does everything else
 4. **Stopping**: between evaluations, the budget (`Budget`: candidate evaluations, USD, wall
    time, patience), a stop file, a first Ctrl-C (SIGINT, main thread only) or `request_stop()`
    end the run cleanly (`RunFinished(status="stopped")`). After `n_generations`, or when the
-   strategy has proposed nothing for three generations, it completes.
+   strategy has proposed nothing new to evaluate for three generations in a row, it
+   completes: `"strategy exhausted: no proposals for 3 generations"`, or, when it proposed only
+   duplicates and rejected specs, `"strategy exhausted: nothing new to evaluate for 3
+   generations (6 proposals: 0 duplicate, 6 rejected, last unknown_names)"`.
 5. **Report**: the minibatch-only candidates that are best or on the front on their own scores
-   are re-scored on the full validation split; the winner and the front are then taken among
+   are re-scored on the full validation split, again until none is left (a re-scored one can
+   drop off the front and put another on it); the winner and the front are then taken among
    the candidates scored on the full validation split, and the winner is evaluated once on the
    test split, if one is given. After a stop by money, time or a person, the report spends
    nothing more: no re-scoring, no test split (`raw["test"]` is None).
