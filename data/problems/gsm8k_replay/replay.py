@@ -67,8 +67,10 @@ from core.runtime.tracing import record_model_latency
 from .answers import extract_gold_answer, extract_solution_answer
 from .state import Candidate, MathState, coerce_state
 
-MODEL_TICK_MS = 10.0
-"""Model time a replayed request passes per event-loop turn (see the module docstring)."""
+MODEL_TICK_MS = 50.0
+"""Model time a replayed request passes per event-loop turn (see the module docstring). Each
+turn resumes the agent's whole coroutine stack: 10 ms ticks doubled the CPU time of a
+175b_verification evaluation (~780 turns a request), 50 ms add about a quarter."""
 
 
 async def pass_model_time(latency_ms: float, time_scale: float) -> None:
