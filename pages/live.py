@@ -13,8 +13,7 @@ from studio.views.links import parse_live_link
 from studio.views.pareto import (
     OBJECTIVE_LABELS,
     OBJECTIVES,
-    pareto_figure,
-    progress_figure,
+    live_figure,
     progress_frame,
     selected_candidates,
 )
@@ -124,30 +123,24 @@ def live_view() -> None:
             "best candidate", str(best["candidate_idx"].tolist()[0]) if not best.empty else "-"
         )
 
-        left, right = st.columns([3, 2])
-        with left:
-            fig = pareto_figure(
-                archive, x, y, selected=st.session_state.get("live_sel"), log_x=log_x
-            )
-            fig.update_layout(height=420, title="Pareto front")
-            event = st.plotly_chart(
-                fig,
-                key=f"pareto_{run_id}",
-                on_select="rerun",
-                selection_mode=("points",),
-                config={"displaylogo": False},
-            )
-            picked = selected_candidates(event.selection) if event else []
-            if picked and picked != st.session_state.get("live_last_pick"):
-                st.session_state["live_last_pick"] = picked
-                _select(picked[0])
-                st.rerun()
-        with right:
-            snaps = store.snapshots(run_id)
-            frame = progress_frame(snaps, store.progress(run_id) if snaps.empty else None)
-            pfig = progress_figure(frame)
-            pfig.update_layout(height=420, title="Best score and hypervolume")
-            st.plotly_chart(pfig, key=f"progress_{run_id}", config={"displaylogo": False})
+        snaps = store.snapshots(run_id)
+        frame = progress_frame(snaps, store.progress(run_id) if snaps.empty else None)
+        fig = live_figure(
+            archive, frame, x, y, selected=st.session_state.get("live_sel"), log_x=log_x
+        )
+        fig.update_layout(height=440, margin={"t": 50})
+        event = st.plotly_chart(
+            fig,
+            key=f"pareto_{run_id}",
+            on_select="rerun",
+            selection_mode=("points",),
+            config={"displaylogo": False},
+        )
+        picked = selected_candidates(event.selection) if event else []
+        if picked and picked != st.session_state.get("live_last_pick"):
+            st.session_state["live_last_pick"] = picked
+            _select(picked[0])
+            st.rerun()
 
         table = archive_table(
             archive, text=text, only_front=only_front, sort_by=sort_by, descending=descending

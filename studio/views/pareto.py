@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 __all__ = [
     "OBJECTIVES",
     "OBJECTIVE_LABELS",
+    "live_figure",
     "pareto_figure",
     "progress_figure",
     "progress_frame",
@@ -219,3 +220,71 @@ def progress_frame(snapshots: pd.DataFrame, progress: pd.DataFrame | None = None
         return pd.DataFrame({c: [] for c in cols})
     df = df.astype({"n_evaluations": "int64", "best_score": "float64", "hypervolume": "float64"})
     return df.sort_values("n_evaluations", kind="stable").reset_index(drop=True)
+
+
+def live_figure(
+    archive: pd.DataFrame,
+    frame: pd.DataFrame,
+    x: str = "cost_usd",
+    y: str = "accuracy",
+    *,
+    selected: int | None = None,
+    log_x: bool = False,
+) -> go.Figure:
+    """The live page's one figure: the Pareto scatter (left) and best score and hypervolume
+    over evaluations (right), side by side.
+
+    One figure rather than two: the browser sets up one plot instead of two, which is most of
+    the live page's drawing time. Selection still maps through `customdata`: only the scatter's
+    points carry it, so `selected_candidates` ignores a progress point.
+
+    Args:
+        archive: as for `pareto_figure`.
+        frame: `progress_frame(...)`.
+        x, y, selected, log_x: as for `pareto_figure`.
+    """
+    fig = pareto_figure(archive, x, y, selected=selected, log_x=log_x)
+    fig.update_layout(
+        xaxis={"domain": [0.0, 0.56]},
+        xaxis2={"domain": [0.68, 1.0], "title": "example evaluations", "anchor": "y2"},
+        yaxis2={"anchor": "x2", "title": "best aggregate score"},
+        yaxis3={
+            "anchor": "x2",
+            "overlaying": "y2",
+            "side": "right",
+            "title": "hypervolume",
+            "showgrid": False,
+        },
+        annotations=[
+            {"text": "Pareto front", "x": 0.0, "xref": "paper", "y": 1.08, "yref": "paper",
+             "showarrow": False, "xanchor": "left", "font": {"size": 14}},
+            {"text": "Best score and hypervolume", "x": 0.68, "xref": "paper", "y": 1.08,
+             "yref": "paper", "showarrow": False, "xanchor": "left", "font": {"size": 14}},
+        ],
+    )  # fmt: skip
+    if not frame.empty:
+        fig.add_trace(
+            go.Scatter(
+                x=frame["n_evaluations"].to_numpy(dtype=np.float64),
+                y=frame["best_score"].to_numpy(dtype=np.float64),
+                name="best aggregate score",
+                mode="lines+markers",
+                line={"shape": "hv", "color": "#1f77b4"},
+                xaxis="x2",
+                yaxis="y2",
+            )
+        )
+        hv = frame["hypervolume"].to_numpy(dtype=np.float64)
+        if np.isfinite(hv).any():
+            fig.add_trace(
+                go.Scatter(
+                    x=frame["n_evaluations"].to_numpy(dtype=np.float64),
+                    y=hv,
+                    name="hypervolume (accuracy, cost)",
+                    mode="lines+markers",
+                    line={"shape": "hv", "color": "#9467bd"},
+                    xaxis="x2",
+                    yaxis="y3",
+                )
+            )
+    return fig

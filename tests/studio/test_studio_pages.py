@@ -81,7 +81,7 @@ def test_live_page_shows_the_archive_the_inspector_and_follows_deep_links(
     assert metrics["best candidate"] == "1"
     assert at.selectbox(key="live_x").value == "latency_ms"
     assert at.selectbox(key="live_y").value == "accuracy"
-    assert len(at.get("plotly_chart")) == 2
+    assert len(at.get("plotly_chart")) == 1  # Pareto scatter and progress in one figure
     # the inspector shows the linked candidate, its designer's thought and its examples
     assert "candidate 1 (generation 0, mutate:change_agent of 0)" in _texts(at)
     assert "Use the strongest run" in _texts(at)

@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from studio.views.pareto import pareto_figure, progress_figure, selected_candidates
+from studio.views.pareto import live_figure, pareto_figure, progress_figure, selected_candidates
 
 
 def _archive() -> pd.DataFrame:
@@ -102,3 +102,22 @@ def test_customdata_travels_as_a_compact_typed_array() -> None:
     fig = pareto_figure(_archive())
     dumped = json.loads(fig.to_json())["data"][1]["customdata"]
     assert dumped["shape"] == "4, 1" and dumped["dtype"] in ("i1", "i2", "i4")
+
+
+def test_live_figure_puts_progress_beside_the_scatter_and_only_scatter_points_select() -> None:
+    frame = pd.DataFrame(
+        {"n_evaluations": [10, 20], "best_score": [0.4, 0.5], "hypervolume": [0.1, 0.2]}
+    )
+    fig = live_figure(_archive(), frame, x="cost_usd", y="accuracy", selected=101)
+    assert [t.name for t in fig.data] == [
+        "Pareto front",
+        "dominated",
+        "selected",
+        "best aggregate score",
+        "hypervolume (accuracy, cost)",
+    ]
+    assert [(t.xaxis, t.yaxis) for t in fig.data[3:]] == [("x2", "y2"), ("x2", "y3")]
+    assert fig.data[3].customdata is None  # a progress point never maps to a candidate
+    assert selected_candidates({"points": [{"curve_number": 3, "point_index": 0}]}) == []
+    no_hv = live_figure(_archive(), frame.assign(hypervolume=float("nan")))
+    assert [t.name for t in no_hv.data][-1] == "best aggregate score"
