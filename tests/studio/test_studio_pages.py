@@ -219,3 +219,53 @@ def _busy(path: str) -> DuckDBRunStore:
     from core.errors import StoreBusyError
 
     raise StoreBusyError(f"the run store {path} is held by process 1 (test)")
+
+
+def test_editor_evaluates_the_topology_on_a_split(app: AppTest) -> None:
+    at = _open(app, "editor")
+    at.number_input(key="ed_limit").set_value(5).run()
+    at.button(key="ed_eval").click().run()
+    assert not at.exception
+    assert "ok on 5 validation examples" in _texts(at)
+    rows = [d.value for d in at.dataframe if "example_id" in d.value.columns][0]
+    assert len(rows) == 5
+    assert set(rows["status"].tolist()) == {"ok"}
+
+
+def test_diff_page_rejects_with_a_comment_and_rolls_back(
+    app: AppTest, studio_env: Path, tmp_path: Path
+) -> None:
+    from core.ir import parse_topology
+    from core.search.registry import TopologyRegistry
+    from studio._st_common import _manager
+
+    seed = parse_topology(
+        '{"kind": "pipeline", "id": "seed", "steps": [{"operation": {"kind": "agent_step", '
+        '"id": "solve", "agent_name": "6b_finetuning"}}]}'
+    )
+    better = parse_topology(seed.model_dump_json().replace("6b_finetuning", "175b_finetuning"))
+    registry = TopologyRegistry(tmp_path / "registry")
+    registry.write("solver", seed, None)
+    registry.write("solver", better, 1)
+    manager: StudioManager = _manager(str(studio_env.resolve()))
+    pid = manager.propose("solver", seed, who="ann")
+    at = _open(app, "diff", proposal=str(pid))
+    changes = [d.value for d in at.dataframe if "node_id" in d.value.columns][0]
+    assert changes[["change", "node_id"]].values.tolist() == [["changed", "solve"]]
+    assert len(at.get("graphviz_chart")) == 2
+    at.text_input(key=f"df_comment_{pid}").set_value("not now").run()
+    at.button(key="df_reject").click().run()
+    assert not at.exception
+    assert f"Rejected proposal {pid}." in _texts(at)
+    assert "Rejected by tester" in _texts(at)
+    assert registry.current_version("solver") == 2  # nothing written
+    # roll back to version 1: a new version 3 with version 1's spec
+    at.selectbox(key="df_rb_version").set_value(1).run()
+    at.text_input(key="df_rb_comment").set_value("back to the seed").run()
+    at.button(key="df_rollback").click().run()
+    assert not at.exception
+    assert "Rolled solver back to v1: now version 3." in _texts(at)
+    assert registry.current("solver") == (3, seed)
+    assert registry.record("solver", 3).approval is not None
+    history = [d.value for d in at.dataframe if "approved_by" in d.value.columns][0]
+    assert history["version"].tolist() == [3, 2, 1]
