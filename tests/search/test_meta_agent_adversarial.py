@@ -89,10 +89,10 @@ def run(script: Script, **config: Any) -> Any:
 @pytest.mark.parametrize(
     ("answer", "limit_text"),
     [
-        (nested(300), "spec nesting depth exceeds max_depth=8"),
+        (nested(300), "JSON nesting deeper than 256 levels at $.spec.steps[0].operation"),
         (nested(3000), "spec nesting depth exceeds max_depth=8"),
-        (nested_text(300), "JSON nesting deeper than"),
-        (nested_text(3000), "JSON nesting deeper than"),
+        (nested_text(300), "JSON nesting deeper than 256 levels at $.spec.steps[0].operation"),
+        (nested_text(3000), "JSON nesting deeper than 256 levels at $.spec.steps[0].operation"),
     ],
     ids=["dict-300", "dict-3000", "text-300", "text-3000"],
 )
@@ -112,6 +112,7 @@ def test_a_too_deep_design_goes_to_a_debug_retry_with_our_limit_error(
     debug = script.prompts[1]
     assert "Your design cannot be used. The error:\n" in debug
     assert limit_text in debug
+    assert "max_depth=8" in debug
     assert "$.spec.steps[0].operation" in debug
     assert "recursion" not in debug.lower() and "circular" not in debug.lower()
     assert "Allowed names:" in debug
@@ -124,9 +125,10 @@ def test_a_design_that_stays_too_deep_is_rejected_with_its_reason_and_cost() -> 
     assert candidate.status == "rejected"
     assert candidate.reason is not None
     assert candidate.reason.startswith(
-        "no_valid_design: still invalid after 1 debug retry: invalid_design: spec nesting depth "
-        "exceeds max_depth=8"
+        "no_valid_design: still invalid after 1 debug retry: invalid_design: JSON nesting deeper "
+        "than 256 levels at $.spec.steps[0].operation"
     )
+    assert candidate.reason.endswith("no spec within max_depth=8 nests that deep")
     assert candidate.design_requests == 2
     assert len(candidate.spec_json) <= 4000
 

@@ -10,9 +10,10 @@ the archive view (per `archive_strategy`) with each entry's metrics, and:
    the conversation); a revision with a different canonical spec replaces the design;
 3. **check**: the design is checked exactly as the engine will (parse limits, `max_depth`,
    allowed kinds, registered names, hydration);
-4. **debug** x up to `debug_max`: on failure (an output pydantic-ai could not validate, or a
-   check failure) the designer is fed the full error text together with the allowed names, and
-   asked for a corrected design.
+4. **debug** x up to `debug_max`: on failure (an output pydantic-ai could not validate, or
+   not even process, e.g. arguments nested too deeply; or a check failure) the designer is fed
+   the full error text (our own parse: the limit and the JSON path for a too-deep or too-big
+   design) together with the allowed names, and asked for a corrected design.
 
 The result is one `Proposal` per generation: the valid design, or (after the debug rounds) a
 rejected one with its reason and raw text. Its `parent_idx` is the incumbent, the best
@@ -33,9 +34,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from pydantic import Field
 from pydantic_ai import Agent, capture_run_messages
@@ -388,14 +389,36 @@ class MetaAgentSearch(Strategy):
         """
         agent = self._designer()
         usage = RunUsage()
+        answers: list[ModelResponse] = []  # the designer's responses, before processing
         with capture_run_messages() as messages:
             try:
-                result = await agent.run(
+                async with agent.iter(
                     prompt, message_history=list(history) if history else None, usage=usage
-                )
+                ) as run:
+                    async for node in run:
+                        if Agent.is_call_tools_node(node):
+                            answers.append(node.model_response)
+                result = run.result
+                if result is None:  # pragma: no cover - a finished run always has a result
+                    raise SearchError("the designer's run ended without a result")
             except UnexpectedModelBehavior as exc:  # an output it could not validate
                 raw = _last_output(messages)
                 return _Call(None, None, _failure_text(exc, raw, messages), raw)
+            except (ValueError, RecursionError) as exc:
+                if not answers:
+                    raise SearchError(
+                        f"the designer's model call failed ({self.model_name}): "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
+                # the designer answered and processing the answer failed: pydantic-ai cannot
+                # serialize arguments nested too deeply (a provider that delivers parsed
+                # arguments, e.g. a dict 300 levels deep). A bad design, not a failed call:
+                # a debug retry with our own limit error.
+                output = _output_of(answers[-1])
+                raw = _dumps(output)
+                return _Call(None, None, _failure_text(exc, raw, messages, output), raw)
+            except SearchError:
+                raise
             except Exception as exc:
                 raise SearchError(
                     f"the designer's model call failed ({self.model_name}): "
@@ -459,26 +482,47 @@ def _incumbent(ctx: AskContext) -> int | None:
     return ctx.archive_candidates[a_idx]
 
 
+def _output_of(response: ModelResponse) -> Any:
+    """A response's output: the first tool call's arguments (text or parsed) or text, else
+    None."""
+    for part in response.parts:
+        if isinstance(part, ToolCallPart):
+            return part.args
+        if isinstance(part, TextPart):
+            return part.content
+    return None
+
+
+def _dumps(output: Any) -> str:
+    """An output as text; "" when it is None or cannot be written (nested too deeply)."""
+    if output is None or isinstance(output, str):
+        return output or ""
+    try:
+        return json.dumps(output)
+    except (ValueError, TypeError, RecursionError):
+        return ""
+
+
 def _last_output(messages: Sequence[ModelMessage]) -> str:
     """The designer's last output as text (tool-call arguments or text), "" if none."""
     for message in reversed(messages):
         if isinstance(message, ModelResponse):
-            for part in message.parts:
-                if isinstance(part, ToolCallPart):
-                    args = part.args
-                    return args if isinstance(args, str) else json.dumps(args)
-                if isinstance(part, TextPart):
-                    return part.content
-            return ""
+            return _dumps(_output_of(message))
     return ""
 
 
-def _failure_text(exc: Exception, raw: str, messages: Sequence[ModelMessage]) -> str:
+def _failure_text(
+    exc: Exception, raw: str, messages: Sequence[ModelMessage], output: Any = None
+) -> str:
     """The full error for a debug retry: our own parse of the last output when there is one
-    (it names every problem with its JSON path), else pydantic-ai's feedback and message."""
-    if raw.strip():
+    (it names every problem with its JSON path, and the limit for a too-deep or too-big
+    design), else pydantic-ai's feedback and message."""
+    design: str | Mapping[str, Any] | None = raw if raw.strip() else None
+    if design is None and isinstance(output, Mapping):
+        design = cast(Mapping[str, Any], output)
+    if design is not None:
         try:
-            parse_design(raw)
+            parse_design(design)
         except SpecError as err:
             return f"invalid_design: {err}"
         except Exception as err:  # pragma: no cover - parse_design raises SpecError only
