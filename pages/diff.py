@@ -9,8 +9,16 @@ from core.errors import StaleTargetError
 from studio._st_common import get_manager, guard, show_error, store_banner
 from studio._st_render import graph
 from studio.views.candidate import parse_stored_spec
-from studio.views.diffs import diff_view
+from studio.views.diffs import diff_view, history_table, proposal_label, proposal_order
 from studio.views.tables import format_time
+
+
+def _opt_int(value: object) -> int | None:
+    """A store cell as an int, or None when missing (None or NaN)."""
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    return int(value)  # type: ignore[arg-type]
+
 
 st.title("Diff & apply")
 manager = get_manager()
@@ -27,19 +35,10 @@ if proposals is None or proposals.empty:
     )
 else:
     prefix = f"{manager.registry.root}/"
-    ids = [int(p) for p in proposals["proposal_id"].tolist()]
-    recs = {int(r["proposal_id"]): r for r in proposals.to_dict("records")}
-
-    def _label(pid: int) -> str:
-        r = recs[pid]
-        state = r["decision"] if isinstance(r["decision"], str) else "pending"
-        target = str(r["target"]).removeprefix(prefix)
-        src = (
-            f"run {r['run_id']} #{r['candidate_idx']}" if isinstance(r["run_id"], str) else "editor"
-        )
-        return f"#{pid} {target} ({state}, from {src}, by {r['proposed_by']})"
-
-    pending_first = sorted(ids, key=lambda p: (isinstance(recs[p]["decision"], str), -p))
+    rows = proposals.to_dict("records")
+    recs = {int(r["proposal_id"]): r for r in rows}
+    ids = list(recs)
+    pending_first = proposal_order(rows)
     wanted = st.query_params.get("proposal")
     if (
         wanted is not None
@@ -49,7 +48,12 @@ else:
     ):
         ss["df_pid_link"] = wanted
         ss["df_pid"] = int(wanted)
-    pid = st.selectbox("Proposal", pending_first, format_func=_label, key="df_pid")
+    pid = st.selectbox(
+        "Proposal",
+        pending_first,
+        format_func=lambda p: proposal_label(recs[p], prefix),
+        key="df_pid",
+    )
     st.query_params["proposal"] = str(pid)
     rec = recs[int(pid)]
     target = str(rec["target"])
@@ -65,37 +69,41 @@ else:
                 st.error(f"The proposed spec cannot be read: {problem}")
             else:
                 shown = manager.dry_run(name, spec)
-                view = diff_view(
-                    shown.before,
-                    spec,
-                    before_label=f"{name} v{shown.base_version}"
-                    if shown.base_version
-                    else f"{name} (new)",
-                    after_label=f"proposal {pid}",
-                )
                 decided = isinstance(rec["decision"], str)
+                base = _opt_int(rec["base_version"])
                 if decided:
+                    # a decided proposal shows the diff it was decided on
                     st.info(
                         f"{str(rec['decision']).capitalize()} by {rec['who']} at "
                         f"{format_time(rec['decided_at'])}"
                         + (f": {rec['comment']}" if rec["comment"] else "")
                         + (
-                            f" (wrote version {int(rec['applied_version'])})"
-                            if rec["applied_version"] == rec["applied_version"]
-                            and rec["applied_version"] is not None
+                            f" (wrote version {_opt_int(rec['applied_version'])})"
+                            if _opt_int(rec["applied_version"]) is not None
                             else ""
                         )
                     )
-                base = rec["base_version"]
-                if base == base and base is not None and shown.base_version != int(base):
-                    st.warning(
-                        f"The registry moved from version {int(base)} (when proposed) to "
-                        f"{shown.base_version}: the diff below is against the current version."
+                    before = manager.registry.get(name, base) if base is not None else None
+                    label = f"{name} v{base}" if base is not None else f"{name} (new)"
+                else:
+                    if base is not None and shown.base_version != base:
+                        st.warning(
+                            f"The registry moved from version {base} (when proposed) to "
+                            f"{shown.base_version}: the diff below is against the current "
+                            "version."
+                        )
+                    before = shown.before
+                    label = (
+                        f"{name} v{shown.base_version}" if shown.base_version else f"{name} (new)"
                     )
+                view = diff_view(before, spec, before_label=label, after_label=f"proposal {pid}")
+                against = label.replace(f"{name} v", "version ").replace(
+                    f"{name} (new)", "a new topology"
+                )
                 c = view.counts
                 st.markdown(
                     f"**{c['added']} added, {c['removed']} removed, {c['changed']} changed** "
-                    f"node(s) against {'version ' + str(shown.base_version) if shown.base_version else 'a new topology'}"
+                    f"node(s) against {against}"
                 )
                 st.dataframe(view.changes, hide_index=True, key="df_changes")
                 g1, g2 = st.columns(2)
@@ -147,17 +155,7 @@ with guard():
         name_h = st.selectbox("Topology", names, key="df_hist_name")
         hist = manager.registry.history(str(name_h))
         st.dataframe(
-            [
-                {
-                    "version": h.version,
-                    "created_at": h.created_at,
-                    "base_version": h.base_version,
-                    "approved_by": h.approval.by if h.approval else "",
-                    "comment": h.approval.comment if h.approval else "",
-                    "note": h.note,
-                }
-                for h in reversed(hist)
-            ],
+            history_table(hist),
             hide_index=True,
             key="df_history",
         )

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import pandas as pd
 
 from core.ir import TopologySpec, assign_ids, to_dot
 from core.ir.diff import diff_highlight, structural_diff, unified_json_diff
+from core.search.registry import VersionRecord
 
-__all__ = ["CHANGE_COLUMNS", "DiffView", "diff_view"]
+__all__ = [
+    "CHANGE_COLUMNS",
+    "DiffView",
+    "diff_view",
+    "history_table",
+    "proposal_label",
+    "proposal_order",
+]
 
 CHANGE_COLUMNS: tuple[str, ...] = (
     "change",
@@ -87,4 +96,42 @@ def diff_view(
         unified=unified,
         changed=bool(unified) or bool(changes),
         counts=counts,
+    )
+
+
+def proposal_label(rec: Mapping[str, Any], registry_prefix: str = "") -> str:
+    """One line naming a proposal (a `RunStore.list_proposals` row) for a picker, e.g.
+    `"#3 solver (pending, from run 2025...-abc123 #7, by ann)"`."""
+    state = rec["decision"] if isinstance(rec.get("decision"), str) else "pending"
+    target = str(rec["target"]).removeprefix(registry_prefix)
+    run = rec.get("run_id")
+    src = f"run {run} #{rec.get('candidate_idx')}" if isinstance(run, str) else "editor"
+    return f"#{rec['proposal_id']} {target} ({state}, from {src}, by {rec.get('proposed_by')})"
+
+
+def proposal_order(rows: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Proposal ids for a picker: pending ones first, newest first within each group."""
+    return [
+        int(r["proposal_id"])
+        for r in sorted(
+            rows, key=lambda r: (isinstance(r.get("decision"), str), -int(r["proposal_id"]))
+        )
+    ]
+
+
+def history_table(records: Sequence[VersionRecord]) -> pd.DataFrame:
+    """A registry topology's versions, newest first, with who approved each and why."""
+    return pd.DataFrame(
+        [
+            {
+                "version": h.version,
+                "created_at": h.created_at,
+                "base_version": h.base_version,
+                "approved_by": h.approval.by if h.approval else "",
+                "comment": h.approval.comment if h.approval else "",
+                "note": h.note,
+            }
+            for h in reversed(records)
+        ],
+        columns=["version", "created_at", "base_version", "approved_by", "comment", "note"],
     )

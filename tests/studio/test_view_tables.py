@@ -151,3 +151,33 @@ def test_progress_frame_prefers_snapshots(store: DuckDBRunStore) -> None:
     assert from_progress["n_evaluations"].tolist() == [4, 8, 12, 16]
     assert from_progress["best_score"].tolist() == [0.2, 0.45, 0.45, 0.45]
     assert progress_frame(pd.DataFrame()).empty
+
+
+def test_proposal_labels_order_and_history() -> None:
+    from core.search.registry import Approval, VersionRecord
+    from studio.views.diffs import history_table, proposal_label, proposal_order
+
+    rows = [
+        {"proposal_id": 1, "target": "/reg/solver", "decision": "approved", "run_id": None,
+         "candidate_idx": None, "proposed_by": "ann"},
+        {"proposal_id": 2, "target": "/reg/solver", "decision": None, "run_id": RUN,
+         "candidate_idx": 7, "proposed_by": "bob"},
+        {"proposal_id": 3, "target": "/reg/other", "decision": float("nan"), "run_id": None,
+         "candidate_idx": None, "proposed_by": "cy"},
+    ]  # fmt: skip
+    assert proposal_order(rows) == [3, 2, 1]
+    assert proposal_label(rows[1], "/reg/") == f"#2 solver (pending, from run {RUN} #7, by bob)"
+    assert proposal_label(rows[0], "/reg/") == "#1 solver (approved, from editor, by ann)"
+    records = [
+        VersionRecord(name="s", version=1, spec_hash="h1", created_at="t1", base_version=None),
+        VersionRecord(
+            name="s", version=2, spec_hash="h2", created_at="t2", base_version=1,
+            approval=Approval(by="ann", at="t2", comment="ok"), note="proposal 1",
+        ),
+    ]  # fmt: skip
+    table = history_table(records)
+    assert table["version"].tolist() == [2, 1]
+    assert table["created_at"].tolist() == ["t2", "t1"]
+    assert table["comment"].tolist() == ["ok", ""]
+    assert table["note"].tolist() == ["proposal 1", ""]
+    assert table["approved_by"].tolist() == ["ann", ""]
