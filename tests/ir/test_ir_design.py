@@ -165,8 +165,9 @@ def test_transformer_inventory() -> None:
         "GoogleJsonSchemaTransformer",
         "GoogleOpenAPISchemaTransformer",
         "InlineDefsJsonSchemaTransformer",
-        "BedrockJsonSchemaTransformer",
     } <= names
+    # Bedrock's transformer is only importable where boto3 is installed; the project does not
+    # depend on it, so it is checked when present (by the parametrised test below), not required
     assert len(names) >= 12
 
 
