@@ -3,6 +3,7 @@ the graph, static metrics; save as a new version (a proposal) and evaluate on a 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -153,11 +154,14 @@ with left:
             st.markdown(f"**{node.node_kind}** at `{sel}`")
 
             fields = node_fields(node)
-            with st.form(f"ed_form_{sel}_{ss['ed_spec'].__hash__()}"):
+            # widget keys name the node and the spec's revision, so a form never shows the
+            # values another node (or an older spec) left in its widgets
+            rev = f"{sel}_{hashlib.sha1(ss['ed_spec'].encode()).hexdigest()[:10]}"
+            with st.form(f"ed_form_{rev}"):
                 values: dict[str, Any] = {}
                 for name in EDITABLE_FIELDS[node.node_kind]:
                     cur = fields.get(name)
-                    key = f"ed_f_{name}"
+                    key = f"ed_f_{rev}_{name}"
                     if name == "agent_name" and agents:
                         opts = agents if cur in agents else [*agents, str(cur)]
                         values[name] = st.selectbox(name, opts, index=opts.index(str(cur)), key=key)

@@ -269,3 +269,20 @@ def test_diff_page_rejects_with_a_comment_and_rolls_back(
     assert registry.record("solver", 3).approval is not None
     history = [d.value for d in at.dataframe if "approved_by" in d.value.columns][0]
     assert history["version"].tolist() == [3, 2, 1]
+
+
+def test_editor_form_shows_and_edits_the_selected_node(app: AppTest) -> None:
+    at = _open(app, "editor")
+    assert (
+        at.text_input(key=[t.key for t in at.text_input if t.key.endswith("_id")][0]).value
+        == "seed"
+    )
+    at.radio(key="ed_sel").set_value("$.steps[0].operation").run()
+    [id_box] = [t for t in at.text_input if t.key.endswith("_id")]
+    assert id_box.value == "solve"  # the agent step's own id, not the pipeline's
+    id_box.set_value("answer")
+    [submit] = [b for b in at.button if b.label == "Apply changes to this node"]
+    submit.click().run()
+    assert not at.exception
+    assert "Updated $.steps[0].operation." in _texts(at)
+    assert '"id": "answer"' in at.text_area(key="ed_json").value
