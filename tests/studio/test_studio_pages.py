@@ -286,3 +286,38 @@ def test_editor_form_shows_and_edits_the_selected_node(app: AppTest) -> None:
     assert not at.exception
     assert "Updated $.steps[0].operation." in _texts(at)
     assert '"id": "answer"' in at.text_area(key="ed_json").value
+
+
+@pytest.mark.slow
+def test_runs_page_starts_a_search_pauses_and_stops_it(app: AppTest, studio_env: Path) -> None:
+    import time
+
+    from studio._st_common import _manager
+
+    app.number_input(key="f_evals").set_value(30)
+    app.number_input(key="f_ts").set_value(0.0)
+    [submit] = [b for b in app.button if b.label == "Start search"]
+    submit.click().run()
+    assert not app.exception
+    started = [s.value for s in app.success if str(s.value).startswith("Started run ")]
+    assert started, _texts(app)
+    run_id = str(started[0]).removeprefix("Started run ").rstrip(".")
+    manager: StudioManager = _manager(str(studio_env.resolve()))
+    bg = manager.search(run_id)
+    assert bg is not None
+    app.run()
+    app.button(key=f"pause_{run_id}").click().run()
+    assert not app.exception
+    assert bg.state == "paused"
+    app.button(key=f"resume_{run_id}").click().run()
+    assert bg.state in ("running", "finished")
+    app.button(key=f"stop_{run_id}").click().run()
+    deadline = time.monotonic() + 120
+    while bg.alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert bg.state == "finished", bg.error
+    app.run()
+    table = app.dataframe[0].value
+    assert run_id in table["run_id"].tolist()
+    record = manager.store.get_run(run_id)
+    assert record is not None and record.status in ("stopped", "completed")
