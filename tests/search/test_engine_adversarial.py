@@ -247,3 +247,40 @@ def test_the_same_seed_gives_the_same_archive_at_any_concurrency() -> None:
         assert history_fingerprint(other) == history_fingerprint(first)
         assert other.raw["budget_used"]["usd"] == first.raw["budget_used"]["usd"]
         assert other.raw["test"] == first.raw["test"]
+
+
+def nan_everywhere(x: Any) -> str:
+    record_model_latency(1.0)
+    return f"{x}abcN"
+
+
+def test_f7_a_candidate_nan_on_its_minibatch_is_never_promoted() -> None:
+    world = toy_world(extra={"nanall": nan_everywhere})
+    world.evaluator = TopologyEvaluator(
+        callable_registry=world.callables,
+        agent_registry=world.agents,
+        score_fn=nan_aware_score,
+        pricer=Pricer(
+            {
+                f"toy:{k}": ModelPrice(input_usd_per_1k=v, output_usd_per_1k=0.0)
+                for k, v in PRICES_USD.items()
+            }
+        ),
+        cache=InMemoryEvaluationCache(),
+        max_depth=world.gene.max_depth,
+        allowed_step_kinds=world.gene.allowed_step_kinds,
+    )
+    strategy = Scripted(
+        [[Proposal(spec=pipeline("nanall"), parent_idx=0)]], n_generations=1, minibatch_size=5
+    )
+    result = world.run(strategy)
+    _, nan_c = result.history
+    assert (nan_c.promoted, nan_c.rescored, nan_c.split, nan_c.valid) == (
+        False,
+        False,
+        "minibatch",
+        False,
+    )
+    assert nan_c.reason == "non_finite_score: nan (example 'q1', trial 0; 5 of 5 runs invalid)"
+    assert nan_c.minibatch_score is None
+    assert (result.raw["best_idx"], result.raw["pareto_idx"]) == (0, [0])
