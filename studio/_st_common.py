@@ -107,6 +107,8 @@ def guard() -> Iterator[None]:
 
 def store_banner(manager: StudioManager) -> None:
     """A warning while the store is the read-only journal view (the file is held elsewhere)."""
+    with guard():
+        manager.store  # noqa: B018 (opens the store, or falls back to the journals, now)
     note = manager.store_note
     if note:
         st.warning(note)

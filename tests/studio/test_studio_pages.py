@@ -321,3 +321,45 @@ def test_runs_page_starts_a_search_pauses_and_stops_it(app: AppTest, studio_env:
     assert run_id in table["run_id"].tolist()
     record = manager.store.get_run(run_id)
     assert record is not None and record.status in ("stopped", "completed")
+
+
+def test_a_database_held_by_another_process_shows_a_note_and_the_journal_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_events: Any
+) -> None:
+    import subprocess
+    import sys
+
+    from core.storage import RunJournal, journal_path
+    from studio._st_common import _manager
+
+    db = tmp_path / "held.duckdb"
+    with RunJournal.create(journal_path(db, "run-j")) as journal:
+        for event in make_events("run-j"):
+            journal.append(event)
+    monkeypatch.setenv("TOPOLOGY_STUDIO_DB", str(db))
+    monkeypatch.setenv("TOPOLOGY_STUDIO_REGISTRY", str(tmp_path / "registry"))
+    hold = "import sys, duckdb\ncon = duckdb.connect(sys.argv[1])\nprint('held', flush=True)\nsys.stdin.readline()\n"
+    with subprocess.Popen(
+        [sys.executable, "-c", hold, str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as holder:
+        assert holder.stdin is not None and holder.stdout is not None
+        try:
+            assert holder.stdout.readline().strip() == "held"
+            at = AppTest.from_file(APP, default_timeout=120)
+            at.run()
+            assert not at.exception
+            warnings = [w.value for w in at.warning]
+            assert any("held by another process" in str(w) for w in warnings), warnings
+            assert at.dataframe[0].value["run_id"].tolist() == ["run-j"]
+            at.switch_page(_page("diff"))
+            at.run()
+            assert not at.exception  # proposals live only in the file: an in-page message
+        finally:
+            holder.stdin.write("\n")
+            holder.stdin.flush()
+            holder.wait(timeout=30)
+            _manager(str(db.resolve())).close()
+            _manager.clear()
