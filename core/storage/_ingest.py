@@ -210,8 +210,11 @@ def load_delta(con: duckdb.DuckDBPyConnection, chunk: bytes) -> Delta:
 def load_delta_from_file(con: duckdb.DuckDBPyConnection, path: Path) -> bool:
     """Load a whole journal file into `_delta` directly (no copy); False if DuckDB rejects it.
 
-    Only for a file nobody is writing (see `journal_is_live`) that ends with a newline: the
-    fast path for a big journal ingested for the first time. On False, use `load_delta`.
+    The fast path for a big journal ingested for the first time, for a file that ended with a
+    newline when its size was taken. A writer may still append: `read_json` then also reads the
+    complete lines it wrote since (stored now, and found already stored by the next ingest),
+    and a line it is in the middle of writing makes the read fail (False). On False, use
+    `load_delta`.
     """
     try:
         _read_json_into_delta(con, os.fspath(path))

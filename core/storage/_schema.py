@@ -11,6 +11,9 @@ Versions:
 - v1: first release.
 - v2: `runs.last_event_at` and `runs.n_events`, so the runs list can say "running, data as of
   <last event time>" without scanning the events table (backfilled from `events`).
+- v3: `evaluations.trace` stored with zstd compression (the table is rebuilt, rows kept): traces
+  are most of a run's bytes, and DuckDB's automatic choice for them cost twice the CPU at commit
+  and 2.4 times the disk (100,000 three-span traces: 43 MB, with zstd 18 MB).
 """
 
 from __future__ import annotations
@@ -217,6 +220,35 @@ _MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
         FROM (SELECT run_id, max(ts) AS last_ts, count(*) AS n FROM events GROUP BY run_id) e
         WHERE runs.run_id = e.run_id
         """,
+    ),
+    3: (
+        """
+        CREATE TABLE evaluations_v3 (
+            run_id VARCHAR NOT NULL,
+            seq BIGINT NOT NULL,
+            ts DOUBLE NOT NULL,
+            candidate_idx INTEGER NOT NULL,
+            spec_hash VARCHAR NOT NULL,
+            split VARCHAR NOT NULL,
+            example_id VARCHAR NOT NULL,
+            trial INTEGER NOT NULL,
+            accuracy DOUBLE,
+            cost_usd DOUBLE,
+            latency_ms DOUBLE,
+            input_tokens BIGINT,
+            output_tokens BIGINT,
+            requests BIGINT,
+            status VARCHAR NOT NULL,
+            error VARCHAR,
+            output_summary VARCHAR,
+            cached BOOLEAN NOT NULL,
+            trace VARCHAR USING COMPRESSION zstd,
+            PRIMARY KEY (run_id, candidate_idx, split, example_id, trial)
+        )
+        """,
+        "INSERT INTO evaluations_v3 SELECT * FROM evaluations",
+        "DROP TABLE evaluations",
+        "ALTER TABLE evaluations_v3 RENAME TO evaluations",
     ),
 }
 """Version -> statements that take a database from version - 1 to it."""

@@ -39,7 +39,7 @@ from core.search.pareto import DEFAULT_OBJECTIVES, Objective
 from core.storage import _ingest, queries
 from core.storage._schema import ensure_schema
 from core.storage.base import RunStore
-from core.storage.journal import JOURNAL_SUFFIX, encode_event, journal_is_live
+from core.storage.journal import JOURNAL_SUFFIX, encode_event
 from core.storage.journal import journal_dir as default_journal_dir
 from core.storage.records import IngestReport, RunRecord, RunStatus, TopologyVersion
 
@@ -50,7 +50,12 @@ _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 _DIRECT_BYTES = 1 << 20
-"""A first ingest of a finished journal at least this big reads the file directly (no copy)."""
+"""A first ingest of a journal at least this big reads the file directly (no copy), even while
+its writer appends: lines written after the file's size was taken are stored as well, and the
+next ingest, which starts at that size, finds them already stored (the `(run_id, seq)` gate)."""
+
+_GLOB_CHARS = re.compile(r"[*?\[\]{}]")
+"""Characters DuckDB's `read_json` takes as a glob pattern: such a path is never read directly."""
 
 _HOLDER = re.compile(r"held in (?P<prog>.+?) \(PID (?P<pid>\d+)\)")
 
@@ -276,10 +281,14 @@ class DuckDBRunStore(RunStore):
         )
         return n
 
+    def _journal_size(self, path: Path) -> int:
+        """A journal's size now, bytes (its writer may append right after)."""
+        return path.stat().st_size
+
     def _ingest_journal(self, cur: duckdb.DuckDBPyConnection, path: Path) -> tuple[int, int]:
         """Ingest one journal's new complete lines: `(new events, skipped lines)`."""
         name = path.name
-        size = path.stat().st_size
+        size = self._journal_size(path)
         start = self._offsets.get(name, 0)
         if size == start:
             return 0, 0
@@ -288,7 +297,7 @@ class DuckDBRunStore(RunStore):
             start = 0
         delta: _ingest.Delta | None = None
         end = size
-        if start == 0 and size >= _DIRECT_BYTES and journal_is_live(path) is False:
+        if start == 0 and size >= _DIRECT_BYTES and not _GLOB_CHARS.search(str(path)):
             with path.open("rb") as fh:
                 fh.seek(size - 1)
                 ends_complete = fh.read(1) == b"\n"

@@ -192,25 +192,64 @@ def big_events(run_id: str, n: int) -> list:  # type: ignore[type-arg]
     return [*out, b.result(0, 0.5, 0.001, 0.49, n_examples=n), b.finished()]
 
 
-def test_a_big_finished_journal_is_read_directly_with_the_same_rows(tmp_path: Path) -> None:
+def test_a_big_journal_is_read_directly_with_the_same_rows(tmp_path: Path) -> None:
+    """A first ingest of a big journal reads the file itself, even while its writer holds it;
+    the same journal ingested in two steps (the second one copies the new bytes) gives the same
+    rows."""
     events = big_events("run-a", 2000)
     direct, copied = tmp_path / "direct.duckdb", tmp_path / "copied.duckdb"
     with RunJournal.create(journal_path(direct, "run-a")) as j:
         for e in events:
             j.append(e)
-    size = journal_path(direct, "run-a").stat().st_size
+    data = journal_path(direct, "run-a").read_bytes()
+    size = len(data)
     assert size > _ingest.MAX_LINE_BYTES // 256  # over a megabyte: the direct path
+    first = data.index(b"\n") + 1
     journal_path(copied, "run-a").parent.mkdir()
-    journal_path(copied, "run-a").write_bytes(journal_path(direct, "run-a").read_bytes())
+    journal_path(copied, "run-a").write_bytes(data[:first])
     frames: list[pd.DataFrame] = []
-    with RunJournal.resume(journal_path(copied, "run-a")):  # live: the copied path
-        for db in (direct, copied):
-            with DuckDBRunStore(db, auto_ingest=False) as store:
-                assert store.ingest().n_events == len(events)
-                frames.append(store.candidate_examples("run-a", 0, with_trace=True))
+    with RunJournal.resume(journal_path(direct, "run-a")):  # a live writer holds it
+        with DuckDBRunStore(direct, auto_ingest=False) as store:
+            assert store.ingest().n_events == len(events)
+            frames.append(store.candidate_examples("run-a", 0, with_trace=True))
+    with DuckDBRunStore(copied, auto_ingest=False) as store:
+        assert store.ingest().n_events == 1
+        with journal_path(copied, "run-a").open("ab") as fh:
+            fh.write(data[first:])
+        assert store.ingest().n_events == len(events) - 1
+        frames.append(store.candidate_examples("run-a", 0, with_trace=True))
     pd.testing.assert_frame_equal(frames[0], frames[1])
     assert len(frames[0]) == 2000
     assert db_rows(direct, "SELECT byte_offset FROM ingest_offsets") == [(size,)]
+    assert db_rows(copied, "SELECT byte_offset FROM ingest_offsets") == [(size,)]
+
+
+class EarlyStatStore(DuckDBRunStore):
+    """A store that took each journal's size a little before its writer appended 3 lines (a
+    fake of that race: the direct read then finds more lines than the size says)."""
+
+    def _journal_size(self, path: Path) -> int:
+        data = path.read_bytes()
+        return len(data) - sum(len(line) + 1 for line in data.split(b"\n")[-4:-1])
+
+
+def test_lines_appended_during_a_direct_read_are_stored_once(tmp_path: Path) -> None:
+    db = tmp_path / "runs.duckdb"
+    events = big_events("run-a", 2000)
+    with RunJournal.create(journal_path(db, "run-a")) as j:
+        for e in events:
+            j.append(e)
+    size = journal_path(db, "run-a").stat().st_size
+    with EarlyStatStore(db, auto_ingest=False) as store:
+        assert store.ingest().n_events == len(events)  # the 3 late lines too
+    short = size - sum(len(encode_event(e)) + 1 for e in events[-3:])
+    assert db_rows(db, "SELECT byte_offset FROM ingest_offsets") == [(short,)]
+    with DuckDBRunStore(db, auto_ingest=False) as store:
+        report = store.ingest()  # reads the 3 lines again: already stored
+        assert (report.n_events, report.n_journals, report.skipped_lines) == (0, 1, 0)
+        row = store.list_runs().iloc[0]
+        assert (row["n_events"], row["n_evaluations"], row["status"]) == (2004, 2000, "completed")
+    assert db_rows(db, "SELECT byte_offset FROM ingest_offsets") == [(size,)]
 
 
 def example_line(seq: int, example_id: str, summary: str, *, cached: bool = False) -> bytes:
@@ -267,7 +306,7 @@ def test_the_store_persists_across_reopening(tmp_path: Path) -> None:
     with DuckDBRunStore(db) as store:
         store.record_events(small_run())
         store.save_topology_version("t", "{}")
-        assert store.schema_version == 2
+        assert store.schema_version == 3
     with DuckDBRunStore(db) as store:
         assert store.list_runs()["n_events"].tolist() == [11]
         assert store.get_topology_version("t").version == 1

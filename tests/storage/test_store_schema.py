@@ -30,7 +30,10 @@ def schema_of(db: Path) -> list[tuple[object, ...]]:
         sequences = con.execute(
             "SELECT sequence_name FROM duckdb_sequences() ORDER BY ALL"
         ).fetchall()
-    return [*columns, *constraints, *sequences]
+        tables = con.execute(  # the DDL as DuckDB keeps it, column compression included
+            "SELECT table_name, sql FROM duckdb_tables() WHERE schema_name = 'main' ORDER BY ALL"
+        ).fetchall()
+    return [*columns, *constraints, *sequences, *tables]
 
 
 @pytest.fixture
@@ -48,15 +51,15 @@ def test_the_fixture_is_a_small_v1_database() -> None:
 
 def test_a_new_database_is_at_the_current_version(tmp_path: Path) -> None:
     with DuckDBRunStore(tmp_path / "new.duckdb") as store:
-        assert store.schema_version == CURRENT_VERSION == 2
+        assert store.schema_version == CURRENT_VERSION == 3
     with duckdb.connect(str(tmp_path / "new.duckdb")) as con:
         rows = con.execute("SELECT version, note FROM schema_version ORDER BY version").fetchall()
-    assert rows == [(1, "first release"), (2, "migrated to v2")]
+    assert rows == [(1, "first release"), (2, "migrated to v2"), (3, "migrated to v3")]
 
 
 def test_a_v1_database_opens_and_migrates_with_its_data(v1_copy: Path) -> None:
     with DuckDBRunStore(v1_copy) as store:
-        assert store.schema_version == 2
+        assert store.schema_version == 3
         runs = store.list_runs()
         assert runs["run_id"].tolist() == ["v1-run"]
         row = runs.iloc[0]
@@ -79,10 +82,16 @@ def test_a_v1_database_opens_and_migrates_with_its_data(v1_copy: Path) -> None:
         assert store.record_proposal("gsm8k_replay", "{}") == 2
         assert store.save_topology_version("gsm8k_replay", "{}") == 2
     with DuckDBRunStore(v1_copy) as store:  # reopening does not migrate again
-        assert store.schema_version == 2
+        assert store.schema_version == 3
     with duckdb.connect(str(v1_copy)) as con:
         versions = con.execute("SELECT version FROM schema_version ORDER BY 1").fetchall()
-    assert versions == [(1,), (2,)]
+        # v3 rebuilt the per-example table with its rows and zstd traces
+        assert con.execute("SELECT count(*) FROM evaluations").fetchone() == (4,)
+        ddl = con.execute(
+            "SELECT sql FROM duckdb_tables() WHERE table_name = 'evaluations'"
+        ).fetchone()
+    assert versions == [(1,), (2,), (3,)]
+    assert ddl is not None and "trace VARCHAR USING COMPRESSION ZSTD" in str(ddl[0])
 
 
 def test_a_migrated_database_has_exactly_the_new_schema(v1_copy: Path, tmp_path: Path) -> None:
@@ -95,9 +104,11 @@ def test_migrating_step_by_step(tmp_path: Path) -> None:
     with duckdb.connect(str(tmp_path / "x.duckdb")) as con:
         assert ensure_schema(con, target=1) == 1
         assert read_version(con) == 1
-        assert ensure_schema(con) == 2
-        assert ensure_schema(con) == 2
+        assert ensure_schema(con, target=2) == 2
         assert read_version(con) == 2
+        assert ensure_schema(con) == 3
+        assert ensure_schema(con) == 3
+        assert read_version(con) == 3
 
 
 def test_a_database_from_a_newer_version_is_refused(tmp_path: Path) -> None:
