@@ -26,7 +26,6 @@ METRIC_FIELDS: tuple[str, ...] = (
     "error_rate",
     "blank_rate",
     "n_examples",
-    "objective_split",
     "test_accuracy",
 )
 """The archive columns shown as the candidate's metrics."""
@@ -114,6 +113,9 @@ def candidate_view(
         if bool(data.get("is_best")):
             tags.append("best aggregate score")
         status = ", ".join(tags)
+        split = _value(data, "objective_split")
+        if split:
+            status += f"; scored on the {split} split"
     else:
         status = f"not valid: {_value(data, 'invalid_reason') or 'unknown reason'}"
     spec, problem = parse_stored_spec(spec_json)

@@ -105,8 +105,18 @@ def page(browser: Any, studio: str, request: pytest.FixtureRequest) -> Iterator[
 
 
 def _shot(pg: Any, name: str) -> None:
+    """Screenshot the whole page: Streamlit scrolls inside its main block, so the viewport is
+    made as tall as that block for the picture (and set back after)."""
     ARTIFACTS.mkdir(exist_ok=True)
+    size = pg.viewport_size or {"width": 1400, "height": 1000}
+    height = pg.evaluate(
+        "() => { const m = document.querySelector('[data-testid=\"stMain\"]');"
+        " return m ? m.scrollHeight : document.body.scrollHeight; }"
+    )
+    pg.set_viewport_size({"width": size["width"], "height": max(size["height"], int(height) + 40)})
+    pg.wait_for_timeout(500)
     pg.screenshot(path=str(ARTIFACTS / f"studio-{name}.png"), full_page=True)
+    pg.set_viewport_size(size)
 
 
 def _settle(pg: Any, title: str, timeout_ms: int = 60_000) -> None:

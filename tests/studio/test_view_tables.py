@@ -65,7 +65,9 @@ def test_candidate_view_has_thought_status_metrics_and_graph(store: DuckDBRunSto
         row, store.get_spec(str(row["spec_hash"])), store.candidate_examples(RUN, 1)
     )
     assert view.title == "candidate 1 (generation 0, mutate:change_agent of 0)"
-    assert view.status == "on the Pareto front, best aggregate score"
+    assert (
+        view.status == "on the Pareto front, best aggregate score; scored on the validation split"
+    )
     assert view.thought == "Use the strongest run: accuracy matters most here."
     assert view.metrics["accuracy"] == 0.6
     assert view.dot.startswith("digraph topology {")
