@@ -103,7 +103,8 @@ with guard():
             candidate_view(row, manager.store.get_spec(str(spec_hash)) if spec_hash else None)
         )
     st.subheader("Metrics")
-    st.dataframe(compare_metrics(rows, slot_labels), key="cmp_metrics")
+    metrics_table = compare_metrics(rows, slot_labels)
+    st.dataframe(metrics_table, key="cmp_metrics", height=35 * (len(metrics_table) + 1) + 3)
     st.subheader("Graphs")
     for col, view, label in zip(st.columns(len(views)), views, slot_labels, strict=True):
         with col:
