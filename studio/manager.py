@@ -379,6 +379,8 @@ class StudioManager:
                 _log.warning("search %s failed: %s", run_id, bg.error)
             finally:
                 journal.close()
+                if path.exists() and path.stat().st_size == 0:
+                    path.unlink()  # failed before its first event: no ghost run
 
         thread = threading.Thread(target=work, name=f"search-{run_id}", daemon=True)
         bg._thread = thread

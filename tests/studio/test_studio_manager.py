@@ -166,3 +166,25 @@ def test_stop_releases_a_paused_search(tmp_path: Path, monkeypatch: pytest.Monke
     assert record is not None and record.status == "stopped"
     assert record.reason == "stopped from the studio"
     m.close()
+
+
+def test_a_search_that_fails_before_its_first_event_leaves_no_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.setenv(
+        "TOPOLOGY_STUDIO_DATASETS",
+        os.environ.get("TOPOLOGY_STUDIO_DATASETS") or str(repo.parent / "shared" / "datasets"),
+    )
+    m = StudioManager(tmp_path / "runs.duckdb", registry_root=tmp_path / "reg")
+    run_id = m.start_search(SearchRequest(problem="gsm8k_replay", max_usd=0.0, time_scale=0.0))
+    bg = m.search(run_id)
+    assert bg is not None
+    deadline = time.monotonic() + 60
+    while bg.alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert bg.state == "failed"
+    assert bg.error.startswith("BudgetError: ")
+    assert not journal_path(tmp_path / "runs.duckdb", run_id).exists()
+    assert m.store.list_runs().empty
+    m.close()
