@@ -250,7 +250,12 @@ class DuckDBRunStore(RunStore):
         with self._write_lock:
             cur = self._writable()
             try:
-                _ingest.load_delta(cur, chunk)
+                delta = _ingest.load_delta(cur, chunk)
+                if delta.errors:
+                    _, why, head = delta.errors[0]
+                    raise StoreError(
+                        f"recording events failed (nothing stored): {why}; the event: {head}"
+                    )
                 return self._in_transaction(cur, lambda: _ingest.apply_delta(cur))
             except duckdb.Error as exc:
                 raise StoreError(f"recording events failed (nothing stored): {exc}") from exc

@@ -81,8 +81,9 @@ class IngestReport(BaseModel):
     n_journals: int = 0
     """Journals that had new complete lines."""
     skipped_lines: int = 0
-    """Complete lines that were not valid events (recorded in the store's ingest errors and
-    skipped; the journal itself is never changed)."""
+    """Complete lines that were not valid events, or events the database cannot hold (e.g. a
+    count beyond 64 bits): recorded in the store's ingest errors and skipped, never keeping the
+    other lines out; the journal itself is never changed."""
     failed: list[tuple[str, str]] = Field(default_factory=list[tuple[str, str]])
     """`(journal file, error)` per journal whose ingest failed; its offset did not move, so the
     next ingest retries it."""

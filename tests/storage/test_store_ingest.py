@@ -139,6 +139,47 @@ def test_json_lines_that_are_not_events_are_recorded_too(tmp_path: Path) -> None
     assert db_rows(db, "SELECT byte_offset FROM ingest_errors") == [(len(first),)]
 
 
+def test_events_the_database_cannot_hold_are_skipped_not_blocking(tmp_path: Path) -> None:
+    """Lines that are valid events but out of DuckDB's column ranges (a token count of 10**20,
+    a candidate index of 2**31, a seq of 2**63) are skipped and recorded; they used to fail the
+    whole journal on every ingest, so nothing after them ever went in."""
+    db = tmp_path / "runs.duckdb"
+    path = journal_path(db, "run-a")
+    path.parent.mkdir(parents=True)
+    events = small_run()
+    good = [encode_event(e) + b"\n" for e in events]
+    bad = [
+        encode_event(RunBuilder(seq=20).example(0, "e9", 1.0, input_tokens=10**20)) + b"\n",
+        encode_event(RunBuilder(seq=21).example(2**31, "e9", 1.0)) + b"\n",
+        encode_event(RunBuilder(seq=2**63).log("late")) + b"\n",
+    ]
+    path.write_bytes(b"".join(good[:3]) + bad[0] + b"".join(good[3:8]) + bad[1] + bad[2]
+                     + b"".join(good[8:]))  # fmt: skip
+    with DuckDBRunStore(db, auto_ingest=False) as store:
+        report = store.ingest()
+        assert (report.n_events, report.skipped_lines, report.failed) == (11, 3, [])
+        assert store.ingest().n_events == 0
+        row = store.list_runs().iloc[0]
+        assert (row["status"], row["n_events"], row["n_evaluations"]) == ("completed", 11, 4)
+    at = [len(b"".join(good[:3])), len(b"".join(good[:3] + bad[:1] + good[3:8]))]
+    at.append(at[1] + len(bad[1]))
+    errors = db_rows(db, "SELECT byte_offset, error FROM ingest_errors ORDER BY 1")
+    assert [e[0] for e in errors] == at
+    assert "100000000000000000000" in str(errors[0][1])
+    assert "2147483648" in str(errors[1][1])
+    assert "9223372036854775808" in str(errors[2][1])
+    assert db_rows(db, "SELECT byte_offset FROM ingest_offsets") == [(path.stat().st_size,)]
+
+
+def test_recording_an_event_the_database_cannot_hold_stores_nothing() -> None:
+    b = RunBuilder()
+    events = [b.started(), b.example(0, "e1", 1.0, input_tokens=10**20), b.log("after")]
+    with DuckDBRunStore() as store:
+        with pytest.raises(StoreError, match=r"nothing stored.*100000000000000000000"):
+            store.record_events(events)
+        assert len(store.list_runs()) == 0
+
+
 def test_queries_ingest_new_journal_lines_by_themselves(tmp_path: Path) -> None:
     db = tmp_path / "runs.duckdb"
     events = small_run()
