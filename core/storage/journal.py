@@ -11,8 +11,8 @@ Location: beside the database, `<db path>.journals/<run_id>.jsonl`, e.g.
 search needs only the database *path*, never the open database, so it can run while the studio
 holds the file.
 
-Encoding: `encode_event(event)`, i.e. the event's fields as JSON with NaN and infinities as the
-bare constants `NaN`, `Infinity`, `-Infinity` (pydantic's own `model_dump_json` turns them into
+Encoding: `encode_event(event)`, i.e. the event's fields as JSON (UTF-8, a lone surrogate
+written as U+FFFD) with NaN and infinities as the bare constants `NaN`, `Infinity`, `-Infinity` (pydantic's own `model_dump_json` turns them into
 `null`, which `parse_event` then rejects for required floats; an invalid result must keep its
 NaN so the store can mark it invalid, field case F7). `parse_event` and DuckDB's `read_json`
 both read these constants.
@@ -35,7 +35,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Final, Self
+from typing import IO, Any, Final, Self, cast
 
 import pydantic
 import pydantic_core
@@ -119,8 +119,29 @@ def journal_is_live(path: str | os.PathLike[str]) -> bool | None:
 
 
 def encode_event(event: SearchEvent) -> bytes:
-    """One journal line for an event (JSON, NaN and infinities kept), without the newline."""
-    return pydantic_core.to_json(event.model_dump(), inf_nan_mode="constants")
+    """One journal line for an event (JSON, NaN and infinities kept), without the newline.
+
+    Text that cannot be UTF-8 (a lone surrogate, e.g. half an emoji from a broken escape in a
+    model's output) is written with U+FFFD in its place (a proper surrogate pair becomes its
+    character), so one odd output never stops a search from recording.
+    """
+    data = event.model_dump()
+    try:
+        return pydantic_core.to_json(data, inf_nan_mode="constants")
+    except pydantic_core.PydanticSerializationError:
+        return pydantic_core.to_json(_utf8_safe(data), inf_nan_mode="constants")
+
+
+def _utf8_safe(value: Any) -> Any:
+    """`value` with every string's lone surrogates replaced by U+FFFD (dicts, lists, keys too)."""
+    if isinstance(value, str):
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, dict):
+        items = cast(dict[Any, Any], value).items()
+        return {_utf8_safe(k): _utf8_safe(v) for k, v in items}
+    if isinstance(value, list | tuple):
+        return [_utf8_safe(v) for v in cast(list[Any] | tuple[Any, ...], value)]
+    return value
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from store_contract import T0, RunBuilder, small_run  # noqa: E402
 from core.errors import StoreBusyError, StoreError  # noqa: E402
 from core.search.events import ExampleEvaluated, RunStarted, parse_event  # noqa: E402
 from core.storage import (  # noqa: E402
+    DuckDBRunStore,
     ResumeState,
     RunJournal,
     encode_event,
@@ -72,6 +73,31 @@ def test_nan_and_infinity_survive_the_journal(tmp_path: Path) -> None:
     assert isinstance(back, ExampleEvaluated)
     assert math.isnan(back.accuracy) and back.cost_usd == math.inf
     assert back.trace == [{"x": -math.inf}]
+
+
+def test_a_lone_surrogate_is_written_as_a_replacement_character(tmp_path: Path) -> None:
+    """Text with a lone surrogate (half an emoji from a broken escape in a model's output) cannot
+    be UTF-8: encoding it raised, which stopped the search at `RunJournal.append` and made
+    `record_events` raise. It is written with U+FFFD in its place; a proper pair is kept."""
+    b = RunBuilder()
+    started = b.started()
+    ev = b.example(
+        0, "e\ud800", 1.0, output_summary="half \ud83d emoji, \ud83d\ude00 pair",
+        trace=[{"t\udfff": ["x\udc80"]}],
+    )  # fmt: skip
+    back = parse_event(encode_event(ev))
+    assert isinstance(back, ExampleEvaluated)
+    assert back.example_id == "e\ufffd"
+    assert back.output_summary == "half \ufffd emoji, \U0001f600 pair"
+    assert back.trace == [{"t\ufffd": ["x\ufffd"]}]
+    path = tmp_path / "r.jsonl"
+    write(path, [started, ev])
+    assert read_journal(path) == [started, back]
+    with DuckDBRunStore() as store:
+        assert store.record_events([started, ev]) == 2
+        df = store.candidate_examples("run-a", 0)
+        assert df["example_id"].tolist() == ["e\ufffd"]
+        assert store.example_trace("run-a", 0, "e\ufffd") == [{"t\ufffd": ["x\ufffd"]}]
 
 
 def test_events_must_come_in_order_and_of_one_run(tmp_path: Path) -> None:
