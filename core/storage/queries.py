@@ -96,12 +96,17 @@ def _df(
 
 
 def status_label(status: str, reason: str | None, last_event_at: float | None) -> str:
-    """Human text for a run's state, e.g. `"running, data as of 2025-01-01 12:00:03 UTC"`."""
-    as_of = (
-        time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(last_event_at))
-        if last_event_at is not None and np.isfinite(last_event_at)
-        else "no events yet"
-    )
+    """Human text for a run's state, e.g. `"running, data as of 2025-01-01 12:00:03 UTC"`.
+
+    An event time that is no date (NaN, infinite, beyond the platform's calendar) is shown as
+    a number, e.g. `"t=1e+20 (not a date)"`: a runs list never raises over one odd event.
+    """
+    as_of = "no events yet"
+    if last_event_at is not None:
+        try:
+            as_of = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(last_event_at))
+        except (OverflowError, OSError, ValueError):
+            as_of = f"t={last_event_at:g} (not a date)"
     if status == "running":
         return f"running, data as of {as_of}"
     if status == "interrupted":

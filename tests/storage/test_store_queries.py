@@ -28,6 +28,10 @@ from core.storage.queries import OBJECTIVE_COLUMNS, effective_status, status_lab
             "interrupted (no process writes it), data as of 2023-11-14 22:13:20 UTC; "
             "resume it with --resume",
         ),
+        ("running", None, 1e20, "running, data as of t=1e+20 (not a date)"),
+        ("running", None, -1e20, "running, data as of t=-1e+20 (not a date)"),
+        ("running", None, math.nan, "running, data as of t=nan (not a date)"),
+        ("running", None, math.inf, "running, data as of t=inf (not a date)"),
         ("completed", "", T0, "completed"),
         ("stopped", "stop file", T0, "stopped: stop file"),
     ],
@@ -46,6 +50,19 @@ def test_the_python_label_equals_the_runs_list_label() -> None:
             run = store.get_run(str(row.run_id))
             assert run is not None
             assert status_label(run.status, run.reason, run.last_event_at) == row.status_label
+
+
+def test_event_times_that_are_not_dates_never_break_the_runs_list() -> None:
+    """F10, no traceback ever: an event time of 1e20 s made `list_runs` raise OverflowError."""
+    with DuckDBRunStore() as store:
+        for run_id, t0 in (("far", 1e20), ("past", -1e20), ("nan", math.nan)):
+            store.record_events([RunBuilder(run_id, t0=t0).started()])
+        labels = dict(zip(*[store.list_runs()[c].tolist() for c in ("run_id", "status_label")]))
+    assert labels == {
+        "far": "running, data as of t=1e+20 (not a date)",
+        "past": "running, data as of t=-1e+20 (not a date)",
+        "nan": "running, data as of t=nan (not a date)",
+    }
 
 
 def test_effective_status_without_a_journal_keeps_the_stored_one(tmp_path: Path) -> None:
