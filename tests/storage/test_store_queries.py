@@ -57,7 +57,8 @@ def test_event_times_that_are_not_dates_never_break_the_runs_list() -> None:
     with DuckDBRunStore() as store:
         for run_id, t0 in (("far", 1e20), ("past", -1e20), ("nan", math.nan)):
             store.record_events([RunBuilder(run_id, t0=t0).started()])
-        labels = dict(zip(*[store.list_runs()[c].tolist() for c in ("run_id", "status_label")]))
+        runs = store.list_runs()
+        labels = dict(zip(runs["run_id"], runs["status_label"], strict=True))
     assert labels == {
         "far": "running, data as of t=1e+20 (not a date)",
         "past": "running, data as of t=-1e+20 (not a date)",
