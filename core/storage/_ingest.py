@@ -6,7 +6,8 @@ with the union of every event type's columns, and a handful of `INSERT ... SELEC
 route each type to its table. 100,000 per-example rows go in well under a second; Python never
 touches a row. When a chunk has a line `read_json` cannot read, each line is validated with
 `parse_event` instead (also when a line is JSON but not an event): bad lines are recorded in
-`ingest_errors` and skipped, good ones are re-encoded and read as above.
+`ingest_errors` and skipped (a torn line with a complete event glued to its end gives that
+event back), good ones are re-encoded and read as above.
 
 Idempotency: the `events` table's key `(run_id, seq)` is the gate. Only events not stored yet
 go on to the other tables (a `seq` repeated within one chunk: its first line), whose keys also
@@ -178,10 +179,34 @@ def _validated(chunk: bytes) -> tuple[list[_Line], list[tuple[int, str, str]]]:
         try:
             good.append((start, encode_event(parse_event(raw)) + b"\n"))
         except pydantic.ValidationError as exc:
+            glued = _glued_event(raw)
+            if glued is not None:
+                at, line = glued
+                msg = "torn line: an event follows it on the same line (kept)"
+                errors.append((start, msg, _head(raw[:at])))
+                good.append((start + at, line))
+                continue
             first = exc.errors()[0] if exc.errors() else None
             msg = f"{first['loc']}: {first['msg']}" if first else str(exc)
             errors.append((start, msg, _head(raw)))
     return good, errors
+
+
+_EVENT_START: Final = b'{"run_id":'
+"""How every line `encode_event` writes begins."""
+
+
+def _glued_event(raw: bytes) -> _Line | None:
+    """A complete event at the end of a line that is not one: a writer stopped mid-line and the
+    next line was appended right after the torn part. Returns `(its offset in raw, the event
+    re-encoded)` for the first place an event starts from which the rest of the line parses."""
+    at = raw.find(_EVENT_START, 1)
+    while at > 0:
+        try:
+            return at, encode_event(parse_event(raw[at:])) + b"\n"
+        except pydantic.ValidationError:
+            at = raw.find(_EVENT_START, at + 1)
+    return None
 
 
 def _head(raw: bytes) -> str:

@@ -127,6 +127,33 @@ def test_lines_that_are_not_events_are_skipped_and_recorded(tmp_path: Path) -> N
     ]
 
 
+def test_a_torn_line_in_the_middle_keeps_the_event_glued_to_it(tmp_path: Path) -> None:
+    """A writer stopped mid-line and the next line was appended right after it, on the same
+    line: the torn part is skipped and recorded, the complete event after it is stored (it
+    used to be lost with the torn part). A torn line followed by a newline is skipped alone."""
+    db = tmp_path / "runs.duckdb"
+    path = journal_path(db, "run-a")
+    path.parent.mkdir(parents=True)
+    good = [encode_event(e) + b"\n" for e in small_run()]
+    torn_a = good[3][:40]  # no newline: glued to good[3]
+    torn_b = good[6][:25] + b"\n"
+    path.write_bytes(b"".join(good[:3]) + torn_a + b"".join(good[3:6]) + torn_b
+                     + b"".join(good[6:]))  # fmt: skip
+    with DuckDBRunStore(db, auto_ingest=False) as store:
+        report = store.ingest()
+        assert (report.n_events, report.skipped_lines) == (11, 2)
+        row = store.list_runs().iloc[0]
+        assert (row["n_events"], row["n_evaluations"], row["status"]) == (11, 4, "completed")
+    at_a = len(b"".join(good[:3]))
+    at_b = at_a + len(torn_a) + len(b"".join(good[3:6]))
+    errors = db_rows(db, "SELECT byte_offset, error, line_head FROM ingest_errors ORDER BY 1")
+    assert [(e[0], e[2]) for e in errors] == [
+        (at_a, torn_a.decode()),
+        (at_b, torn_b[:-1].decode()),
+    ]
+    assert str(errors[0][1]).startswith("torn line: an event follows it on the same line")
+
+
 def test_json_lines_that_are_not_events_are_recorded_too(tmp_path: Path) -> None:
     db = tmp_path / "runs.duckdb"
     path = journal_path(db, "run-a")
