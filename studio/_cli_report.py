@@ -6,7 +6,7 @@ Pure formatting over the store's DataFrames (`RunStore.archive`, `list_runs`) an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -28,6 +28,7 @@ from studio._cli_output import Output, fmt_float
 
 __all__ = [
     "FRONT_COLUMNS",
+    "front_legend",
     "front_table",
     "print_changes",
     "print_front",
@@ -44,9 +45,12 @@ FRONT_COLUMNS: tuple[str, ...] = (
     "depth",
     "score",
     "operator",
+    "same_as",
     "best",
 )
-"""The columns of the printed Pareto front (plain mode: two-space separated, one row a line)."""
+"""The columns of the printed Pareto front (plain mode: two-space separated, one row a line).
+`same_as` lists the other front candidates with exactly the same printed figures (different
+topologies that score alike, e.g. the seed with a no-op step inserted): they get no row."""
 
 _SHORT = {
     "candidate": "#",
@@ -55,6 +59,7 @@ _SHORT = {
     "latency_ms": "lat ms",
     "n_agents": "agents",
     "operator": "made by",
+    "same_as": "same as",
 }
 
 
@@ -75,39 +80,78 @@ def _int(value: Any) -> str:
 
 
 def front_table(archive: pd.DataFrame) -> list[list[str]]:
-    """The rows of the printed front: the archive rows `on_front`, by candidate index.
+    """The rows of the printed front: the archive rows `on_front`, by candidate index, one row
+    per distinct set of figures.
 
     Give it an archive of one split (`RunStore.archive(run_id, split="validation")`): the
     front is only meaningful when every entry was scored on the same examples.
 
     Numbers are printed with fixed decimals: accuracy and score 4, cost 6 (USD per example),
     latency 1 (ms per example), so a reader can compare them with the store's values rounded
-    the same way. `best` is `*` on the run's best entry.
+    the same way. Front candidates whose printed figures (accuracy to score) are all equal
+    share one row: the best one if it is among them, else the first; the others are listed in
+    `same_as` (`-` when none). `best` is `*` on the run's best entry.
     """
     if archive.empty:
         return []
     records = [r for r in archive.to_dict("records") if bool(r["on_front"])]
     records.sort(key=lambda r: int(r["candidate_idx"]))
-    rows: list[list[str]] = []
+    groups: dict[tuple[str, ...], list[dict[Any, Any]]] = {}
     for rec in records:
+        figures = (
+            fmt_float(_opt(rec["accuracy"]), 4),
+            fmt_float(_opt(rec["cost_usd"]), 6),
+            fmt_float(_opt(rec["latency_ms"]), 1),
+            _int(rec["n_agents"]),
+            _int(rec["depth"]),
+            fmt_float(_opt(rec["aggregate_score"]), 4),
+        )
+        groups.setdefault(figures, []).append(rec)
+    rows: list[list[str]] = []
+    for figures, members in groups.items():
+        head = next((m for m in members if bool(_opt(m["is_best"]))), members[0])
+        others = [_int(m["candidate_idx"]) for m in members if m is not head]
         rows.append(
             [
-                _int(rec["candidate_idx"]),
-                fmt_float(_opt(rec["accuracy"]), 4),
-                fmt_float(_opt(rec["cost_usd"]), 6),
-                fmt_float(_opt(rec["latency_ms"]), 1),
-                _int(rec["n_agents"]),
-                _int(rec["depth"]),
-                fmt_float(_opt(rec["aggregate_score"]), 4),
-                str(_opt(rec["operator"]) or "-").replace(" ", "_"),
-                "*" if bool(_opt(rec["is_best"])) else "",
+                _int(head["candidate_idx"]),
+                *figures,
+                str(_opt(head["operator"]) or "-").replace(" ", "_"),
+                ",".join(others) or "-",
+                "*" if bool(_opt(head["is_best"])) else "",
             ]
         )
+    rows.sort(key=lambda row: int(row[0]))
     return rows
 
 
-def print_front(out: Output, archive: pd.DataFrame, *, title: str = "Pareto front") -> None:
-    """Print the front table (or a line saying it is empty)."""
+def front_legend(
+    weights: Mapping[str, Any] | None, n_examples: int | None, split: str = "validation"
+) -> str:
+    """One line saying what the front's numbers mean, with the score's formula.
+
+    e.g. `per problem of the 300 validation problems: accuracy = share correct, cost_usd in
+    USD, latency_ms in ms of model time; score = 1*accuracy - 0.1*cost_usd - 1e-06*latency_ms
+    (* = best)`.
+    """
+    over = f"the {n_examples} {split} problems" if n_examples else f"the {split} split"
+    text = f"per problem, over {over}: accuracy = share correct, cost_usd in USD, latency_ms in ms"
+    if weights:
+        terms: list[str] = []
+        for name in ("accuracy", "cost_usd", "latency_ms"):
+            w = weights.get(name)
+            if isinstance(w, int | float) and w != 0:
+                sign = "-" if w < 0 else "+"
+                terms.append(f"{sign} {abs(w):g}*{name}")
+        if terms:
+            formula = " ".join(terms).removeprefix("+ ")
+            text += f"; score = {formula}"
+    return text + " (* = best score)"
+
+
+def print_front(
+    out: Output, archive: pd.DataFrame, *, title: str = "Pareto front", legend: str | None = None
+) -> None:
+    """Print the front table (or a line saying it is empty), then `legend` if given."""
     rows = front_table(archive)
     if not rows:
         out.heading(title)
@@ -120,6 +164,8 @@ def print_front(out: Output, archive: pd.DataFrame, *, title: str = "Pareto fron
         right=("candidate", "accuracy", "cost_usd", "latency_ms", "n_agents", "depth", "score"),
         short=_SHORT,
     )
+    if legend:
+        out.line(f"({legend})")
 
 
 def _agent_ref(ref: AgentSpec | str | None) -> str:
@@ -143,8 +189,13 @@ def _node_text(node: AnyNode) -> str:
         inner = " | ".join(_node_text(s) for s in node.steps)
         return f"[{inner}] merge={node.merge}"
     if isinstance(node, RouterSpec):
-        routes = ", ".join(f"{r.name}: {_node_text(r.step)}" for r in node.routes)
-        fallback = "" if node.fallback_step is None else f"; else {_node_text(node.fallback_step)}"
+        routes = "; ".join(
+            f"if {r.condition_name}: {_node_text(r.step)}"
+            if r.condition_name
+            else f"{r.name}: {_node_text(r.step)}"
+            for r in node.routes
+        )
+        fallback = "" if node.fallback_step is None else f"; else: {_node_text(node.fallback_step)}"
         by = f" by {_agent_ref(node.classifier)}" if node.classifier is not None else ""
         return f"route{by}{{{routes}{fallback}}}"
     if isinstance(node, RefinementLoopSpec):

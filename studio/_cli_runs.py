@@ -20,7 +20,7 @@ from core.search.registry import Approval, TopologyRegistry
 from core.storage import RunStore
 from studio._cli_common import CliUsageError, ExitCode, resolve_db_path
 from studio._cli_output import Output, fmt_float
-from studio._cli_report import print_changes, print_front, print_spec
+from studio._cli_report import front_legend, print_changes, print_front, print_spec
 from studio._cli_store import open_cli_store
 
 __all__ = [
@@ -111,11 +111,17 @@ def print_run(store: RunStore, run_id: str, out: Output) -> dict[str, Any]:
             ("status", run.status + (f" ({run.reason})" if run.reason else "")),
             ("started", _ts(run.started_at)),
             ("evaluations", int(used.get("evaluations", 0)) if used else "-"),
-            ("cost_usd", fmt_float(used.get("usd"), 6) if used else "-"),
+            ("cost_usd_total", fmt_float(used.get("usd"), 6) if used else "-"),
             ("wall_s", fmt_float(used.get("wall_s"), 1) if used else "-"),
         ]
     )
-    print_front(out, archive, title="Pareto front (validation)")
+    weights = run.config.get("weights")
+    n_validation = run.config.get("n_validation")
+    legend = front_legend(
+        weights if isinstance(weights, dict) else None,
+        n_validation if isinstance(n_validation, int) else None,
+    )
+    print_front(out, archive, title="Pareto front (validation)", legend=legend)
     best = archive[archive["is_best"].astype(bool)] if not archive.empty else archive
     figures: dict[str, Any] = {"best_idx": None, "test_accuracy": None}
     if best.empty:

@@ -208,3 +208,57 @@ def test_studio_serves_on_loopback_and_stops_with_its_child(tmp_path: Path, sig:
         time.sleep(0.2)
     else:
         raise AssertionError(f"port {port} still served after the studio stopped")
+
+
+def test_front_rows_group_candidates_with_the_same_figures() -> None:
+    import pandas as pd
+
+    from studio._cli_report import front_legend, front_table
+
+    def row(idx: int, acc: float, best: bool = False, on_front: bool = True) -> dict[str, object]:
+        return {
+            "candidate_idx": idx, "accuracy": acc, "cost_usd": 0.01, "latency_ms": 100.0,
+            "n_agents": 1, "depth": 1, "aggregate_score": acc - 0.001, "operator": "seed",
+            "is_best": best, "on_front": on_front,
+        }  # fmt: skip
+
+    archive = pd.DataFrame(
+        [row(0, 0.5), row(3, 0.5, best=True), row(5, 0.5), row(7, 0.25), row(9, 0.1, False, False)]
+    )
+    assert front_table(archive) == [
+        ["3", "0.5000", "0.010000", "100.0", "1", "1", "0.4990", "seed", "0,5", "*"],
+        ["7", "0.2500", "0.010000", "100.0", "1", "1", "0.2490", "seed", "-", ""],
+    ]
+    weights = {"accuracy": 1.0, "cost_usd": -0.1, "latency_ms": -1e-06, "confidence": 0.1}
+    assert front_legend(weights, 300) == (
+        "per problem, over the 300 validation problems: accuracy = share correct, cost_usd in "
+        "USD, latency_ms in ms; score = 1*accuracy - 0.1*cost_usd - 1e-06*latency_ms "
+        "(* = best score)"
+    )
+    assert front_legend(None, None) == (
+        "per problem, over the validation split: accuracy = share correct, cost_usd in USD, "
+        "latency_ms in ms (* = best score)"
+    )
+
+
+def test_a_cascade_reads_as_if_else() -> None:
+    from core.ir import parse_topology
+    from studio._cli_report import structure_line
+
+    spec = parse_topology(
+        {
+            "kind": "router",
+            "routes": [
+                {
+                    "name": "long",
+                    "condition_name": "question_is_long",
+                    "step": {"kind": "agent_step", "agent_name": "175b_finetuning"},
+                }
+            ],
+            "fallback_step": {"kind": "agent_step", "agent_name": "175b_verification"},
+        }
+    )
+    assert structure_line(spec) == (
+        "router: route{if question_is_long: 175b_finetuning; else: 175b_verification} "
+        "(n_agents=2, depth=1, nodes=3)"
+    )
