@@ -34,12 +34,11 @@ SEARCH = [
     "--set", "search.max_evaluations=12", "--set", "gold.validation_size=40",
 ]  # fmt: skip
 """A small search: 12 candidate evaluations, 40 validation problems (the held-out 1,279 test
-problems evaluated once at the end), at the problem's time scale (replayed latency slept
-1/1000)."""
+problems evaluated once at the end), at the problem's own time scale."""
 
 MAX_DELAY_S = 3.0
 """The kill lands up to this long after the first evaluated candidate (an uninterrupted run
-takes about 9 s from there on an idle 2-core machine, longer when it is loaded)."""
+takes 9-14 s from there on this 2-core machine at load 4-5; an idle one is faster but not 3 s)."""
 
 
 @pytest.fixture(autouse=True)
