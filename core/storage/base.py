@@ -104,8 +104,10 @@ class RunStore(ABC):
 
         Each journal is ingested in its own transaction together with its new read offset, so
         a failure leaves that journal's offset (and its rows) unchanged and the next call
-        retries it; other journals still go in. A torn last line is left for later. A store
-        without a journal folder ingests nothing.
+        retries it; other journals still go in. A torn last line is left for later. A journal
+        that shrank, or was rewritten so that its stored offset is no longer a line end, is read
+        again from the start (stored events are skipped by their seq). A store without a
+        journal folder ingests nothing.
         """
 
     @abstractmethod

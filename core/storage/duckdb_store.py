@@ -290,6 +290,13 @@ class DuckDBRunStore(RunStore):
         """A journal's size now, bytes (its writer may append right after)."""
         return path.stat().st_size
 
+    @staticmethod
+    def _line_ends_at(path: Path, offset: int) -> bool:
+        """Whether the byte before `offset` is a newline (where an ingest left off)."""
+        with path.open("rb") as fh:
+            fh.seek(offset - 1)
+            return fh.read(1) == b"\n"
+
     def _ingest_journal(self, cur: duckdb.DuckDBPyConnection, path: Path) -> tuple[int, int]:
         """Ingest one journal's new complete lines: `(new events, skipped lines)`."""
         name = path.name
@@ -299,6 +306,10 @@ class DuckDBRunStore(RunStore):
             return 0, 0
         if size < start:
             _log.warning("run journal %s shrank; re-reading it from the start", name)
+            start = 0
+        elif start > 0 and not self._line_ends_at(path, start):
+            # an offset is always a line end; not any more: the file was rewritten
+            _log.warning("run journal %s was rewritten; re-reading it from the start", name)
             start = 0
         delta: _ingest.Delta | None = None
         end = size

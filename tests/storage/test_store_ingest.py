@@ -74,6 +74,32 @@ def test_reingesting_from_the_start_never_duplicates(tmp_path: Path) -> None:
     ]
 
 
+def test_a_rewritten_journal_is_read_again_from_the_start(tmp_path: Path) -> None:
+    """The journal was cut back and rewritten with other lines, so the stored offset now falls
+    in the middle of a line: reading on from there lost the events up to it and recorded
+    half a line as garbage. A store offset that is not a line end means: read from the start
+    (stored events are skipped by their seq)."""
+    db = tmp_path / "runs.duckdb"
+    path = journal_path(db, "run-a")
+    path.parent.mkdir(parents=True)
+    good = [encode_event(e) + b"\n" for e in small_run()]
+    path.write_bytes(b"".join(good[:6]))
+    offset = path.stat().st_size
+    with DuckDBRunStore(db, auto_ingest=False) as store:
+        assert store.ingest().n_events == 6
+        b = RunBuilder(seq=100)
+        rewritten = [*good[:3], encode_event(b.log("x" * offset)) + b"\n"]
+        rewritten.append(encode_event(b.log("after")) + b"\n")
+        path.write_bytes(b"".join(rewritten))
+        assert path.read_bytes()[offset - 1 : offset] != b"\n"  # the offset is mid-line now
+        report = store.ingest()
+        assert (report.n_events, report.skipped_lines) == (2, 0)
+        assert store.logs("run-a")["seq"].tolist() == [100, 101]
+        assert store.list_runs().iloc[0]["n_events"] == 8
+    assert db_rows(db, "SELECT count(*) FROM ingest_errors") == [(0,)]
+    assert db_rows(db, "SELECT byte_offset FROM ingest_offsets") == [(path.stat().st_size,)]
+
+
 class FailingStore(DuckDBRunStore):
     """A store whose disk fills up after it has written a journal's rows (a fake)."""
 
