@@ -357,6 +357,18 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
     )
     out.heading("Short search")
     code = _run_and_report(setup, db, out)
+    if code == ExitCode.OK:
+        # a 10-evaluation demo rarely beats the seed: say how to run the real thing
+        n = problem.search.max_evaluations
+        out.kv(
+            [
+                (
+                    "full search",
+                    f"topology-studio search {DEMO_PROBLEM} --seed {args.seed} --db {db}   "
+                    f"({n} evaluations, a few minutes: finds ensembles and cascades)",
+                )
+            ]
+        )
     if code != ExitCode.OK or args.no_ui:
         return code
     return launch_studio(db, out, port=args.port)

@@ -555,6 +555,10 @@ def test_demo_without_ui_checks_data_and_runs_a_short_search(
     data = _section(cap.out, "Data")
     assert data[0] == "gsm8k_replay: OK (validation 300, test 1019 examples; checksums verified)"
     assert _kv(cap.out, "status") == "stopped (max_evaluations reached (10))"
+    assert _kv(cap.out, "full search") == (
+        f"topology-studio search gsm8k_replay --seed 1 --db {isolated / 'runs.duckdb'}   "
+        "(48 evaluations, a few minutes: finds ensembles and cascades)"
+    )
     assert any(x.startswith("held-out test: accuracy ") for x in cap.out.splitlines())
     run_id = _kv(cap.out, "run")
     with DuckDBRunStore(isolated / "runs.duckdb") as store:
