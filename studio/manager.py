@@ -40,8 +40,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import StoreBusyError, StoreError, TopologyStudioError
-from core.evaluation.evaluator import CandidateEvaluation, TopologyEvaluator
-from core.evaluation.pricing import Pricer
+from core.evaluation.evaluator import CandidateEvaluation
 from core.ir import TopologySpec, spec_hash
 from core.problems import Problem, load_problem
 from core.search.apply import GeneDiff, apply_specs
@@ -464,13 +463,8 @@ class StudioManager:
         examples = problem.splits[split]
         if limit is not None:
             examples = examples[:limit]
-        evaluator = TopologyEvaluator(
-            callable_registry=problem.callable_registry,
-            agent_registry=problem.agent_registry,
-            score_fn=problem.score_fn,
-            pricer=Pricer(problem.prices),
-            concurrency=problem.search.concurrency,
-        )
+        # the problem's own evaluator: its blank-output rule (F5), latency source and weights
+        evaluator = problem.evaluator()
         return asyncio.run(evaluator.evaluate(spec, examples, split=split))
 
     # ---- proposals, approvals, registry -----------------------------------------------------
