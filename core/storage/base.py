@@ -56,8 +56,10 @@ class RunStore(ABC):
       process holds the database) answer every query and `ingest`, and raise `StoreError`
       from every other write.
     - **Errors.** Misuse of a closed store, a missing topology version and refused writes
-      raise `StoreError`; a database of a newer schema raises `SchemaVersionError`; a
-      database file held by another process raises `StoreBusyError`.
+      raise `StoreError`, and so does every call on a store whose database file was deleted or
+      replaced while it was open (its writes would go to the old file and be lost); a
+      database of a newer schema raises `SchemaVersionError`; a database file held by another
+      process raises `StoreBusyError`.
 
     Use it as a context manager, or call `close()`.
     """

@@ -73,6 +73,15 @@ def _busy_message(path: str, exc: BaseException) -> str:
     )
 
 
+def _file_id(path: str) -> tuple[int, int] | None:
+    """`(device, inode)` of a file, or None when it is gone."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def _timestamp(when: datetime | float | None) -> float:
     if when is None:
         return time.time()
@@ -137,6 +146,8 @@ class DuckDBRunStore(RunStore):
             con.close()
             raise
         self._con: duckdb.DuckDBPyConnection | None = con
+        self._file = None if in_memory else os.path.abspath(self._path)
+        self._file_id = None if self._file is None else _file_id(self._file)
         self._offsets: dict[str, int] = {str(r[0]): int(r[1]) for r in rows}
         self._local = threading.local()
         self._cursors: weakref.WeakKeyDictionary[threading.Thread, duckdb.DuckDBPyConnection] = (
@@ -175,10 +186,20 @@ class DuckDBRunStore(RunStore):
         return self._read_only
 
     def _cur(self) -> duckdb.DuckDBPyConnection:
-        """This thread's cursor (created on first use)."""
+        """This thread's cursor (created on first use).
+
+        Raises:
+            StoreError: the store is closed, or its file was deleted or replaced meanwhile.
+        """
         con = self._con
         if con is None:
             raise StoreError(f"the run store {self._path} is closed")
+        if self._file is not None and _file_id(self._file) != self._file_id:
+            raise StoreError(
+                f"the run store file {self._path} was deleted or replaced while this store had "
+                "it open: what it wrote since then went to the old file and would be lost. "
+                "Close this store and open it again (runs come back from their journals)"
+            )
         cur = cast(duckdb.DuckDBPyConnection | None, getattr(self._local, "cur", None))
         if cur is None:
             cur = con.cursor()

@@ -457,3 +457,32 @@ def test_files_that_are_not_run_stores_are_refused(tmp_path: Path) -> None:
     text.write_text("hello")
     with pytest.raises(StoreError, match="cannot open the run store"):
         DuckDBRunStore(text)
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_database_file_deleted_or_replaced_while_open_is_refused(
+    tmp_path: Path, how: str
+) -> None:
+    """Deleting or replacing the file under an open store left every later write going to the
+    old, unlinked file and lost at close (a topology version saved afterwards came back as
+    nothing). The store now refuses every call with a clear StoreError."""
+    db = tmp_path / "runs.duckdb"
+    store = DuckDBRunStore(db)
+    store.record_events(small_run())
+    assert store.save_topology_version("t", "{}") == 1
+    if how == "deleted":
+        for f in tmp_path.glob("runs.duckdb*"):
+            if f.is_file():
+                f.unlink()
+    else:
+        with DuckDBRunStore(tmp_path / "other.duckdb") as other:
+            other.record_events(small_run("other-run"))
+        (tmp_path / "other.duckdb").replace(db)
+    with pytest.raises(StoreError, match="was deleted or replaced while this store had it open"):
+        store.save_topology_version("t", '{"a": 1}')
+    with pytest.raises(StoreError, match="open it again"):
+        store.list_runs()
+    store.close()
+    store.close()
+    with DuckDBRunStore(db) as again:
+        assert again.list_runs()["run_id"].tolist() == ([] if how == "deleted" else ["other-run"])
