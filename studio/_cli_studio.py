@@ -63,6 +63,16 @@ def studio_command(port: int) -> list[str]:
         str(port),
         "--browser.gatherUsageStats",
         "false",
+        # the rest of .streamlit/config.toml, which Streamlit only reads from the current
+        # directory: the studio behaves the same wherever it is started from
+        "--server.fileWatcherType",
+        "none",
+        "--client.showErrorDetails",
+        "none",
+        "--client.toolbarMode",
+        "minimal",
+        "--runner.magicEnabled",
+        "false",
     ]
 
 

@@ -145,6 +145,9 @@ def test_studio_command_binds_loopback_headless() -> None:
     assert "--server.address 127.0.0.1" in joined
     assert "--server.headless true" in joined
     assert "--server.port 8765" in joined
+    # the settings of .streamlit/config.toml travel with the command (any working directory)
+    assert "--server.fileWatcherType none" in joined
+    assert "--client.showErrorDetails none" in joined
 
 
 def test_free_port_skips_a_taken_preferred_port() -> None:
