@@ -18,6 +18,7 @@ Concurrency (the storage decision in `architecture.md`; field cases F9, F10):
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -28,7 +29,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Self, TypeVar, cast
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar, cast
 
 import duckdb
 import pandas as pd  # pyright: ignore[reportMissingTypeStubs]
@@ -73,6 +74,13 @@ def _busy_message(path: str, exc: BaseException) -> str:
     )
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+_CLOSE_WAIT_S = 30.0
+"""How long `close()` waits for calls in flight in other threads before closing anyway."""
+
+
 def _file_id(path: str) -> tuple[int, int] | None:
     """`(device, inode)` of a file, or None when it is gone."""
     try:
@@ -112,6 +120,22 @@ class DuckDBRunStore(RunStore):
         SchemaVersionError: the file was written by a newer schema version.
         StoreError: the file is not a run store or cannot be opened.
     """
+
+    @staticmethod
+    def _tracked(  # a decorator for the methods below
+        fn: Callable[Concatenate[DuckDBRunStore, _P], _R],
+    ) -> Callable[Concatenate[DuckDBRunStore, _P], _R]:
+        """Count a public method's calls in flight, so `close()` waits for them to end."""
+
+        @functools.wraps(fn)
+        def call(self: DuckDBRunStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            self._enter()
+            try:
+                return fn(self, *args, **kwargs)
+            finally:
+                self._leave()
+
+        return call
 
     def __init__(
         self,
@@ -155,6 +179,8 @@ class DuckDBRunStore(RunStore):
         )
         self._cursors_lock = threading.Lock()
         self._write_lock = threading.RLock()
+        self._calls = 0
+        self._calls_done = threading.Condition()
 
     @classmethod
     def from_journals(cls, journals: str | os.PathLike[str]) -> Self:
@@ -243,11 +269,31 @@ class DuckDBRunStore(RunStore):
         for name, err in report.failed:
             _log.warning("ingesting run journal %s failed (will retry): %s", name, err)
 
+    def _enter(self) -> None:
+        with self._calls_done:
+            if self._con is None:
+                raise StoreError(f"the run store {self._path} is closed")
+            self._calls += 1
+
+    def _leave(self) -> None:
+        with self._calls_done:
+            self._calls -= 1
+            if self._calls == 0:
+                self._calls_done.notify_all()
+
     def close(self) -> None:
-        with self._write_lock:
-            con, self._con = self._con, None
+        """Release the database (idempotent); later calls raise `StoreError`.
+
+        Calls in flight in other threads are waited for (up to 30 s): closing a DuckDB
+        connection while one of its cursors runs a query fails and would leave the file held.
+        """
+        with self._calls_done:
+            con, self._con = self._con, None  # new calls are refused from here on
             if con is None:
                 return
+            if not self._calls_done.wait_for(lambda: self._calls == 0, _CLOSE_WAIT_S):
+                _log.warning("closing the run store %s with calls still running", self._path)
+        with self._write_lock:
             with self._cursors_lock:
                 cursors = list(self._cursors.values())
                 self._cursors.clear()
@@ -264,6 +310,7 @@ class DuckDBRunStore(RunStore):
 
     # ---- events and journals -----------------------------------------------------------------
 
+    @_tracked
     def record_events(self, events: Iterable[SearchEvent]) -> int:
         chunk = b"".join(encode_event(e) + b"\n" for e in events)
         if not chunk:
@@ -353,6 +400,7 @@ class DuckDBRunStore(RunStore):
         self._offsets[name] = end
         return n, len(loaded.errors)
 
+    @_tracked
     def ingest(self) -> IngestReport:
         n_events = n_journals = skipped = 0
         failed: list[tuple[str, str]] = []
@@ -375,6 +423,7 @@ class DuckDBRunStore(RunStore):
 
     # ---- runs ---------------------------------------------------------------------------------
 
+    @_tracked
     def get_run(self, run_id: str) -> RunRecord | None:
         self._refresh()
         row = (
@@ -408,12 +457,14 @@ class DuckDBRunStore(RunStore):
             budget_used=json.loads(row[14]) if row[14] else {},
         )
 
+    @_tracked
     def list_runs(self) -> pd.DataFrame:
         self._refresh()
         return queries.list_runs(self._cur(), self._journal_dir)
 
     # ---- specs --------------------------------------------------------------------------------
 
+    @_tracked
     def put_spec(self, spec_hash: str, spec_json: str) -> bool:
         if not spec_hash:
             raise StoreError("a spec needs its canonical hash (got an empty one)")
@@ -425,6 +476,7 @@ class DuckDBRunStore(RunStore):
             ).fetchall()
             return bool(row)
 
+    @_tracked
     def get_spec(self, spec_hash: str) -> str | None:
         row = (
             self._cur()
@@ -435,6 +487,7 @@ class DuckDBRunStore(RunStore):
 
     # ---- queries ------------------------------------------------------------------------------
 
+    @_tracked
     def archive(
         self,
         run_id: str,
@@ -452,6 +505,7 @@ class DuckDBRunStore(RunStore):
             include_unevaluated=include_unevaluated,
         )
 
+    @_tracked
     def candidate_examples(
         self, run_id: str, candidate_idx: int, *, split: str | None = None, with_trace: bool = False
     ) -> pd.DataFrame:
@@ -460,12 +514,14 @@ class DuckDBRunStore(RunStore):
             self._cur(), run_id, candidate_idx, split=split, with_trace=with_trace
         )
 
+    @_tracked
     def example_trace(
         self, run_id: str, candidate_idx: int, example_id: str, *, trial: int = 0
     ) -> list[dict[str, Any]] | None:
         self._refresh()
         return queries.example_trace(self._cur(), run_id, candidate_idx, example_id, trial)
 
+    @_tracked
     def compare_candidates(
         self,
         run_id: str,
@@ -480,20 +536,24 @@ class DuckDBRunStore(RunStore):
             self._cur(), run_id, a, b, run_id_b=run_id_b, threshold=threshold
         )
 
+    @_tracked
     def progress(self, run_id: str) -> pd.DataFrame:
         self._refresh()
         return queries.progress(self._cur(), run_id)
 
+    @_tracked
     def snapshots(self, run_id: str) -> pd.DataFrame:
         self._refresh()
         return queries.snapshots(self._cur(), run_id)
 
+    @_tracked
     def logs(self, run_id: str) -> pd.DataFrame:
         self._refresh()
         return queries.logs(self._cur(), run_id)
 
     # ---- proposals, approvals, topology versions ----------------------------------------------
 
+    @_tracked
     def record_proposal(
         self,
         target: str,
@@ -534,6 +594,7 @@ class DuckDBRunStore(RunStore):
             raise StoreError("recording the proposal returned no id")
         return int(row[0])
 
+    @_tracked
     def record_approval(
         self,
         proposal_id: int,
@@ -576,9 +637,11 @@ class DuckDBRunStore(RunStore):
 
             return self._in_transaction(cur, go)
 
+    @_tracked
     def list_proposals(self, target: str | None = None) -> pd.DataFrame:
         return queries.list_proposals(self._cur(), target)
 
+    @_tracked
     def save_topology_version(
         self, target: str, spec_json: str, *, spec_hash: str | None = None, note: str = ""
     ) -> int:
@@ -605,9 +668,11 @@ class DuckDBRunStore(RunStore):
 
             return self._in_transaction(cur, go)
 
+    @_tracked
     def list_topology_versions(self, target: str) -> pd.DataFrame:
         return queries.list_topology_versions(self._cur(), target)
 
+    @_tracked
     def get_topology_version(self, target: str, version: int | None = None) -> TopologyVersion:
         cur = self._cur()
         row = cur.execute(

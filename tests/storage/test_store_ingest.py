@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import duckdb
@@ -486,3 +488,39 @@ def test_a_database_file_deleted_or_replaced_while_open_is_refused(
     store.close()
     with DuckDBRunStore(db) as again:
         assert again.list_runs()["run_id"].tolist() == ([] if how == "deleted" else ["other-run"])
+
+
+def test_closing_while_another_thread_queries_waits_for_it(tmp_path: Path) -> None:
+    """`close()` while another thread was in the middle of a query raised DuckDB's
+    ResourceInUseException and left the connection open, holding the file. It now waits for
+    calls in flight to end; later calls raise StoreError('closed'), and the file is free."""
+    db = tmp_path / "runs.duckdb"
+    store = DuckDBRunStore(db)
+    store.record_events(small_run())
+    started = threading.Event()
+    seen: list[str] = []
+
+    def query() -> None:
+        while True:
+            try:
+                store.archive("run-a")
+                store.list_runs()
+            except StoreError as exc:
+                seen.append(f"StoreError: {exc}")
+                return
+            except Exception as exc:  # anything else is the defect
+                seen.append(f"{type(exc).__name__}: {exc}")
+                return
+            started.set()
+
+    worker = threading.Thread(target=query)
+    worker.start()
+    assert started.wait(30)
+    store.close()  # must not raise
+    worker.join(30)
+    assert seen == [f"StoreError: the run store {db} is closed"]
+    probe = subprocess.run(  # noqa: S603 - our own interpreter
+        [sys.executable, "-c", f"from core.storage import DuckDBRunStore; DuckDBRunStore({str(db)!r}).close()"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert probe.returncode == 0, probe.stderr
