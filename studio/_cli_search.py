@@ -254,9 +254,9 @@ def run_cli_search(setup: _SearchSetup, out: Output) -> OptimizationResult:
         return asyncio.run(search.run())
 
 
-def _report(db: Path, run_id: str, out: Output) -> None:
+def _report(db: Path, run_id: str, out: Output) -> str | None:
     """Ingest the journal and print the run from the store (or from the journals when another
-    process holds the database)."""
+    process holds the database); return the run's stop reason (e.g. `"SIGINT"`)."""
     try:
         store = open_store(db)
     except StoreBusyError:
@@ -268,6 +268,8 @@ def _report(db: Path, run_id: str, out: Output) -> None:
     try:
         store.ingest()
         print_run(store, run_id, out)
+        run = store.get_run(run_id)
+        reason = None if run is None else run.reason
     finally:
         store.close()
     out.heading("Next")
@@ -280,6 +282,7 @@ def _report(db: Path, run_id: str, out: Output) -> None:
             ("studio", f"topology-studio studio --db {db}   (then open the run {run_id})"),
         ]
     )
+    return reason
 
 
 def _drop_if_empty(setup: _SearchSetup) -> bool:
@@ -318,7 +321,12 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
         if diagnosis:
             out.note(f"diagnosis: {diagnosis}")
         return ExitCode.FAILED
-    _report(db, setup.run_id, out)
+    if _report(db, setup.run_id, out) == "SIGINT":
+        # stopped cleanly by Ctrl-C: the summary is printed, but a script must not go on
+        out.note(
+            f"interrupted: continue with 'topology-studio search --resume {setup.run_id} --db {db}'"
+        )
+        return ExitCode.INTERRUPTED
     return ExitCode.OK
 
 

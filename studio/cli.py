@@ -13,8 +13,9 @@ and tests can read them); progress bars and notes go to stderr (bars only on a t
 
 Errors: every `core.errors.TopologyStudioError` and every argument error is one line on stderr,
 `topology-studio: error: ...`, and exit code 2; a search that ran and failed exits 1; Ctrl-C
-exits 130. No traceback is ever printed unless `--debug` is given (then the error's traceback
-follows its line). The database is `--db`, else `$TOPOLOGY_STUDIO_DB`, else
+exits 130 (a first Ctrl-C stops a search cleanly, records and prints it, then exits 130). No
+traceback is ever printed unless `--debug` is given (then the error's traceback follows its
+line). The database is `--db`, else `$TOPOLOGY_STUDIO_DB`, else
 `data/runs.duckdb` in the current directory.
 """
 

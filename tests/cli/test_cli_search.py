@@ -433,6 +433,49 @@ def test_resume_continues_an_interrupted_run_to_the_same_front(
     assert front(proc.stdout) == front(small_run["stdout"])
 
 
+@pytest.mark.slow
+def test_ctrl_c_stops_cleanly_and_the_run_resumes(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    db = tmp_path / "runs.duckdb"
+    env = {**os.environ, "TOPOLOGY_STUDIO_DATASETS": DATASETS}
+    env["TOPOLOGY_STUDIO_CACHE"] = str(tmp_path / "cache")
+    argv = ["search", "gsm8k_replay", "--seed", "1", "--max-evaluations", "40",
+            "--minibatch-size", "5", "--set", "gold.validation_size=40", "--db", str(db)]  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "studio.cli", *argv],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    journals = Path(f"{db}.journals")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait for the seed's evaluation to be journalled
+        found = list(journals.glob("*.jsonl")) if journals.is_dir() else []
+        if found and '"type":"archive_snapshot"' in found[0].read_text():
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    run_id = _kv(out, "run")
+    assert _kv(out, "status") == "stopped (SIGINT)"
+    assert err.splitlines()[-1] == (
+        f"interrupted: continue with 'topology-studio search --resume {run_id} --db {db}'"
+    )
+    events = [json.loads(x) for x in journal_path(db, run_id).read_text().splitlines()]
+    assert events[-1]["type"] == "run_finished"
+    assert (events[-1]["status"], events[-1]["reason"]) == ("stopped", "SIGINT")
+    resumed = _cli(["search", "--resume", run_id, "--db", str(db)], tmp_path,
+                   TOPOLOGY_STUDIO_CACHE=str(tmp_path / "cache"))  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert _kv(resumed.stdout, "status") == "stopped (max_evaluations reached (40))"
+
+
 _HOLDER = """
 import sys
 from core.storage import DuckDBRunStore
