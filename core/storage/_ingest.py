@@ -145,12 +145,15 @@ _EVENT_TYPES: Final = (
 )
 
 
-def _all_rows_are_events(con: duckdb.DuckDBPyConnection) -> bool:
+def _all_rows_are_events(con: duckdb.DuckDBPyConnection, run_id: str | None) -> bool:
     """False when `_delta` has a row that is valid JSON but not an event (no key, unknown
-    type): then the lines go through `parse_event` one by one, so each is recorded."""
+    type), or an event of another run than `run_id` (when given): then the lines go through
+    `parse_event` one by one, so each is recorded."""
     row = con.execute(
         "SELECT count(*) FROM _delta WHERE run_id IS NULL OR seq IS NULL OR ts IS NULL "
-        f"OR type IS NULL OR type NOT IN {_EVENT_TYPES}"
+        f"OR type IS NULL OR type NOT IN {_EVENT_TYPES} "
+        "OR ($run IS NOT NULL AND run_id <> $run)",
+        {"run": run_id},
     ).fetchone()
     return row is not None and row[0] == 0
 
@@ -166,8 +169,9 @@ _Line = tuple[int, bytes]
 """`(byte offset in the chunk, the line re-encoded, newline included)`."""
 
 
-def _validated(chunk: bytes) -> tuple[list[_Line], list[tuple[int, str, str]]]:
-    """Re-encode each valid line of `chunk`; report the others."""
+def _validated(chunk: bytes, run_id: str | None) -> tuple[list[_Line], list[tuple[int, str, str]]]:
+    """Re-encode each valid line of `chunk` (an event, of run `run_id` when given); report the
+    others."""
     good: list[_Line] = []
     errors: list[tuple[int, str, str]] = []
     pos = 0
@@ -177,18 +181,26 @@ def _validated(chunk: bytes) -> tuple[list[_Line], list[tuple[int, str, str]]]:
         if not raw.strip():
             continue
         try:
-            good.append((start, encode_event(parse_event(raw)) + b"\n"))
+            event = parse_event(raw)
         except pydantic.ValidationError as exc:
             glued = _glued_event(raw)
             if glued is not None:
-                at, line = glued
+                at, after = glued
                 msg = "torn line: an event follows it on the same line (kept)"
                 errors.append((start, msg, _head(raw[:at])))
-                good.append((start + at, line))
+                good_after, errors_after = _validated(after, run_id)
+                good += [(start + at + i, line) for i, line in good_after]
+                errors += [(start + at + i, m, h) for i, m, h in errors_after]
                 continue
             first = exc.errors()[0] if exc.errors() else None
             msg = f"{first['loc']}: {first['msg']}" if first else str(exc)
             errors.append((start, msg, _head(raw)))
+            continue
+        if run_id is not None and event.run_id != run_id:
+            msg = f"an event of run {event.run_id!r} in the journal of run {run_id!r}"
+            errors.append((start, msg, _head(raw)))
+            continue
+        good.append((start, encode_event(event) + b"\n"))
     return good, errors
 
 
@@ -196,14 +208,15 @@ _EVENT_START: Final = b'{"run_id":'
 """How every line `encode_event` writes begins."""
 
 
-def _glued_event(raw: bytes) -> _Line | None:
+def _glued_event(raw: bytes) -> tuple[int, bytes] | None:
     """A complete event at the end of a line that is not one: a writer stopped mid-line and the
-    next line was appended right after the torn part. Returns `(its offset in raw, the event
-    re-encoded)` for the first place an event starts from which the rest of the line parses."""
+    next line was appended right after the torn part. Returns `(its offset in raw, its bytes)`
+    for the first place an event starts from which the rest of the line parses."""
     at = raw.find(_EVENT_START, 1)
     while at > 0:
         try:
-            return at, encode_event(parse_event(raw[at:])) + b"\n"
+            parse_event(raw[at:])
+            return at, raw[at:]
         except pydantic.ValidationError:
             at = raw.find(_EVENT_START, at + 1)
     return None
@@ -245,7 +258,7 @@ def _rejected(con: duckdb.DuckDBPyConnection, name: str, lines: list[_Line]) -> 
     return bad
 
 
-def load_delta(con: duckdb.DuckDBPyConnection, chunk: bytes) -> Delta:
+def load_delta(con: duckdb.DuckDBPyConnection, chunk: bytes, *, run_id: str | None = None) -> Delta:
     """Load complete JSON event lines into the temp table `_delta` (replacing it).
 
     Call it outside a transaction: a line `read_json` rejects aborts the statement, and the
@@ -256,17 +269,18 @@ def load_delta(con: duckdb.DuckDBPyConnection, chunk: bytes) -> Delta:
     Args:
         con: the connection (cursor) whose temp table it is.
         chunk: complete lines (ending with a newline).
+        run_id: the only run the lines may be of (a journal's), or None for any.
     """
     delta = Delta()
     name = _write_temp(chunk)
     try:
         try:
             _read_json_into_delta(con, name)
-            if _all_rows_are_events(con):
+            if _all_rows_are_events(con, run_id):
                 return delta
         except duckdb.Error:
             pass
-        good, delta.errors = _validated(chunk)
+        good, delta.errors = _validated(chunk, run_id)
         _write_lines(name, good)
         try:
             _read_json_into_delta(con, name)
@@ -285,7 +299,9 @@ def load_delta(con: duckdb.DuckDBPyConnection, chunk: bytes) -> Delta:
         Path(name).unlink(missing_ok=True)
 
 
-def load_delta_from_file(con: duckdb.DuckDBPyConnection, path: Path) -> bool:
+def load_delta_from_file(
+    con: duckdb.DuckDBPyConnection, path: Path, *, run_id: str | None = None
+) -> bool:
     """Load a whole journal file into `_delta` directly (no copy); False if DuckDB rejects it.
 
     The fast path for a big journal ingested for the first time, for a file that ended with a
@@ -298,7 +314,7 @@ def load_delta_from_file(con: duckdb.DuckDBPyConnection, path: Path) -> bool:
         _read_json_into_delta(con, os.fspath(path))
     except duckdb.Error:
         return False
-    return _all_rows_are_events(con)
+    return _all_rows_are_events(con, run_id)
 
 
 _KEYS: Final[tuple[str, ...]] = (

@@ -32,7 +32,9 @@ class RunStore(ABC):
       event twice never duplicates a row. A replayed copy of a result under a new `seq` (a
       resumed search re-emitting what it recorded) does not duplicate either: per-example
       results are keyed by `(run, candidate, split, example, trial)` and candidates by
-      `(run, candidate)`, first one wins.
+      `(run, candidate)`, first one wins. A journal holds the run it is named after
+      (`<run_id>.jsonl`): a line that is not an event, or an event of another run, is skipped
+      and recorded (`IngestReport.skipped_lines`), never stored under another name.
     - **Runs.** A run appears with its `run_started` event and stays `running` until a
       `run_finished` event (then `completed`, `stopped` or `failed`). A running run whose
       journal no live process writes any more is reported `interrupted`. `last_event_at`

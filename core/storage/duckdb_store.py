@@ -368,6 +368,7 @@ class DuckDBRunStore(RunStore):
     def _ingest_journal(self, cur: duckdb.DuckDBPyConnection, path: Path) -> tuple[int, int]:
         """Ingest one journal's new complete lines: `(new events, skipped lines)`."""
         name = path.name
+        run_id = name.removesuffix(JOURNAL_SUFFIX)  # a journal holds the run it is named after
         size = self._journal_size(path)
         start = self._offsets.get(name, 0)
         if size == start:
@@ -385,7 +386,7 @@ class DuckDBRunStore(RunStore):
             with path.open("rb") as fh:
                 fh.seek(size - 1)
                 ends_complete = fh.read(1) == b"\n"
-            if ends_complete and _ingest.load_delta_from_file(cur, path):
+            if ends_complete and _ingest.load_delta_from_file(cur, path, run_id=run_id):
                 delta = _ingest.Delta()
         if delta is None:
             with path.open("rb") as fh:
@@ -394,7 +395,7 @@ class DuckDBRunStore(RunStore):
             if not chunk:
                 return 0, 0
             end = start + len(chunk)
-            delta = _ingest.load_delta(cur, chunk)
+            delta = _ingest.load_delta(cur, chunk, run_id=run_id)
         loaded = delta
         n = self._in_transaction(cur, lambda: self._store_delta(cur, name, start, end, loaded))
         self._offsets[name] = end

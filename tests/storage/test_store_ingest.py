@@ -76,6 +76,40 @@ def test_reingesting_from_the_start_never_duplicates(tmp_path: Path) -> None:
     ]
 
 
+def test_a_journal_holds_only_the_run_it_is_named_after(tmp_path: Path) -> None:
+    """A journal's file name is its run id (`journal_path`). Events of another run in it (a
+    copied or renamed file) used to be stored under their own run: a file ingested first could
+    pass its own start, problem and proposals off as another run's. They are skipped and
+    recorded instead; the run's own journal is what counts."""
+    db = tmp_path / "runs.duckdb"
+    folder = journal_path(db, "run-a").parent
+    folder.mkdir(parents=True)
+    good = [encode_event(e) + b"\n" for e in small_run()]
+    b = RunBuilder()
+    impostor = [b.started(problem="OTHER"), b.proposed(0, thought="impostor")]
+    (folder / "aaa.jsonl").write_bytes(b"".join(encode_event(e) + b"\n" for e in impostor))
+    (folder / "run-a.jsonl").write_bytes(b"".join(good))
+    (folder / "copy.jsonl").write_bytes(good[0] + good[1])
+    with DuckDBRunStore(db, auto_ingest=False) as store:
+        report = store.ingest()
+        assert (report.n_events, report.skipped_lines, report.n_journals) == (11, 4, 3)
+        run = store.get_run("run-a")
+        assert run is not None and (run.problem, run.n_events) == ("letters", 11)
+        assert store.archive("run-a", include_unevaluated=True)["thought"].tolist() == [
+            "",
+            "add a verifier",
+        ]
+        assert store.list_runs()["run_id"].tolist() == ["run-a"]
+    errors = db_rows(db, "SELECT journal, byte_offset, error FROM ingest_errors ORDER BY 1, 2")
+    assert [(e[0], e[1]) for e in errors] == [
+        ("aaa.jsonl", 0),
+        ("aaa.jsonl", len(encode_event(impostor[0])) + 1),
+        ("copy.jsonl", 0),
+        ("copy.jsonl", len(good[0])),
+    ]
+    assert str(errors[0][2]) == "an event of run 'run-a' in the journal of run 'aaa'"
+
+
 def test_a_rewritten_journal_is_read_again_from_the_start(tmp_path: Path) -> None:
     """The journal was cut back and rewritten with other lines, so the stored offset now falls
     in the middle of a line: reading on from there lost the events up to it and recorded
