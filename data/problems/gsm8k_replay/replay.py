@@ -33,8 +33,10 @@ The usage, cost and latency model (all settings in `problem.toml` under `[params
   first, whatever the time scale and the machine's load: the same topology gives the same
   answer in every run. (A plain `asyncio.sleep(latency * time_scale)` let wall-clock jitter,
   or with time scale 0 the branch order, decide the race: one candidate scored 0.2200, then
-  0.2233.) A request cancelled before it finishes (the loser of a race) records no latency and
-  no usage: its partial generation is not modelled.
+  0.2233.) A request cancelled before it finishes (the loser of a race) is recorded in full,
+  usage and model time, as if it had finished: whether a loser finishes just before the
+  cancellation lands depends on event-loop turns that vary between runs, so charging only the
+  losers that finished made the same candidate cost $0.001705, then $0.001797 a problem.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from core.errors import ProblemError
-from core.runtime.tracing import record_model_latency
+from core.runtime.tracing import record_model_latency, record_usage
 
 from .answers import extract_gold_answer, extract_solution_answer
 from .state import Candidate, MathState, coerce_state
@@ -369,7 +371,20 @@ class ReplayModel(FunctionModel):
             )
         )
         latency = self.latency_ms(rec.solution)
-        await pass_model_time(latency, self.time_scale)
+        usage = self.usage_for(state.question, rec.solution)
+        try:
+            await pass_model_time(latency, self.time_scale)
+        except asyncio.CancelledError:
+            # the loser of a race: recorded in full, so a run's cost and latency never depend on
+            # how many event-loop turns the cancellation took (see the module docstring)
+            record_usage(
+                f"{self.system}:{self.replay_run}",
+                requests=1,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+            )
+            record_model_latency(latency)
+            raise
         record_model_latency(latency)
         payload = new.model_dump_json()
         part = (
@@ -377,7 +392,7 @@ class ReplayModel(FunctionModel):
             if info.output_tools
             else TextPart(content=payload)
         )
-        return ModelResponse(parts=[part], usage=self.usage_for(state.question, rec.solution))
+        return ModelResponse(parts=[part], usage=usage)
 
 
 def make_replay_agent(
