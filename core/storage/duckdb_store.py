@@ -12,8 +12,9 @@ Concurrency (the storage decision in `architecture.md`; field cases F9, F10):
   (`auto_ingest`), so a search in another process is visible live and loses nothing.
 - **A cursor per thread.** One DuckDB connection per store; each thread gets its own cursor
   (`connection.cursor()`, kept thread-locally), because a DuckDB connection must not be shared
-  across threads. Writes are short transactions, one at a time (a store-wide lock), so two
-  threads never conflict on a row; reads run concurrently.
+  across threads. Writes are short transactions, one at a time (a lock per database file, shared
+  by every store of this process on that file), so two threads never conflict on a row; reads
+  run concurrently.
 """
 
 from __future__ import annotations
@@ -79,6 +80,20 @@ _R = TypeVar("_R")
 
 _CLOSE_WAIT_S = 30.0
 """How long `close()` waits for calls in flight in other threads before closing anyway."""
+
+
+_FILE_LOCKS: dict[str, threading.RLock] = {}
+"""The write lock of each database file this process opened (by real path)."""
+_FILE_LOCKS_GUARD = threading.Lock()
+
+
+def _write_lock_for(path: str) -> threading.RLock:
+    """One write lock per database file in this process, shared by every store on it: DuckDB
+    lets a process open a file twice, and two stores writing at once conflict."""
+    if path == ":memory:":
+        return threading.RLock()
+    with _FILE_LOCKS_GUARD:
+        return _FILE_LOCKS.setdefault(os.path.realpath(path), threading.RLock())
 
 
 def _file_id(path: str) -> tuple[int, int] | None:
@@ -155,20 +170,22 @@ class DuckDBRunStore(RunStore):
         self._auto_ingest = auto_ingest
         if not in_memory:
             Path(self._path).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            con = duckdb.connect(self._path)
-        except duckdb.Error as exc:
-            text = str(exc)
-            if "lock" in text.lower():
-                raise StoreBusyError(_busy_message(self._path, exc)) from exc
-            raise StoreError(f"cannot open the run store {self._path}: {text}") from exc
-        try:
-            self.schema_version: int = ensure_schema(con)
-            """The database's schema version (after migrating)."""
-            rows = con.execute("SELECT journal, byte_offset FROM ingest_offsets").fetchall()
-        except BaseException:
-            con.close()
-            raise
+        self._write_lock = _write_lock_for(self._path)
+        with self._write_lock:  # two stores of this process opening one file migrate once
+            try:
+                con = duckdb.connect(self._path)
+            except duckdb.Error as exc:
+                text = str(exc)
+                if "lock" in text.lower():
+                    raise StoreBusyError(_busy_message(self._path, exc)) from exc
+                raise StoreError(f"cannot open the run store {self._path}: {text}") from exc
+            try:
+                self.schema_version: int = ensure_schema(con)
+                """The database's schema version (after migrating)."""
+                rows = con.execute("SELECT journal, byte_offset FROM ingest_offsets").fetchall()
+            except BaseException:
+                con.close()
+                raise
         self._con: duckdb.DuckDBPyConnection | None = con
         self._file = None if in_memory else os.path.abspath(self._path)
         self._file_id = None if self._file is None else _file_id(self._file)
@@ -178,7 +195,6 @@ class DuckDBRunStore(RunStore):
             weakref.WeakKeyDictionary()
         )
         self._cursors_lock = threading.Lock()
-        self._write_lock = threading.RLock()
         self._calls = 0
         self._calls_done = threading.Condition()
 
@@ -407,6 +423,8 @@ class DuckDBRunStore(RunStore):
         failed: list[tuple[str, str]] = []
         with self._write_lock:
             cur = self._cur()
+            rows = cur.execute("SELECT journal, byte_offset FROM ingest_offsets").fetchall()
+            self._offsets = {str(r[0]): int(r[1]) for r in rows}  # another store may have moved
             for path in self._journal_files():
                 before = self._offsets.get(path.name)
                 try:

@@ -558,3 +558,40 @@ def test_closing_while_another_thread_queries_waits_for_it(tmp_path: Path) -> No
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert probe.returncode == 0, probe.stderr
+
+
+def test_two_stores_on_one_file_in_one_process_never_conflict(tmp_path: Path) -> None:
+    """DuckDB lets one process open a file twice (e.g. the studio's store and a command run in
+    the same process). Two stores ingesting the same live journal from two threads conflicted
+    ('Conflict on update', a duplicate offset key) and reported failures; writes to one file
+    are now serialized across the stores of a process, and each ingest starts from the stored
+    offsets."""
+    db = tmp_path / "runs.duckdb"
+    one, two = DuckDBRunStore(db, auto_ingest=False), DuckDBRunStore(db, auto_ingest=False)
+    failures: list[tuple[str, str]] = []
+    done = threading.Event()
+
+    def ingest(store: DuckDBRunStore) -> None:
+        while not done.is_set():
+            failures.extend(store.ingest().failed)
+
+    threads = [threading.Thread(target=ingest, args=(s,)) for s in (one, two)]
+    for th in threads:
+        th.start()
+    try:
+        b = RunBuilder()
+        with RunJournal.create(journal_path(db, "run-a")) as j:
+            j.append(b.started())
+            for i in range(200):
+                j.append(b.example(0, f"e{i:03d}", 1.0))
+    finally:
+        done.set()
+        for th in threads:
+            th.join()
+    one.ingest()
+    two.ingest()
+    assert failures == []
+    for store in (one, two):
+        row = store.list_runs().iloc[0]
+        assert (row["n_events"], row["n_evaluations"]) == (201, 200)
+        store.close()
