@@ -413,6 +413,121 @@ class StoreContract:
         assert snaps["best_idx"].isna().tolist() == [True, True]
         assert snaps["best_score"].isna().tolist() == [True, True]
 
+    @pytest.mark.parametrize("column", ["accuracy", "cost_usd", "latency_ms", "aggregate_score"])
+    @pytest.mark.parametrize(
+        ("bad", "kind"), [(math.nan, "nan"), (math.inf, "inf"), (-math.inf, "inf")]
+    )
+    def test_a_non_finite_objective_is_never_best_anywhere(
+        self, store: RunStore, column: str, bad: float, kind: str
+    ) -> None:
+        """F7 for every objective column and every non-finite value: DuckDB sorts NaN as the
+        largest value, so candidate 1 (otherwise better in every way) would top any unfiltered
+        "best" ordering. It is invalid with its reason in every query, never on a front."""
+        b = RunBuilder()
+        values: dict[str, float] = {"accuracy": 0.9, "cost_usd": 0.001, "aggregate_score": 0.9}
+        values[column] = bad
+        store.record_events([
+            b.started(),
+            b.result(0, 0.5, 0.01, 0.45),
+            b.result(1, values["accuracy"], values["cost_usd"], values["aggregate_score"],
+                     latency_ms=bad if column == "latency_ms" else 50.0),
+            b.snapshot([0, 1], [0, 1], 1, 0.9),
+        ])  # fmt: skip
+        arch = store.archive("run-a")
+        assert arch["valid"].tolist() == [True, False]
+        assert arch["invalid_reason"].isna().tolist() == [True, False]
+        assert arch["invalid_reason"].tolist()[1] == f"{kind}_{column}"
+        assert arch["on_front"].tolist() == [True, False]
+        assert arch["is_best"].tolist() == [True, False]
+        assert arch["snapshot_front"].tolist() == [True, False]
+        run = store.list_runs().iloc[0]
+        assert (run["best_idx"], run["best_score"]) == (0, 0.45)
+        prog = store.progress("run-a")
+        assert prog["valid"].tolist() == [True, False]
+        assert prog["best_score"].tolist() == [0.45, 0.45]
+        assert prog["score"].tolist()[0] == 0.45 and math.isnan(prog["score"].tolist()[1])
+        snap = store.snapshots("run-a").iloc[0]
+        assert (snap["front"], snap["best_idx"], snap["best_score"]) == ([0], None, None)
+
+    def test_a_rejected_candidate_with_a_result_is_invalid(self, store: RunStore) -> None:
+        b = RunBuilder()
+        store.record_events([
+            b.started(),
+            b.proposed(0), b.result(0, 0.5, 0.01, 0.45),
+            b.proposed(1, status="rejected", reason="max_depth_exceeded: depth 5 > 4"),
+            b.result(1, 1.0, 0.001, 0.99),  # scored anyway: still never best
+        ])  # fmt: skip
+        arch = store.archive("run-a")
+        assert arch["valid"].tolist() == [True, False]
+        assert arch["invalid_reason"].tolist()[1] == "rejected: max_depth_exceeded: depth 5 > 4"
+        assert (arch["on_front"].tolist(), arch["is_best"].tolist()) == (
+            [True, False],
+            [True, False],
+        )
+        run = store.list_runs().iloc[0]
+        assert (run["best_idx"], run["best_score"]) == (0, 0.45)
+        assert store.progress("run-a")["best_score"].tolist() == [0.45, 0.45]
+
+    def test_a_non_finite_value_of_a_chosen_objective_keeps_it_off_the_front(
+        self, store: RunStore
+    ) -> None:
+        from core.search.pareto import Objective
+
+        b = RunBuilder()
+        store.record_events([
+            b.started(),
+            b.result(0, 0.5, 0.01, 0.45, stdev=0.2),
+            b.result(1, 0.9, 0.001, 0.9, stdev=math.nan),
+            b.result(2, 0.4, 0.02, 0.35, stdev=0.3),
+        ])  # fmt: skip
+        arch = store.archive("run-a", objectives=[Objective("stdev", "min")])
+        assert arch["on_front"].tolist() == [True, False, False]
+        assert arch["valid"].tolist() == [True, True, True]  # stdev is not a default objective
+
+    def test_queries_on_a_run_with_only_its_start(self, store: RunStore) -> None:
+        store.record_events([RunBuilder().started()])
+        row = store.list_runs().iloc[0]
+        assert (row["status"], row["n_events"], row["n_candidates"], row["n_evaluations"]) == (
+            "running",
+            1,
+            0,
+            0,
+        )
+        assert (row["cost_usd"], row["best_idx"], row["best_score"], row["wall_s"]) == (
+            0.0,
+            None,
+            None,
+            0.0,
+        )
+        assert len(store.archive("run-a")) == 0
+        assert len(store.archive("run-a", include_unevaluated=True)) == 0
+        assert len(store.archive("run-a", split="validation")) == 0
+        assert len(store.candidate_examples("run-a", 0)) == 0
+        assert store.example_trace("run-a", 0, "e1") is None
+        assert len(store.compare_candidates("run-a", 0, 1)) == 0
+        assert list(store.progress("run-a").columns)[:3] == ["seq", "ts", "candidate_idx"]
+        assert len(store.progress("run-a")) == 0
+        assert list(store.snapshots("run-a").columns)[:3] == ["seq", "ts", "generation"]
+        assert len(store.snapshots("run-a")) == 0
+        assert len(store.logs("run-a")) == 0
+
+    def test_runs_list_counts_and_costs(self, store: RunStore) -> None:
+        """`n_evaluations` counts example evaluations that were not cache hits; `cost_usd` is
+        their finite cost plus the finite design cost."""
+        b = RunBuilder()
+        store.record_events([
+            b.started(),
+            b.proposed(0, design_cost_usd=0.25),
+            b.example(0, "e1", 1.0, cost_usd=0.01),
+            b.example(0, "e2", 1.0, cost_usd=0.02, cached=True),  # free: a cache hit
+            b.example(0, "e3", 1.0, cost_usd=math.inf),  # unpriced
+            b.proposed(1, design_cost_usd=math.nan),
+            b.example(1, "e1", 0.0, cost_usd=0.04),
+        ])  # fmt: skip
+        row = store.list_runs().iloc[0]
+        assert (row["n_candidates"], row["n_evaluations"]) == (2, 3)
+        assert row["cost_usd"] == pytest.approx(0.3)
+
     def test_objectives_prefer_the_full_validation_result(self, store: RunStore) -> None:
         b = RunBuilder()
         store.record_events([
@@ -430,6 +545,7 @@ class StoreContract:
         # best compares like with like: the validated candidate, not the lucky minibatch
         assert arch["is_best"].tolist() == [True, False]
         assert arch["test_accuracy"].tolist()[0] == 0.55
+        assert arch["test_aggregate_score"].tolist()[0] == 0.54
         run = store.list_runs().iloc[0]
         assert (run["best_idx"], run["best_score"]) == (0, 0.59)
         mini = store.archive("run-a", split="minibatch")
@@ -527,6 +643,14 @@ class StoreContract:
         assert df["status_b"].tolist()[3] == "error"
         strict = store.compare_candidates("run-a", 0, 1, threshold=1.0)
         assert strict["change"].tolist()[4] == "both_wrong"
+        # a NaN accuracy is wrong, whatever the threshold
+        store.record_events([b.example(0, "e8", 1.0), b.example(1, "e8", math.nan)])
+        nan_row = store.compare_candidates("run-a", 0, 1, threshold=0.0).iloc[-1]
+        assert (nan_row["example_id"], nan_row["right_b"], nan_row["change"]) == (
+            "e8",
+            False,
+            "right_to_wrong",
+        )
 
     def test_candidates_of_two_runs_compared(self, store: RunStore) -> None:
         a, b = RunBuilder("run-a"), RunBuilder("run-b", t0=T0 + 50)
@@ -634,6 +758,39 @@ class StoreContract:
             store.record_approval(first, who="")
         with pytest.raises(StoreError):
             store.record_approval(first, who="ana", decision="maybe")
+
+    def test_a_proposal_shows_its_latest_decision_and_times(self, store: RunStore) -> None:
+        import time
+
+        pid = store.record_proposal("t", "{}", when=datetime(2024, 1, 2, 3, 4, 5))  # local
+        assert store.list_proposals().iloc[0]["created_at"] == (
+            datetime(2024, 1, 2, 3, 4, 5).timestamp()
+        )
+        store.record_approval(pid, who="ana", decision="rejected", comment="not yet", when=T0)
+        before = time.time()
+        store.record_approval(pid, who="bo", comment="now it is", applied_version=4)
+        after = time.time()
+        row = store.list_proposals("t").iloc[0]
+        assert (row["decision"], row["who"], row["comment"], row["applied_version"]) == (
+            "approved",
+            "bo",
+            "now it is",
+            4,
+        )
+        assert before <= row["decided_at"] <= after
+
+    def test_snapshot_membership_of_archive_entries(self, store: RunStore) -> None:
+        b = RunBuilder()
+        store.record_events([
+            b.started(),
+            b.result(0, 0.5, 0.01, 0.45), b.result(1, 0.6, 0.01, 0.55),
+            b.snapshot([0], [0], 0, 0.45),
+            b.result(2, 0.7, 0.02, 0.65),
+            b.snapshot([0, 1], [1], 1, 0.55),  # the latest snapshot counts
+        ])  # fmt: skip
+        arch = store.archive("run-a")
+        assert arch["in_snapshot"].tolist() == [True, True, False]
+        assert arch["snapshot_front"].tolist() == [False, True, False]
 
     def test_topology_versions_for_rollback(self, store: RunStore) -> None:
         with pytest.raises(StoreError, match="no any version"):

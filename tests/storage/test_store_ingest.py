@@ -18,6 +18,7 @@ from store_contract import T0, RunBuilder, small_run  # noqa: E402
 from core.errors import StoreError  # noqa: E402
 from core.storage import (  # noqa: E402
     DuckDBRunStore,
+    IngestReport,
     RunJournal,
     RunStore,
     _ingest,  # noqa: E402
@@ -269,6 +270,40 @@ def test_recording_an_event_the_database_cannot_hold_stores_nothing() -> None:
         assert len(store.list_runs()) == 0
 
 
+def test_empty_journals_and_a_store_without_journals_ingest_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "runs.duckdb"
+    folder = journal_path(db, "x").parent
+    folder.mkdir(parents=True)
+    (folder / "empty.jsonl").write_bytes(b"")
+    (folder / "blank.jsonl").write_bytes(b"\n\n   \n")
+    with DuckDBRunStore(db, auto_ingest=False) as store:
+        report = store.ingest()
+        assert (report.n_events, report.n_journals, report.skipped_lines, report.failed) == (
+            0,
+            1,  # the blank lines were read (the offset moved), nothing else
+            0,
+            [],
+        )
+        assert len(store.list_runs()) == 0
+    assert db_rows(db, "SELECT journal, byte_offset FROM ingest_offsets") == [("blank.jsonl", 6)]
+    with DuckDBRunStore() as memory:
+        assert memory.journal_dir is None
+        assert memory.ingest() == IngestReport()
+
+
+def test_a_journal_that_cannot_be_read_never_stops_the_others(tmp_path: Path) -> None:
+    db = tmp_path / "runs.duckdb"
+    folder = journal_path(db, "x").parent
+    (folder / "broken.jsonl").mkdir(parents=True)  # a folder where a journal should be
+    (folder / "run-a.jsonl").write_bytes(b"".join(encode_event(e) + b"\n" for e in small_run()))
+    with DuckDBRunStore(db, auto_ingest=False) as store:
+        report = store.ingest()
+        assert (report.n_events, report.n_journals) == (11, 1)
+        assert [name for name, _ in report.failed] == ["broken.jsonl"]
+        assert report.failed[0][1].startswith("IsADirectoryError")
+        assert store.list_runs()["status"].tolist() == ["completed"]
+
+
 def test_queries_ingest_new_journal_lines_by_themselves(tmp_path: Path) -> None:
     db = tmp_path / "runs.duckdb"
     events = small_run()
@@ -461,6 +496,9 @@ def test_the_journal_view_is_read_only_and_answers_run_queries(tmp_path: Path) -
             view.record_proposal("t", "{}")
         with pytest.raises(StoreError, match="read-only view"):
             view.save_topology_version("t", "{}")
+        with pytest.raises(StoreError, match="read-only view"):
+            view.record_approval(1, who="ana")
+        assert view.ingest().n_events == 0  # ingest is allowed
     assert not db.exists()  # the view never touched the database file
 
 

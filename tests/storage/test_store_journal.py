@@ -171,6 +171,19 @@ def test_resume_keeps_a_complete_last_event_missing_its_newline(tmp_path: Path) 
     assert read_journal(path) == events[:5]
 
 
+def test_resume_refuses_a_journal_of_several_runs(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    lines = [
+        encode_event(e) + b"\n" for e in (RunBuilder().started(), RunBuilder("b", seq=1).log("x"))
+    ]
+    path.write_bytes(b"".join(lines))
+    with pytest.raises(
+        StoreError, match=r"events of several runs in one journal: \['b', 'run-a'\]"
+    ):
+        RunJournal.resume(path)
+    assert journal_is_live(path) is False  # the refused resume let go of the file
+
+
 def test_open_creates_or_resumes(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "r.jsonl"
     b = RunBuilder()

@@ -122,3 +122,24 @@ def test_a_database_from_a_newer_version_is_refused(tmp_path: Path) -> None:
     # the refused open released the file
     with duckdb.connect(str(db)) as con:
         assert con.execute("SELECT max(version) FROM schema_version").fetchone() == (99,)
+
+
+def test_a_failed_migration_leaves_the_file_as_it_was(
+    v1_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every step runs in one transaction: a migration that fails halfway (here a made-up v4
+    whose second statement fails) leaves the database at the version it had, with its rows."""
+    import core.storage._schema as schema
+
+    monkeypatch.setitem(
+        schema._MIGRATIONS,  # noqa: SLF001 - the module's own table of steps
+        CURRENT_VERSION + 1,
+        ("ALTER TABLE runs ADD COLUMN halfway INTEGER", "SELECT no_such_function()"),
+    )
+    with duckdb.connect(str(v1_copy)) as con:
+        with pytest.raises(duckdb.Error, match="no_such_function"):
+            ensure_schema(con, target=CURRENT_VERSION + 1)
+        assert read_version(con) == 1  # not even v2 and v3 stayed
+        columns = [r[0] for r in con.execute("DESCRIBE runs").fetchall()]
+        assert "halfway" not in columns and "last_event_at" not in columns
+        assert con.execute("SELECT count(*) FROM evaluations").fetchone() == (4,)
