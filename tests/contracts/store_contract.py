@@ -847,6 +847,8 @@ class StoreContract:
                         store.record_events([b.started(), b.proposed(0), b.example(0, "e1", 1.0)])
                         run = store.get_run(f"t{t}-r{i}")
                         assert run is not None and run.n_events == 3
+                        examples = store.candidate_examples(f"t{t}-r{i}", 0)
+                        assert examples["example_id"].tolist() == ["e1"]
                     else:  # a topology version of one target all threads share
                         version = store.save_topology_version("shared", f'{{"t": {t}, "i": {i}}}')
                         got = store.get_topology_version("shared", version)

@@ -127,6 +127,32 @@ def test_a_search_in_another_process_is_watched_live(tmp_path: Path) -> None:
         assert studio.archive("live")["candidate_idx"].tolist() == [0, 1, 2]
 
 
+def test_the_journal_view_watches_a_search_live_while_the_file_is_held(
+    holder: tuple[Path, subprocess.Popen[str]],
+) -> None:
+    """F10 when the studio cannot open the file (another process holds it): its read-only
+    journal view lists a running search as running, then every result once it ends, without
+    reopening; no query ever raises."""
+    db, _ = holder
+    with open_store(db, on_busy="journals") as view:
+        assert view.read_only and len(view.list_runs()) == 0
+        search = start(
+            [str(FAKE_SEARCH), str(journal_path(db, "live")), "--run-id", "live",
+             "--candidates", "3", "--examples", "10", "--delay", "0.1"]
+        )  # fmt: skip
+        labels: list[str] = []
+        deadline = time.monotonic() + 60
+        while search.poll() is None and time.monotonic() < deadline:
+            runs = view.list_runs()
+            if len(runs):
+                labels.append(str(runs.iloc[0]["status_label"]))
+            time.sleep(0.05)
+        assert finish(search) == ""
+        assert any(label.startswith("running, data as of ") for label in labels)
+        row = view.list_runs().iloc[0]
+        assert (row["status"], row["n_evaluations"], row["n_candidates"]) == ("completed", 30, 3)
+
+
 def run_fake(journal: Path, *extra: str) -> subprocess.Popen[str]:
     return start(
         [str(FAKE_SEARCH), str(journal), "--run-id", journal.stem, "--seed", "5",
