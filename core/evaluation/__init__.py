@@ -7,6 +7,7 @@ from core.evaluation.evaluator import (
     CandidateEvaluation,
     EvaluatorConfig,
     ExampleResult,
+    LatencySource,
     TopologyEvaluator,
 )
 from core.evaluation.metrics import (
@@ -40,6 +41,7 @@ __all__ = [
     "EvaluatorConfig",
     "ExampleResult",
     "InMemoryEvaluationCache",
+    "LatencySource",
     "ModelPrice",
     "Pricer",
     "TopologyEvaluator",
