@@ -427,6 +427,32 @@ def example_line(seq: int, example_id: str, summary: str, *, cached: bool = Fals
     )
 
 
+def test_a_40_megabyte_line_goes_in(tmp_path: Path) -> None:
+    """A very long line (a huge trace or output, 40 MB) is read, in a journal and through
+    record_events, between ordinary lines."""
+    db = tmp_path / "runs.duckdb"
+    path = journal_path(db, "run-a")
+    path.parent.mkdir(parents=True)
+    b = RunBuilder()
+    huge = "é" * 20_000_000  # 40 MB of UTF-8
+    lines = [encode_event(b.started()) + b"\n", encode_event(b.proposed(0)) + b"\n"]
+    lines += [
+        example_line(2, "e1", "small"),
+        example_line(3, "e2", huge),
+        example_line(4, "e3", "x"),
+    ]
+    path.write_bytes(b"".join(lines))
+    with DuckDBRunStore(db, auto_ingest=False) as store:
+        assert store.ingest().n_events == 5
+        ex = store.candidate_examples("run-a", 0)
+        assert ex["output_summary"].str.len().tolist() == [5, 20_000_000, 1]
+    with DuckDBRunStore() as store:
+        b = RunBuilder()
+        events = [b.started(), b.example(0, "e1", 1.0, output_summary=huge), b.log("after")]
+        assert store.record_events(events) == 3
+        assert store.candidate_examples("run-a", 0)["output_summary"].tolist() == [huge]
+
+
 def test_in_one_big_chunk_the_first_copy_wins(tmp_path: Path) -> None:
     """130,000 results in one chunk, more than one DuckDB row group, so it is read and inserted
     in parallel: a replayed result (same candidate, split, example and trial under a later seq)
