@@ -8,6 +8,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -151,6 +152,44 @@ def test_the_journal_view_watches_a_search_live_while_the_file_is_held(
         assert any(label.startswith("running, data as of ") for label in labels)
         row = view.list_runs().iloc[0]
         assert (row["status"], row["n_evaluations"], row["n_candidates"]) == ("completed", 30, 3)
+
+
+def test_two_threads_ingest_one_store_while_another_process_writes(tmp_path: Path) -> None:
+    """One store, two threads ingesting and querying in a loop while a search process appends
+    to its journal: no error, no failed ingest, every event stored once."""
+    db = tmp_path / "runs.duckdb"
+    errors: list[str] = []
+    done = threading.Event()
+    with DuckDBRunStore(db, auto_ingest=False) as store:
+
+        def work() -> None:
+            try:
+                while not done.is_set():
+                    errors.extend(f"{j}: {e}" for j, e in store.ingest().failed)
+                    store.archive("live")
+                    store.list_runs()
+            except Exception as exc:  # reported below
+                errors.append(f"{type(exc).__name__}: {exc}")
+
+        threads = [threading.Thread(target=work) for _ in range(2)]
+        for th in threads:
+            th.start()
+        search = start(
+            [str(FAKE_SEARCH), str(journal_path(db, "live")), "--run-id", "live",
+             "--candidates", "6", "--examples", "20", "--delay", "0.005"]
+        )  # fmt: skip
+        try:
+            assert finish(search) == ""
+        finally:
+            done.set()
+            for th in threads:
+                th.join()
+        store.ingest()
+        assert errors == []
+        row = store.list_runs().iloc[0]
+        n_lines = len(read_journal(journal_path(db, "live")))
+        assert (row["status"], row["n_events"], row["n_evaluations"]) == ("completed", n_lines, 120)
+        assert n_lines == 1 + 6 + 120 + 6 + 2 + 1  # start, proposals, results, snapshots, end
 
 
 def run_fake(journal: Path, *extra: str) -> subprocess.Popen[str]:
