@@ -4,10 +4,11 @@ Events reach the store as JSON lines: a journal's new bytes, or `record_events` 
 events the same way (`encode_event`). DuckDB's `read_json` reads them into a temporary table
 with the union of every event type's columns, and a handful of `INSERT ... SELECT` statements
 route each type to its table. 100,000 per-example rows with their traces take about 1.5 s of
-CPU (`bench/bench_store.py`); Python never touches a row. When a chunk has a line `read_json` cannot read, each line is validated with
-`parse_event` instead (also when a line is JSON but not an event): bad lines are recorded in
-`ingest_errors` and skipped (a torn line with a complete event glued to its end gives that
-event back), good ones are re-encoded and read as above.
+CPU (`bench/bench_store.py`); Python never touches a row. When a chunk has a line `read_json`
+cannot read, each line is validated with `parse_event` instead (also when a line is JSON but
+not an event): bad lines are recorded in `ingest_errors` and skipped (a torn line with a
+complete event glued to its end gives that event back), good ones are re-encoded and read as
+above.
 
 Idempotency: the `events` table's key `(run_id, seq)` is the gate. Only events not stored yet
 go on to the other tables (a `seq` repeated within one chunk: its first line), whose keys also
