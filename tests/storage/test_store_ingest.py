@@ -111,6 +111,26 @@ def test_a_journal_holds_only_the_run_it_is_named_after(tmp_path: Path) -> None:
     assert str(errors[0][2]) == "an event of run 'run-a' in the journal of run 'aaa'"
 
 
+def test_a_journal_cut_below_its_offset_is_read_again_from_the_start(tmp_path: Path) -> None:
+    """The stored offset lies beyond the end of the file (the journal was cut back): it is read
+    again from the start, stored events are skipped, new ones go in, nothing twice."""
+    db = tmp_path / "runs.duckdb"
+    path = journal_path(db, "run-a")
+    path.parent.mkdir(parents=True)
+    good = [encode_event(e) + b"\n" for e in small_run()]
+    path.write_bytes(b"".join(good[:8]))
+    with DuckDBRunStore(db, auto_ingest=False) as store:
+        assert store.ingest().n_events == 8
+        path.write_bytes(b"".join(good[:2]))  # cut back below the offset
+        assert store.ingest().n_events == 0
+        with path.open("ab") as fh:
+            fh.write(b"".join(good[2:]))  # the run goes on: 2..7 are stored, 8..10 are new
+        assert store.ingest().n_events == 3
+        row = store.list_runs().iloc[0]
+        assert (row["n_events"], row["n_evaluations"], row["status"]) == (11, 4, "completed")
+    assert db_rows(db, "SELECT byte_offset FROM ingest_offsets") == [(path.stat().st_size,)]
+
+
 def test_a_rewritten_journal_is_read_again_from_the_start(tmp_path: Path) -> None:
     """The journal was cut back and rewritten with other lines, so the stored offset now falls
     in the middle of a line: reading on from there lost the events up to it and recorded
