@@ -659,19 +659,16 @@ class SearchRun:
         if status == "rejected":
             self._log(f"candidate {idx} rejected: {reason.splitlines()[0]}", "warning")
         return self._record(
-            CandidateRecord(
-                candidate_idx=idx,
-                generation=generation,
-                parent_idx=proposal.parent_idx,
-                operator=proposal.operator,
-                thought=proposal.thought,
-                spec_hash=check.spec_hash,
-                spec_json=text,
+            _proposal_record(
+                idx,
+                generation,
+                proposal.parent_idx,
+                proposal,
+                check.spec_hash,
+                text,
                 status=status,
                 reason=reason,
                 duplicate_of=duplicate_of,
-                design_cost_usd=proposal.design_cost_usd,
-                design_requests=proposal.design_requests,
             )
         )
 
@@ -747,18 +744,15 @@ class SearchRun:
         if ev.rejected:  # the checker and the evaluator disagree: the evaluator wins
             self._log(f"candidate {idx} rejected by the evaluator: {ev.reason}", "warning")
             self._emit_evaluated(idx, ev, mb_split, math.nan, False)
-            record = CandidateRecord(
-                candidate_idx=idx,
-                generation=generation,
-                parent_idx=parent.idx,
-                operator=proposal.operator,
-                thought=proposal.thought,
-                spec_hash=check.spec_hash,
-                spec_json=spec_json,
+            record = _proposal_record(
+                idx,
+                generation,
+                parent.idx,
+                proposal,
+                check.spec_hash,
+                spec_json,
                 status="rejected",
                 reason=ev.reason,
-                design_cost_usd=proposal.design_cost_usd,
-                design_requests=proposal.design_requests,
             )
             return self._record(record), None
         mb_score = self._score(ev, minibatch)
@@ -800,19 +794,16 @@ class SearchRun:
             f"candidate {idx} ({proposal.operator}): minibatch {mb_score:.4f} vs parent "
             f"{parent.idx} {parent_score:.4f}; {note}" + ("; new best" if new_best else "")
         )
-        record = CandidateRecord(
-            candidate_idx=idx,
-            generation=generation,
-            parent_idx=parent.idx,
-            operator=proposal.operator,
-            thought=proposal.thought,
-            spec_hash=check.spec_hash,
-            spec_json=spec_json,
+        record = _proposal_record(
+            idx,
+            generation,
+            parent.idx,
+            proposal,
+            check.spec_hash,
+            spec_json,
             status="evaluated",
             reason=None if valid else (final_ev.reason or "non_finite_score"),
-            design_cost_usd=proposal.design_cost_usd,
-            design_requests=proposal.design_requests,
-            split=split,  # type: ignore[arg-type]
+            split=split,
             minibatch_score=_finite_or_none(mb_score),
             parent_minibatch_score=_finite_or_none(parent_score),
             promoted=promoted,
@@ -952,3 +943,28 @@ class SearchRun:
         )
         self._finished(status, reason, best_idx)
         return result
+
+
+def _proposal_record(
+    idx: int,
+    generation: int,
+    parent_idx: int | None,
+    proposal: Proposal,
+    spec_hash: str,
+    spec_json: str,
+    **outcome: Any,
+) -> CandidateRecord:
+    """A history record of a proposed candidate: what the proposal says, plus its `outcome`
+    (status, reason, scores...)."""
+    return CandidateRecord(
+        candidate_idx=idx,
+        generation=generation,
+        parent_idx=parent_idx,
+        operator=proposal.operator,
+        thought=proposal.thought,
+        spec_hash=spec_hash,
+        spec_json=spec_json,
+        design_cost_usd=proposal.design_cost_usd,
+        design_requests=proposal.design_requests,
+        **outcome,
+    )
