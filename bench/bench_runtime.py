@@ -6,8 +6,9 @@ the same functions directly, divided by the number of step executions), with tra
 on, and the on/off ratio. Targets (issue 2): <= 6 us per pipeline step and <= 5 us per
 parallel branch with tracing off; tracing on <= 2x off.
 
-Usage: `python bench/bench_runtime.py [--repeats N]`. Prints one line per measurement; the
-best of several rounds is reported to damp noise from other processes.
+Usage: `python bench/bench_runtime.py [--iterations N] [--rounds K]`. Prints one line per
+measurement. Times are CPU seconds of this process (`time.process_time`), best of several
+rounds, to damp noise from other processes.
 """
 
 from __future__ import annotations
@@ -39,15 +40,16 @@ def _make_fns(n: int) -> list[Callable[[Any], Awaitable[Any]]]:
 
 
 async def _time_per_call(run: Callable[[], Awaitable[Any]], iterations: int, rounds: int) -> float:
-    """Best-of-`rounds` seconds per call of `run`."""
+    """Best-of-`rounds` CPU seconds of this process per call of `run` (CPU time, not wall
+    time, so that other processes on the machine disturb the figure less)."""
     for _ in range(min(iterations, 200)):  # warm up
         await run()
     best = float("inf")
     for _ in range(rounds):
-        start = time.perf_counter()
+        start = time.process_time()
         for _ in range(iterations):
             await run()
-        best = min(best, (time.perf_counter() - start) / iterations)
+        best = min(best, (time.process_time() - start) / iterations)
     return best
 
 

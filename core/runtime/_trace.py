@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from core.runtime.tracing import Span, Trace, close_span, open_span
+from core.runtime.tracing import Span, TraceFrame, close_span, open_span
 
 __all__ = ["run_in_span"]
 
 
 async def run_in_span(
-    trace: Trace,
+    frame: TraceFrame,
     kind: str,
     name: str,
     node_id: str | None,
@@ -19,10 +19,10 @@ async def run_in_span(
     body: Callable[[Any, Span], Awaitable[Any]],
     output_of: Callable[[Any], Any] | None = None,
 ) -> Any:
-    """Run `body(input_value, span)` inside a new span of `trace` and close the span with its outcome.
+    """Run `body(input_value, span)` inside a new span and close the span with its outcome.
 
     Args:
-        trace: the active trace.
+        frame: the current task's trace frame (`current_frame()`).
         kind: the IR kind name of the step, e.g. `"pipeline"`.
         name: the step's name.
         node_id: the spec node id, or None.
@@ -34,11 +34,11 @@ async def run_in_span(
     Returns:
         What `body` returned. Its exception (any `BaseException`) is recorded and re-raised.
     """
-    span, token = open_span(trace, kind, name, node_id, input_value)
+    span, parent = open_span(frame, kind, name, node_id, input_value)
     try:
         result = await body(input_value, span)
     except BaseException as exc:
-        close_span(span, token, None, exc)
+        close_span(frame, span, parent, None, exc)
         raise
-    close_span(span, token, result if output_of is None else output_of(result))
+    close_span(frame, span, parent, result if output_of is None else output_of(result))
     return result

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from core.runtime._tasks import call_maybe_async, cancel_and_reap, cancel_requested, wait_tasks
 from core.runtime._trace import run_in_span
 from core.runtime.step import Step, coerce_step
-from core.runtime.tracing import Span, current_trace
+from core.runtime.tracing import Span, TraceFrame, current_frame, fork_trace
 
 __all__ = [
     "EvalResult",
@@ -301,11 +301,11 @@ class RefinementLoop:
 
     async def run(self, input_data: Any) -> LoopResult:
         """Iterate from `input_data` until an exit; see the class docstring."""
-        trace = current_trace()
-        if trace is None:
+        frame = current_frame()
+        if frame is None:
             return await self._run(input_data, None)
         return await run_in_span(
-            trace, "refinement_loop", self._name, self.node_id, input_data, self._run, _output_of
+            frame, "refinement_loop", self._name, self.node_id, input_data, self._run, _output_of
         )
 
     async def _run(self, input_data: Any, span: Span | None) -> LoopResult:
@@ -313,7 +313,9 @@ class RefinementLoop:
         if self._timeout is None:
             exit_reason = await self._iterate(input_data, state)
         else:
-            task = asyncio.get_running_loop().create_task(self._iterate(input_data, state))
+            task = asyncio.get_running_loop().create_task(
+                self._iterate(input_data, state, span, current_frame())
+            )
             timed_out = await wait_tasks([task], self._timeout)
             if timed_out and not task.done():
                 state.stopped = True  # a step that swallowed the cancellation starts no more work
@@ -326,7 +328,17 @@ class RefinementLoop:
             span.attributes.update(result.to_attributes())
         return result
 
-    async def _iterate(self, current: Any, state: _State) -> ExitReason:
+    async def _iterate(
+        self,
+        current: Any,
+        state: _State,
+        span: Span | None = None,
+        creator: TraceFrame | None = None,
+    ) -> ExitReason:
+        """Run the iterations. In a task of its own: `span`, the loop's span to trace under, and
+        `creator`, the frame of the code that created the task (see `fork_trace`)."""
+        if span is not None:
+            fork_trace(span, creator)
         task = asyncio.current_task()
         for iteration in range(1, self._max + 1):
             start = time.perf_counter()

@@ -12,7 +12,7 @@ from typing import Any
 from core.runtime._tasks import cancel_and_reap, wait_for_wakeup
 from core.runtime._trace import run_in_span
 from core.runtime.step import Step, coerce_step
-from core.runtime.tracing import Span, current_trace
+from core.runtime.tracing import Span, TraceFrame, current_frame, fork_trace
 
 __all__ = ["MergeFn", "MergeStrategy", "Parallel", "ParallelResult"]
 
@@ -152,18 +152,19 @@ class Parallel:
         Returns:
             One output and one error slot per step, and the merged value.
         """
-        trace = current_trace()
-        if trace is None:
+        frame = current_frame()
+        if frame is None:
             return await self._run(input_data, None)
         return await run_in_span(
-            trace, "parallel", self._name, self.node_id, input_data, self._run, _merged_of
+            frame, "parallel", self._name, self.node_id, input_data, self._run, _merged_of
         )
 
     async def _run(self, input_data: Any, span: Span | None) -> ParallelResult:
         loop = asyncio.get_running_loop()
         group = _Group(len(self._steps), loop.create_future(), self._merge is MergeStrategy.fastest)
+        creator = None if span is None else current_frame()
         tasks = [
-            loop.create_task(_branch(i, step, input_data, group))
+            loop.create_task(_branch(i, step, input_data, group, span, creator))
             for i, step in enumerate(self._steps)
         ]
         timed_out = await wait_for_wakeup(group.waiter, self._timeout, tasks)
@@ -258,13 +259,26 @@ class _Group:
         self.closed = False
 
 
-async def _branch(i: int, step: Step, input_data: Any, group: _Group) -> None:
+async def _branch(
+    i: int,
+    step: Step,
+    input_data: Any,
+    group: _Group,
+    span: Span | None,
+    creator: TraceFrame | None,
+) -> None:
     """Run one branch and fill its slot (unless the group stopped waiting for it).
+
+    With tracing on, the branch task runs in a trace frame of its own under `span` (the
+    parallel's; see `fork_trace`: `creator` is the frame of `Parallel._run`), so spans of
+    concurrent branches nest right.
 
     Only `Exception`s are caught: a cancellation propagates, so the task ends cancelled; any
     other `BaseException` ends the wait at once and propagates, so the task holds it for
     `Parallel._run` to re-raise.
     """
+    if span is not None:
+        fork_trace(span, creator)
     try:
         out = await step.execute(input_data)
     except Exception as exc:

@@ -15,7 +15,7 @@ from core.errors import PipelineStepError
 from core.runtime._tasks import cancel_requested
 from core.runtime._trace import run_in_span
 from core.runtime.step import Step, coerce_step
-from core.runtime.tracing import Span, current_trace, finish_span, start_span, use_span
+from core.runtime.tracing import Span, current_frame, finish_span, new_span, use_span
 
 __all__ = ["ErrorStrategy", "Pipeline", "PipelineEvent", "PipelineEventType", "StepConfig"]
 
@@ -183,10 +183,10 @@ class Pipeline:
         Raises:
             PipelineStepError: a STOP step failed or a RETRY step ran out of attempts.
         """
-        trace = current_trace()
-        if trace is not None:
+        frame = current_frame()
+        if frame is not None:
             return await run_in_span(
-                trace, "pipeline", self._name, self.node_id, input_data, self._run
+                frame, "pipeline", self._name, self.node_id, input_data, self._run
             )
         return await self._run(input_data, None)
 
@@ -248,13 +248,10 @@ class Pipeline:
             PipelineStepError: as `run`, after the `pipeline_error` event.
         """
         name = self._name
-        trace = current_trace()
+        frame = current_frame()
         span: Span | None = None
-        if trace is not None:
-            span, token = start_span(
-                trace, kind="pipeline", name=name, node_id=self.node_id, input_value=input_data
-            )
-            token.var.reset(token)  # the span is made current only around each step (below)
+        if frame is not None:  # made current only around each step (below): a generator
+            span = new_span(frame, "pipeline", name, self.node_id, input_data)  # yields between
         outcome: BaseException | None = None
         value = input_data
         try:

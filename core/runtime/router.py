@@ -17,7 +17,7 @@ from core.errors import RouterError
 from core.runtime._tasks import call_maybe_async, cancel_requested
 from core.runtime._trace import run_in_span
 from core.runtime.step import Step, coerce_step
-from core.runtime.tracing import Span, current_trace, summarize
+from core.runtime.tracing import Span, current_frame, summarize
 
 __all__ = ["FallbackReason", "Route", "RouteDecision", "Router", "normalize_route_name"]
 
@@ -243,11 +243,11 @@ class Router:
 
     async def run_with_decision(self, input_data: Any) -> tuple[Any, RouteDecision]:
         """Like `run`, also returning the `RouteDecision` made for this input."""
-        trace = current_trace()
-        if trace is None:
+        frame = current_frame()
+        if frame is None:
             return await self._run(input_data, None)
         return await run_in_span(
-            trace, "router", self._name, self.node_id, input_data, self._run, _output_of
+            frame, "router", self._name, self.node_id, input_data, self._run, _output_of
         )
 
     async def _run(self, input_data: Any, span: Span | None) -> tuple[Any, RouteDecision]:

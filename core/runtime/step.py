@@ -19,7 +19,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from core.agents import is_agent, render_prompt, run_agent
 from core.runtime._trace import run_in_span
-from core.runtime.tracing import Span, close_span, current_trace, open_span, record_usage
+from core.runtime.tracing import PLAIN_TYPES, Span, current_frame, record_usage, summarize
+from core.runtime.tracing import now_ns as _now
 
 __all__ = ["AgentStep", "FunctionStep", "Step", "coerce_step"]
 
@@ -84,16 +85,31 @@ class FunctionStep:
         return self._fn
 
     async def execute(self, input_data: Any) -> Any:
-        trace = current_trace()
-        if trace is None:
+        frame = current_frame()
+        if frame is None:
             if self._is_async:
                 return await self._fn(input_data)
             out = self._fn(input_data)
             if inspect.isawaitable(out):
                 return await out
             return out
-        # traced: the span code is inlined (no helper coroutine) to keep tracing cheap
-        span, token = open_span(trace, "function_step", self._name, self.node_id, input_data)
+        # traced: the span is a leaf record written inline (fields: tracing.LEAF_RECORD_FIELDS),
+        # the cheapest way to record it; immutable values are summarised when read
+        parent = frame.current
+        items = frame.items
+        record: list[Any] = [
+            self,
+            parent,
+            input_data if type(input_data) in PLAIN_TYPES else summarize(input_data),
+            _now(),
+            None,
+            None,
+            None,
+            None,
+            None,
+        ]
+        frame.current = len(items)
+        items.append(record)
         try:
             if self._is_async:
                 out = await self._fn(input_data)
@@ -102,9 +118,13 @@ class FunctionStep:
                 if inspect.isawaitable(out):
                     out = await out
         except BaseException as exc:
-            close_span(span, token, None, exc)
+            record[4] = _now()
+            record[6] = f"{type(exc).__name__}: {exc}"
+            frame.current = parent
             raise
-        close_span(span, token, out)
+        record[4] = _now()
+        record[5] = out if type(out) in PLAIN_TYPES else summarize(out)
+        frame.current = parent
         return out
 
     def __repr__(self) -> str:
@@ -165,10 +185,10 @@ class AgentStep:
         return render_prompt(input_data)
 
     async def execute(self, input_data: Any) -> Any:
-        trace = current_trace()
-        if trace is not None:
+        frame = current_frame()
+        if frame is not None:
             return await run_in_span(
-                trace, "agent_step", self._name, self.node_id, input_data, self._traced
+                frame, "agent_step", self._name, self.node_id, input_data, self._traced
             )
         return await run_agent(self._agent, self.build_prompt(input_data))
 

@@ -10,18 +10,28 @@ trace.spans                  # list[Span], in start order
 trace.usage_by_model()       # {"openai:gpt-4o": ModelUsage(...), ...}
 ```
 
-Spans nest through a context variable holding the current span id, so concurrent branches of a
-`Parallel` (separate asyncio tasks, each with a copy of the context) get the right parent.
+Spans nest per asyncio task. Each task that runs steps has a `TraceFrame` (in a context
+variable) holding the id of its innermost open span; a step opens a span by appending it to the
+trace and making it current, and closes it by restoring the previous one. A task is one call
+stack, so within a task spans nest strictly and a plain attribute is enough. Every task created
+while a trace is active gets a frame of its own whose current span is the one open where the
+task was created (through the loop's task factory, see `capture_trace`; `Parallel` branches and
+a loop's deadline task also fork explicitly), so concurrent branches, `asyncio.gather` inside a
+step and fire-and-forget tasks all get the right parent.
 
-Cost: a span is one small object. Its `usage` list and `attributes` dict are only created when
-something is written to them, and the input/output summaries of plain immutable values (str,
-int, float, bool, None) are computed when first read (e.g. by `Trace.to_list()`), not while the
-run goes: the span keeps a reference to the value until then, which is safe because such a value
-cannot change, so the summary read later is exactly the one taken at the time. Any other value
-(a list, a dict, a Pydantic model, ...) may be mutated by a later step, so it is summarised at
-once, as before. The price of laziness is memory: a trace keeps the plain values it has not yet
-summarised (every intermediate string of a run) alive until they are read or the trace is
-dropped.
+Cost (issue 2: tracing on at most 2x tracing off, measured by `bench/bench_runtime.py`): what a
+span costs is what a run pays per step, so the hot path is kept small. A function step's span
+is recorded as a bare list while the run goes (`LEAF_RECORD_FIELDS`, written inline by
+`FunctionStep.execute`) and turned into a `Span` only when `Trace.spans` is read; composite and
+agent steps, which are rarer and slower anyway, open `Span` objects. Usage lists and attribute
+dicts are only created when something is written to them, and the input/output summaries of
+plain immutable values (str, int, float, bool, None) are computed when first read (e.g. by
+`Trace.to_list()`), not while the run goes: the span keeps a reference to the value until then,
+which is safe because such a value cannot change, so the summary read later is exactly the one
+taken at the time. Any other value (a list, a dict, a Pydantic model, ...) may be mutated by a
+later step, so it is summarised at once. The price of laziness is memory: a trace keeps the
+plain values it has not yet summarised (every intermediate string of a run) alive until they
+are read or the trace is dropped.
 
 Model usage is attached to the innermost open span with `record_usage(...)`. Agent steps call it
 after every run, including failed ones (pydantic-ai updates a `RunUsage` object in place, so
@@ -31,23 +41,32 @@ should call `record_usage` too, so the evaluator prices it.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 __all__ = [
+    "LEAF_RECORD_FIELDS",
+    "PLAIN_TYPES",
     "ModelUsage",
     "Span",
+    "SpanToken",
     "Trace",
+    "TraceFrame",
     "capture_trace",
     "close_span",
     "critical_path_ms",
+    "current_frame",
     "current_trace",
     "end_span",
     "finish_span",
+    "fork_trace",
+    "new_span",
+    "now_ns",
     "open_span",
     "record_model_latency",
     "record_usage",
@@ -91,7 +110,7 @@ class ModelUsage:
         }
 
 
-_PLAIN_TYPES: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+PLAIN_TYPES: frozenset[type] = frozenset({str, int, float, bool, type(None)})
 """Immutable values whose summary can be taken lazily (see the module docstring)."""
 
 _PENDING: Any = object()
@@ -285,12 +304,40 @@ class Span:
 
 
 class Trace:
-    """A collector of spans for one run (e.g. one example of an evaluation)."""
+    """A collector of spans for one run (e.g. one example of an evaluation).
 
-    __slots__ = ("spans",)
+    `spans` is built on read: while a run goes, a function step's span is kept as a bare
+    record (see `TraceFrame`), which is turned into a `Span` the first time `spans` is read
+    after it has closed. Read `spans` after the run for the full, stable list.
+    """
+
+    __slots__ = ("_items",)
 
     def __init__(self) -> None:
-        self.spans: list[Span] = []
+        self._items: list[Any] = []  # a Span, or a leaf record (list, see `TraceFrame`)
+
+    @property
+    def spans(self) -> list[Span]:
+        """Every span, in start order (index = `span_id`).
+
+        Returns the trace's own list once every span has closed (so it is the same object on
+        each read); while a function step is still running, a fresh list with a snapshot of
+        that step's open span.
+        """
+        items = self._items
+        snapshot: list[Span] | None = None
+        for i, item in enumerate(items):
+            if type(item) is list:
+                span = _leaf_span(i, cast(list[Any], item))
+                if span.end_ns is None:  # still running: its record is still being written
+                    if snapshot is None:
+                        snapshot = cast(list[Span], items[:i])
+                    snapshot.append(span)
+                    continue
+                items[i] = span
+            if snapshot is not None:
+                snapshot.append(items[i])
+        return snapshot if snapshot is not None else cast(list[Span], items)
 
     def usage_by_model(self) -> dict[str, ModelUsage]:
         """Total usage per model over every span, e.g. for pricing. Shape: model -> usage."""
@@ -308,31 +355,161 @@ class Trace:
         return [s.to_dict() for s in self.spans]
 
 
-_TRACE: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("ts_trace", default=None)
-_SPAN: contextvars.ContextVar[Span | None] = contextvars.ContextVar("ts_span", default=None)
+# A function step's span while it runs, kept as a list rather than a `Span` because building
+# a list is several times cheaper than a Python object (see the module docstring); index:
+_L_USAGE, _L_ATTRS = 7, 8
+LEAF_RECORD_FIELDS = (
+    "step",  # the FunctionStep (its `step_name` and `node_id` are read when the Span is built)
+    "parent_id",
+    "input",  # an immutable value (summarised when read) or its summary, taken at once
+    "start_ns",
+    "end_ns",  # None while running
+    "output",  # likewise; None on error
+    "error",  # "ExceptionType: message" or None
+    "usage",  # list[ModelUsage] or None
+    "attributes",  # dict or None
+)
+"""The fields of a leaf record, in order (`FunctionStep.execute` writes them inline)."""
+
+
+def _leaf_span(span_id: int, rec: list[Any]) -> Span:
+    step, parent_id, inp, start, end, out, error, usage, attributes = rec
+    span = Span(span_id, parent_id, step.node_id, "function_step", step.step_name, start, end)
+    span._input_summary, span._input = _PENDING, inp  # pyright: ignore[reportPrivateUsage]
+    if end is not None and error is None:
+        span._output_summary, span._output = _PENDING, out  # pyright: ignore[reportPrivateUsage]
+    span.error = error
+    span._usage = usage  # pyright: ignore[reportPrivateUsage]  # shared: later usage shows
+    span._attributes = attributes  # pyright: ignore[reportPrivateUsage]
+    return span
+
+
+class TraceFrame:
+    """One asyncio task's place in the active trace: the runtime's hot-path handle.
+
+    Every task that runs steps has its own frame (`capture_trace` makes the first one; each
+    task created while tracing gets a copy, see `capture_trace`), and all frames of a trace
+    share its span list. Steps open a span by appending it to `items` and making its index
+    `current`, and close it by restoring the previous `current`: within one task spans nest
+    strictly (a task is one call stack), so a plain attribute does what a context variable
+    set per span would, at a fraction of its cost.
+
+    Attributes:
+        trace: the active trace.
+        items: the trace's spans by id: a `Span`, or a function step's leaf record (a list
+            with the fields `LEAF_RECORD_FIELDS`), turned into a `Span` when read.
+        current: the id of the innermost open span in this task, or None at the top.
+    """
+
+    __slots__ = ("current", "items", "trace")
+
+    def __init__(self, trace: Trace, current: int | None = None) -> None:
+        self.trace = trace
+        self.items: list[Any] = trace._items  # pyright: ignore[reportPrivateUsage]
+        self.current = current
+
+
+_FRAME: contextvars.ContextVar[TraceFrame | None] = contextvars.ContextVar(
+    "ts_trace_frame", default=None
+)
+
+current_frame: Callable[[], TraceFrame | None] = _FRAME.get
+"""The current task's trace frame, or None when tracing is off (the runtime's hot path)."""
 
 
 def current_trace() -> Trace | None:
     """The active trace, or None when tracing is off."""
-    return _TRACE.get()
+    frame = _FRAME.get()
+    return None if frame is None else frame.trace
 
 
 @contextmanager
 def capture_trace() -> Generator[Trace]:
-    """Activate a new trace for the enclosed code (and tasks it creates) and yield it."""
+    """Activate a new trace for the enclosed code (and the tasks it creates) and yield it.
+
+    Tasks created while it is active (by `Parallel`, `asyncio.gather`, `create_task`, a
+    `TaskGroup`, ...) each get a frame of their own whose current span is the one open where
+    the task was created, so their spans have the right parent even when they run after that
+    span has closed. This uses the running event loop's task factory, set while any trace is
+    active on that loop and put back after (an existing factory is kept and called). When no
+    loop is running at entry (e.g. `with capture_trace(): asyncio.run(...)`), only the
+    runtime's own tasks get frames of their own; use `use_span` in tasks you create.
+    """
     trace = Trace()
-    tok = _TRACE.set(trace)
-    span_tok = _SPAN.set(None)
+    loop = _running_loop()
+    if loop is not None:
+        _hook_task_factory(loop)
+    tok = _FRAME.set(TraceFrame(trace))
     try:
         yield trace
     finally:
-        _SPAN.reset(span_tok)
-        _TRACE.reset(tok)
+        _FRAME.reset(tok)
+        if loop is not None:
+            _unhook_task_factory(loop)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+class _Hook:
+    """Our task factory on one loop: how many active traces use it, and the factory it wraps."""
+
+    __slots__ = ("previous", "users")
+
+    def __init__(self, previous: Any) -> None:
+        self.previous = previous
+        self.users = 0
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> Any:
+        context: contextvars.Context | None = kwargs.get("context")
+        frame = _FRAME.get() if context is None else context.get(_FRAME)
+        if frame is not None:  # a task created inside a trace: give it a frame of its own
+            context = contextvars.copy_context() if context is None else context.copy()
+            context.run(_FRAME.set, TraceFrame(frame.trace, frame.current))
+            kwargs["context"] = context
+        if self.previous is not None:
+            return self.previous(loop, coro, **kwargs)
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+
+def _hook_task_factory(loop: asyncio.AbstractEventLoop) -> None:
+    hook = loop.get_task_factory()
+    if type(hook) is not _Hook:
+        hook = _Hook(hook)
+        loop.set_task_factory(hook)  # pyright: ignore[reportArgumentType]
+    hook.users += 1
+
+
+def _unhook_task_factory(loop: asyncio.AbstractEventLoop) -> None:
+    hook = loop.get_task_factory()
+    if type(hook) is not _Hook:  # replaced since by someone else's factory (then left there)
+        return
+    hook.users -= 1
+    if hook.users <= 0 and not loop.is_closed():
+        loop.set_task_factory(hook.previous)
+
+
+def fork_trace(parent: Span | None, creator: TraceFrame | None = None) -> None:
+    """Give the current task a frame of its own whose current span is `parent`.
+
+    Call it first thing in a task that runs steps concurrently with the code that created it
+    (`Parallel` does for each branch), for when the task factory of `capture_trace` is not in
+    place. A no-op when tracing is off, or when `creator` (the creating task's frame) is given
+    and the task already has a frame other than it (the task factory gave it one). The frame
+    lasts until the task ends.
+    """
+    frame = _FRAME.get()
+    if frame is not None and (creator is None or frame is creator):
+        _FRAME.set(TraceFrame(frame.trace, None if parent is None else parent.span_id))
 
 
 def summarize(value: Any, limit: int = SUMMARY_CHARS) -> str:
     """A short one-line text of `value`: Pydantic models as JSON, others with `str`."""
-    if type(value) in _PLAIN_TYPES:  # fast path: no attribute lookup, cannot fail
+    if type(value) in PLAIN_TYPES:  # fast path: no attribute lookup, cannot fail
         text = str(value)
     else:
         dump = getattr(value, "model_dump_json", None)
@@ -346,101 +523,145 @@ def summarize(value: Any, limit: int = SUMMARY_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-_now = time.perf_counter_ns
+now_ns: Callable[[], int] = time.perf_counter_ns
+"""The clock of span start and end times, in ns (`time.perf_counter_ns`)."""
+
+_now = now_ns
 
 
-def open_span(
-    trace: Trace, kind: str, name: str, node_id: str | None, input_value: Any
-) -> tuple[Span, contextvars.Token[Span | None]]:
-    """`start_span` with positional arguments: the runtime's hot path (same behaviour)."""
-    parent = _SPAN.get()
-    spans = trace.spans
-    span = Span(len(spans), None if parent is None else parent.span_id, node_id, kind, name, _now())
-    if type(input_value) in _PLAIN_TYPES:
+def new_span(
+    frame: TraceFrame, kind: str, name: str, node_id: str | None, input_value: Any
+) -> Span:
+    """Open a span under the frame's current span without making it current."""
+    items = frame.items
+    span = Span(len(items), frame.current, node_id, kind, name, _now())
+    if type(input_value) in PLAIN_TYPES:
         span._input_summary, span._input = _PENDING, input_value  # pyright: ignore[reportPrivateUsage]
     else:
         span._input_summary = summarize(input_value)  # pyright: ignore[reportPrivateUsage]
-    spans.append(span)
-    return span, _SPAN.set(span)
+    items.append(span)
+    return span
+
+
+def open_span(
+    frame: TraceFrame, kind: str, name: str, node_id: str | None, input_value: Any
+) -> tuple[Span, int | None]:
+    """Open a span under the frame's current span and make it current: the runtime's hot path.
+
+    Returns:
+        The span and the previous current span id, to pass to `close_span`.
+    """
+    parent = frame.current
+    span = new_span(frame, kind, name, node_id, input_value)
+    frame.current = span.span_id
+    return span, parent
 
 
 def close_span(
+    frame: TraceFrame,
     span: Span,
-    token: contextvars.Token[Span | None],
+    parent: int | None,
     output: Any = None,
     error: BaseException | None = None,
 ) -> None:
-    """`end_span` with positional arguments: the runtime's hot path (same behaviour)."""
-    span.end_ns = _now()
-    if error is not None:
-        span.error = f"{type(error).__name__}: {error}"
-    elif type(output) in _PLAIN_TYPES:
-        span._output_summary, span._output = _PENDING, output  # pyright: ignore[reportPrivateUsage]
-    else:
-        span._output_summary = summarize(output)  # pyright: ignore[reportPrivateUsage]
-    try:
-        _SPAN.reset(token)
-    except ValueError:  # token from another context (e.g. a cancelled task): just unset
-        _SPAN.set(None)
+    """Close `span` (recording output or error) and make `parent` current again."""
+    frame.current = parent
+    finish_span(span, output=output, error=error)
+
+
+class SpanToken(NamedTuple):
+    """What `start_span` returns for `end_span`: the frame and the span current before."""
+
+    frame: TraceFrame
+    parent: int | None
 
 
 def start_span(
     trace: Trace, *, kind: str, name: str, node_id: str | None, input_value: Any
-) -> tuple[Span, contextvars.Token[Span | None]]:
-    """Open a span under the current one and make it current. Call only when a trace is active.
+) -> tuple[Span, SpanToken]:
+    """Open a span under the current one and make it current (for custom steps).
+
+    Spans of a trace that is not the active one (or when none is) are roots of `trace`.
 
     Returns:
         The span and the token to pass to `end_span`.
     """
-    return open_span(trace, kind, name, node_id, input_value)
+    frame = _FRAME.get()
+    if frame is None or frame.trace is not trace:
+        frame = TraceFrame(trace)
+    span, parent = open_span(frame, kind, name, node_id, input_value)
+    return span, SpanToken(frame, parent)
 
 
 def end_span(
     span: Span,
-    token: contextvars.Token[Span | None],
+    token: SpanToken,
     *,
     output: Any = None,
     error: BaseException | None = None,
 ) -> None:
     """Close `span` (recording output or error) and restore the previous current span."""
-    close_span(span, token, output, error)
+    close_span(token.frame, span, token.parent, output, error)
 
 
 def finish_span(span: Span, *, output: Any = None, error: BaseException | None = None) -> None:
     """Close `span` (recording output or error) without touching the current span.
 
-    For spans whose code does not run in one stretch of one context, e.g. an async generator
-    that yields between steps (`Pipeline.run_stream`); see `use_span`.
+    For spans whose code does not run in one stretch of one task, e.g. an async generator
+    that yields between steps (`Pipeline.run_stream`); see `new_span` and `use_span`.
     """
     span.end_ns = _now()
     if error is not None:
         span.error = f"{type(error).__name__}: {error}"
+    elif type(output) in PLAIN_TYPES:
+        span._output_summary, span._output = _PENDING, output  # pyright: ignore[reportPrivateUsage]
     else:
-        span.output_summary = summarize(output)
+        span._output_summary = summarize(output)  # pyright: ignore[reportPrivateUsage]
 
 
 @contextmanager
 def use_span(span: Span | None) -> Generator[None]:
-    """Make `span` the current span (the parent of spans opened inside) for the enclosed code."""
-    token = _SPAN.set(span)
+    """Make `span` the current span (the parent of spans opened inside) for the enclosed code.
+
+    The enclosed code gets a frame of its own, so it may run in a task of its own too.
+    """
+    frame = _FRAME.get()
+    if frame is None:
+        yield
+        return
+    token = _FRAME.set(TraceFrame(frame.trace, None if span is None else span.span_id))
     try:
         yield
     finally:
-        _SPAN.reset(token)
+        _FRAME.reset(token)
+
+
+def _current_item() -> Any:
+    """The innermost open span (a Span or a leaf record) of the current task, or None."""
+    frame = _FRAME.get()
+    if frame is None or frame.current is None:
+        return None
+    return frame.items[frame.current]
 
 
 def record_usage(
     model_name: str, *, requests: int = 1, input_tokens: int = 0, output_tokens: int = 0
 ) -> None:
     """Attach model usage to the innermost open span; a no-op when tracing is off."""
-    span = _SPAN.get()
-    if span is None or _TRACE.get() is None:
+    item = _current_item()
+    if item is None:
         return
-    for u in span.usage:
+    if type(item) is list:
+        usage = cast(list[Any], item)[_L_USAGE]
+        if usage is None:
+            usage = item[_L_USAGE] = []
+    else:
+        usage = cast(Span, item).usage
+    for u in cast(list[ModelUsage], usage):
         if u.model_name == model_name:
             u.add(ModelUsage(model_name, requests, input_tokens, output_tokens))
             return
-    span.usage.append(ModelUsage(model_name, requests, input_tokens, output_tokens))
+    usage.append(ModelUsage(model_name, requests, input_tokens, output_tokens))
 
 
 MODEL_LATENCY_KEY = "model_latency_ms"
@@ -453,10 +674,16 @@ def record_model_latency(ms: float) -> None:
     Replay and simulated models call this so that latency is reported in model time and is
     deterministic (wall time under a time scale jitters); `critical_path_ms` combines it.
     """
-    span = _SPAN.get()
-    if span is None or _TRACE.get() is None:
+    item = _current_item()
+    if item is None:
         return
-    span.attributes[MODEL_LATENCY_KEY] = float(span.attributes.get(MODEL_LATENCY_KEY, 0.0)) + ms
+    if type(item) is list:
+        attributes = cast(list[Any], item)[_L_ATTRS]
+        if attributes is None:
+            attributes = item[_L_ATTRS] = {}
+    else:
+        attributes = cast(Span, item).attributes
+    attributes[MODEL_LATENCY_KEY] = float(attributes.get(MODEL_LATENCY_KEY, 0.0)) + ms
 
 
 def critical_path_ms(trace: Trace) -> float | None:
@@ -466,14 +693,15 @@ def critical_path_ms(trace: Trace) -> float | None:
     children of a `parallel` span run concurrently and combine by max, children of every other
     kind run one after another and combine by sum. Several root spans combine by sum.
     """
-    if not any(MODEL_LATENCY_KEY in (s._attributes or ()) for s in trace.spans):  # pyright: ignore[reportPrivateUsage]
+    spans = trace.spans
+    if not any(MODEL_LATENCY_KEY in (s._attributes or ()) for s in spans):  # pyright: ignore[reportPrivateUsage]
         return None
     children: dict[int | None, list[Span]] = {}
-    for s in trace.spans:
+    for s in spans:
         children.setdefault(s.parent_id, []).append(s)
     total: dict[int, float] = {}
     # spans are appended in start order, so a child always has a larger id than its parent
-    for s in reversed(trace.spans):
+    for s in reversed(spans):
         kids = [total[c.span_id] for c in children.get(s.span_id, [])]
         combined = (max(kids) if kids else 0.0) if s.kind == "parallel" else sum(kids)
         attributes = s._attributes or {}  # pyright: ignore[reportPrivateUsage]

@@ -1,0 +1,213 @@
+"""Trace frames: each task gets a frame of its own (through the loop's task factory while a trace
+is active, or `fork_trace`), leaf records become spans when read, and the task factory is put
+back as it was."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from core.runtime import FunctionStep, Parallel, Pipeline, RefinementLoop, Trace, capture_trace
+from core.runtime.tracing import (
+    critical_path_ms,
+    current_frame,
+    record_model_latency,
+    record_usage,
+    use_span,
+)
+
+
+def _tree(trace: Trace) -> list[tuple[str, str]]:
+    """(name, parent name) per span, in span order."""
+    spans = trace.spans
+    return [(s.name, "" if s.parent_id is None else spans[s.parent_id].name) for s in spans]
+
+
+def test_concurrent_tasks_that_suspend_mid_span_keep_their_parents() -> None:
+    """Two branches that each suspend inside their spans (so their spans interleave in time):
+    every span's parent is the one open where its task was created."""
+
+    async def slow(x: str) -> str:
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        return x + "s"
+
+    async def fan(x: str) -> str:
+        a = Pipeline([FunctionStep(slow, name="a1"), FunctionStep(slow, name="a2")], name="pa")
+        b = Pipeline([FunctionStep(slow, name="b1"), FunctionStep(slow, name="b2")], name="pb")
+        outs = await asyncio.gather(a.run(x), b.run(x))
+        return "|".join(outs)
+
+    async def go() -> tuple[str, Trace]:
+        with capture_trace() as trace:
+            out = await FunctionStep(fan, name="fan").execute("x")
+        return out, trace
+
+    out, trace = asyncio.run(go())
+    assert out == "xss|xss"
+    assert sorted(_tree(trace)) == sorted(
+        [
+            ("fan", ""),
+            ("pa", "fan"),
+            ("pb", "fan"),
+            ("a1", "pa"),
+            ("a2", "pa"),
+            ("b1", "pb"),
+            ("b2", "pb"),
+        ]
+    )
+    # the two pipelines really ran side by side: b1 started before a1 ended
+    by_name = {s.name: s for s in trace.spans}
+    a1_end = by_name["a1"].end_ns
+    assert a1_end is not None and by_name["b1"].start_ns < a1_end
+
+
+def test_task_factory_is_chained_and_put_back_after_the_last_trace() -> None:
+    made: list[str] = []
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        made.append(coro.__qualname__)
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    async def child() -> int:
+        frame = current_frame()
+        return -1 if frame is None else (frame.current if frame.current is not None else -2)
+
+    async def go() -> tuple[list[Any], Any, Any]:
+        loop = asyncio.get_running_loop()
+        loop.set_task_factory(factory)
+        seen: list[Any] = []
+        with capture_trace() as outer:
+            hooked = loop.get_task_factory()
+            with capture_trace():  # nested: the same hook, used twice
+                seen.append(await asyncio.create_task(child()))
+            assert loop.get_task_factory() is hooked  # still one trace active
+            with use_span(None):
+                seen.append(await asyncio.create_task(child()))
+        after = loop.get_task_factory()
+        seen.append(await asyncio.create_task(child()))  # no trace: no frame
+        seen.append(len(outer.spans))
+        return seen, hooked, after
+
+    seen, hooked, after = asyncio.run(go())
+    assert hooked is not factory
+    assert after is factory
+    assert seen == [-2, -2, -1, 0]
+    child_name = "test_task_factory_is_chained_and_put_back_after_the_last_trace.<locals>.child"
+    assert made[:3] == [child_name] * 3  # then asyncio.run's own shutdown tasks
+
+
+def test_a_trace_entered_outside_the_loop_still_nests_parallel_branches() -> None:
+    """`with capture_trace(): asyncio.run(...)`: no loop to hook, so `Parallel` forks its own
+    branch frames; branches that suspend mid-span keep the parallel as parent."""
+
+    async def slow(x: int) -> int:
+        await asyncio.sleep(0)
+        return x + 1
+
+    par = Parallel(
+        [
+            Pipeline([FunctionStep(slow, name="a1"), FunctionStep(slow, name="a2")], name="pa"),
+            Pipeline([FunctionStep(slow, name="b1")], name="pb"),
+        ]
+    )
+    with capture_trace() as trace:
+        out = asyncio.run(par.execute(0))
+    assert out == [2, 1]
+    assert _tree(trace) == [
+        ("parallel", ""),
+        ("pa", "parallel"),
+        ("a1", "pa"),  # open while branch b starts: the spans interleave
+        ("pb", "parallel"),
+        ("b1", "pb"),
+        ("a2", "pa"),
+    ]
+
+
+def test_a_running_function_step_reads_as_an_open_span_then_as_closed() -> None:
+    snapshots: list[list[tuple[str, bool, str]]] = []
+    holder: list[Trace] = []
+
+    def peek(x: str) -> str:
+        record_usage("m:x", input_tokens=5, output_tokens=2)
+        record_model_latency(3.0)
+        spans = holder[0].spans
+        snapshots.append([(s.name, s.end_ns is None, s.output_summary) for s in spans])
+        assert spans is not holder[0].spans  # a snapshot while a step runs
+        return x + "!"
+
+    async def go() -> Trace:
+        with capture_trace() as trace:
+            holder.append(trace)
+            await Pipeline([lambda s: s + "?", FunctionStep(peek)]).run("hi")
+        return trace
+
+    trace = asyncio.run(go())
+    assert snapshots == [[("pipeline", True, ""), ("<lambda>", False, "hi?"), ("peek", True, "")]]
+    spans = trace.spans
+    assert spans is trace.spans  # all closed: the trace's own list, the same on every read
+    assert [(s.name, s.input_summary, s.output_summary) for s in spans] == [
+        ("pipeline", "hi", "hi?!"),
+        ("<lambda>", "hi", "hi?"),
+        ("peek", "hi?", "hi?!"),
+    ]
+    assert [u.to_dict() for u in spans[2].usage] == [
+        {"model_name": "m:x", "requests": 1, "input_tokens": 5, "output_tokens": 2}
+    ]
+    assert spans[2].attributes == {"model_latency_ms": 3.0}
+    assert critical_path_ms(trace) == 3.0
+
+
+def test_a_failing_function_step_records_its_error_and_restores_the_current_span() -> None:
+    def boom(x: int) -> int:
+        raise KeyError(x)
+
+    async def go() -> tuple[Trace, Any]:
+        with capture_trace() as trace:
+            try:
+                await FunctionStep(boom).execute(4)
+            except KeyError:
+                pass
+            frame = current_frame()
+            current = None if frame is None else frame.current
+        return trace, current
+
+    trace, current = asyncio.run(go())
+    assert current is None
+    (span,) = trace.spans
+    assert (span.name, span.input_summary, span.output_summary, span.error) == (
+        "boom",
+        "4",
+        "",
+        "KeyError: 4",
+    )
+    assert span.end_ns is not None and span.end_ns >= span.start_ns
+
+
+def test_a_loop_with_a_deadline_traces_its_iterations_under_itself() -> None:
+    async def refine(x: int) -> int:
+        await asyncio.sleep(0)
+        return x + 1
+
+    loop = RefinementLoop(
+        FunctionStep(refine, name="refine"),
+        FunctionStep(lambda x: {"passed": x >= 2}, name="check"),
+        lambda current, output, verdict: output,
+        max_iterations=3,
+        timeout=5.0,
+    )
+
+    async def go() -> tuple[Any, Trace]:
+        with capture_trace() as trace:
+            out = await loop.execute(0)
+        return out, trace
+
+    out, trace = asyncio.run(go())
+    assert out == 2
+    assert _tree(trace) == [
+        ("refinement_loop", ""),
+        ("refine", "refinement_loop"),
+        ("check", "refinement_loop"),
+        ("refine", "refinement_loop"),
+        ("check", "refinement_loop"),
+    ]
