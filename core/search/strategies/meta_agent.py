@@ -26,21 +26,24 @@ retries included). Each call's usage is priced with the `Pricer` and summed (`ma
 the proposal's `design_cost_usd` and `design_requests`.
 
 Fail fast (F2): `preflight` checks the designer's output schema against its provider profile
-(`core.ir.design.check_output_schema`) and that the designer's model has a price, before any
-evaluation or paid call.
+(`core.ir.design.check_output_schema`) and that the designer's model has a price, then builds
+(never calls) the designer's model and agent, before any evaluation or paid call: a provider that
+cannot be set up (e.g. `openai:gpt-4o` without `OPENAI_API_KEY`, which pydantic-ai refuses with a
+`UserError` when it constructs the provider) fails the run before the seed is evaluated.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from pydantic import Field
 from pydantic_ai import Agent, capture_run_messages
-from pydantic_ai.exceptions import UnexpectedModelBehavior
+from pydantic_ai.exceptions import UnexpectedModelBehavior, UserError
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -50,7 +53,7 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
 )
-from pydantic_ai.models import Model, infer_model_profile
+from pydantic_ai.models import Model, infer_model, infer_model_profile
 from pydantic_ai.usage import RunUsage
 
 from core.agents.usage import model_name
@@ -90,6 +93,14 @@ _ROLE_USE = {
 
 _RAW_CHARS = 4000
 """Raw designer output kept on a rejected proposal, in characters."""
+
+_ENV_SETTING = re.compile(r"Set the (`[A-Z][A-Z0-9_]*`(?: or `[A-Z][A-Z0-9_]*`)*) environment")
+"""pydantic-ai's wording for a provider's missing setting, e.g. "Set the `OPENAI_API_KEY`
+environment variable or pass it via ..." (`pydantic_ai.providers.missing_api_key_error`)."""
+
+_KEYLESS_HINT = "To try Pydantic AI without an API key"
+"""Start of the advice pydantic-ai appends to a missing-key error (about its own `Agent('test')`,
+not something a search can use): cut from our message."""
 
 
 class MetaAgentConfig(StrategyConfig):
@@ -170,11 +181,18 @@ class MetaAgentSearch(Strategy):
     # -- the contract ------------------------------------------------------------------------
 
     def preflight(self, space: SearchSpace) -> None:
-        """F2: the designer's provider must take the output schema; its model must be priced.
+        """F2: the designer's provider must take the output schema; its model must be priced
+        and must build.
+
+        The model is built (pydantic-ai's `infer_model`: provider, client, credentials read
+        from the environment), never called, together with the designer agent the run will use.
 
         Raises:
             SearchError: the schema breaks under the provider's profile, the provider's package
-                is missing, or the model has no price (the message says what to do).
+                is missing, the model has no price, or the model cannot be built, e.g. a
+                missing API key: `designer model 'openai:gpt-4o' cannot be built: the
+                OPENAI_API_KEY environment variable is not set (set it, or choose another
+                designer model)`; pydantic-ai's error is chained.
         """
         try:
             target: Any = (
@@ -190,6 +208,7 @@ class MetaAgentSearch(Strategy):
                 "the problem's [models.prices] table, or price unknown models as zero"
             )
         self._instructions = self.instructions(space)
+        self._agent = self._new_designer(self._build_model())
 
     async def ask(self, ctx: AskContext) -> list[Proposal]:
         """One design per generation (or the recorded one, when resuming)."""
@@ -364,15 +383,43 @@ class MetaAgentSearch(Strategy):
 
     # -- calls -------------------------------------------------------------------------------
 
+    def _build_model(self) -> Model:
+        """The designer's model, built (not called).
+
+        Raises:
+            SearchError: pydantic-ai cannot build it (a missing API key or base URL, an unknown
+                provider, a missing provider package), naming the model and what to set.
+        """
+        try:
+            return infer_model(self.model)
+        except UserError as exc:
+            text = " ".join(str(exc).split())
+            text = text.split(_KEYLESS_HINT, 1)[0].strip()
+            found = _ENV_SETTING.search(text)
+            if found is None:
+                raise SearchError(
+                    f"designer model {self.model_name!r} cannot be built: {text}"
+                ) from exc
+            setting = found.group(1).replace("`", "")
+            raise SearchError(
+                f"designer model {self.model_name!r} cannot be built: the {setting} environment "
+                "variable is not set (set it, or choose another designer model)"
+            ) from exc
+        except ImportError as exc:
+            raise SearchError(f"designer model {self.model_name!r}: {exc}") from exc
+
+    def _new_designer(self, model: Model) -> Agent[None, TopologyDesign]:
+        return Agent(
+            model,
+            output_type=TopologyDesign,
+            instructions=self._instructions,
+            retries=self.config.output_retries,
+            name="designer",
+        )
+
     def _designer(self) -> Agent[None, TopologyDesign]:
-        if self._agent is None:
-            self._agent = Agent(
-                self.model,
-                output_type=TopologyDesign,
-                instructions=self._instructions,
-                retries=self.config.output_retries,
-                name="designer",
-            )
+        if self._agent is None:  # asked without a preflight
+            self._agent = self._new_designer(self._build_model())
         return self._agent
 
     async def _call(
