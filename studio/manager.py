@@ -10,7 +10,11 @@ show what it returns, so it is tested without Streamlit.
   live. If another process holds the file (e.g. a `topology-studio` command, briefly), the
   manager falls back to a read-only view built from the journals and says so (`store_note`),
   retrying the file on later refreshes (`RETRY_BUSY_S`); it never raises `StoreBusyError` to a
-  page.
+  page. If the database file is deleted or replaced while the studio has it open (the store
+  then refuses every call with a `StoreError` saying so), the manager closes that store, opens
+  the file again (a deleted file is recreated and refilled from the run journals) and retries
+  the call once; a second failure is raised as before. Pages get this through `store`, which
+  sends each call to the store in use at that moment.
 - **Background searches.** `start_search` runs `core.search.engine.build_search(...).run()` in
   a daemon thread with its own event loop; the search writes its run journal
   (`<db>.journals/<run_id>.jsonl`) exactly as a command-line search does, and the store ingests
@@ -32,11 +36,13 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
+import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import StoreBusyError, StoreError, TopologyStudioError
@@ -46,8 +52,19 @@ from core.problems import Problem, load_problem
 from core.search.apply import GeneDiff, apply_specs
 from core.search.budget import Budget
 from core.search.events import SearchEvent
+from core.search.pareto import DEFAULT_OBJECTIVES, Objective
 from core.search.registry import Approval, TopologyRegistry
-from core.storage import DuckDBRunStore, RunJournal, RunStore, journal_dir, journal_path, new_run_id
+from core.storage import (
+    DuckDBRunStore,
+    IngestReport,
+    RunJournal,
+    RunRecord,
+    RunStore,
+    TopologyVersion,
+    journal_dir,
+    journal_path,
+    new_run_id,
+)
 
 __all__ = [
     "DB_ENV",
@@ -71,6 +88,12 @@ REGISTRY_ENV = "TOPOLOGY_STUDIO_REGISTRY"
 RETRY_BUSY_S = 5.0
 """Seconds between attempts to open a database file that another process holds."""
 
+_REPLACED = "was deleted or replaced"
+"""Words of the store's `StoreError` for a database file deleted or replaced under it
+(`DuckDBRunStore`: every call checks the file's device and inode)."""
+
+_T = TypeVar("_T")
+
 _PROBLEMS: dict[tuple[str, str], Problem] = {}
 """Problems loaded by any manager in this process (loading one imports its module and reads
 its data: seconds), keyed by name and overrides."""
@@ -88,6 +111,15 @@ def current_user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return os.environ.get("USER", "studio")
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    """`(device, inode)` of a file, None when it does not exist."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def default_registry_root(db_path: str | os.PathLike[str]) -> Path:
@@ -185,7 +217,10 @@ class StudioManager:
         self._store_factory = store_factory or (lambda p: DuckDBRunStore(p))
         self._lock = threading.RLock()
         self._store: RunStore | None = None
+        self._store_id: tuple[int, int] | None = None  # the file the store opened
+        self._reopens = 0  # stores dropped because their file was deleted or replaced
         self._fallback: RunStore | None = None
+        self._view = _ReopeningStore(self)
         self._note = ""
         self._next_try = 0.0
         self._searches: dict[str, BackgroundSearch] = {}
@@ -201,9 +236,18 @@ class StudioManager:
         """The run store: the database file, or a read-only journal view while the file is
         held by another process (see `store_note`).
 
+        Each call on it goes to the store in use at that moment; a call refused because the
+        database file was deleted or replaced reopens the file and is retried once (see the
+        module docstring).
+
         Raises:
             StoreError: the file cannot be opened at all (not a run store, newer schema, ...).
         """
+        self._current()
+        return self._view
+
+    def _current(self) -> RunStore:
+        """The store in use: the file's (opened now if needed), or the journal view."""
         with self._lock:
             if self._store is not None:
                 return self._store
@@ -211,6 +255,7 @@ class StudioManager:
             if self._fallback is None or now >= self._next_try:
                 try:
                     self._store = self._store_factory(str(self.db_path))
+                    self._store_id = _file_identity(self.db_path)
                 except StoreBusyError as exc:
                     self._next_try = now + RETRY_BUSY_S
                     self._note = (
@@ -226,6 +271,59 @@ class StudioManager:
                 self._note = ""
                 return self._store
             return self._fallback
+
+    def _call(self, fn: Callable[[RunStore], _T]) -> _T:
+        """`fn(store)` on the store in use, retried once on a reopened store when the database
+        file was deleted or replaced under it.
+
+        Raises:
+            StoreError: what the store raises (the retry's error, if it was retried).
+        """
+        with self._lock:
+            store = self._current()
+            reopens = self._reopens
+        try:
+            return fn(store)
+        except StoreError as exc:
+            if not self._drop_replaced(store, reopens, exc):
+                raise
+        return fn(self._current())
+
+    def _drop_replaced(self, store: RunStore, reopens: int, exc: StoreError) -> bool:
+        """Whether a call that failed with `exc` on `store` is to be retried on a new store:
+        `store` is closed and forgotten here when its database file was deleted or replaced
+        (the error says so, or the file is no longer the one opened), or was already dropped by
+        another thread meanwhile (`reopens` changed). Other errors are left alone."""
+        if type(exc) is not StoreError:  # busy, newer schema: not a replaced file
+            return False
+        with self._lock:
+            if self._reopens != reopens:
+                return True  # another thread reopened the store since this call took it
+            if store is not self._store:
+                return False  # the journal view, or a store the manager closed
+            if _REPLACED not in str(exc) and _file_identity(self.db_path) == self._store_id:
+                return False
+            _log.warning(
+                "the run store file %s was deleted or replaced: reopening it", self.db_path
+            )
+            self._store = None
+            self._store_id = None
+            self._reopens += 1
+            try:  # before opening the file again: DuckDB would reuse a database still open
+                store.close()
+            except Exception as close_exc:  # noqa: BLE001 (the old file is gone anyway)
+                _log.warning("closing the replaced run store failed: %s", close_exc)
+            return True
+
+    def _forget(self, store: RunStore) -> None:
+        """Close `store` (the one in use) and forget it: the next call opens the file again."""
+        with self._lock:
+            if store is self._store:
+                self._store = None
+                self._store_id = None
+            elif store is self._fallback:
+                self._fallback = None
+            store.close()
 
     @property
     def store_note(self) -> str:
@@ -258,6 +356,7 @@ class StudioManager:
                 if st is not None:
                     st.close()
             self._store = self._fallback = None
+            self._store_id = None
 
     # ---- problems ---------------------------------------------------------------------------
 
@@ -623,3 +722,164 @@ class StudioManager:
                 applied_version=rec.version,
             )
         return rec.version
+
+
+class _ReopeningStore(RunStore):
+    """The manager's store as pages see it (`StudioManager.store`): every call goes to the
+    store in use at that moment, and is retried once on a reopened store when the database file
+    was deleted or replaced under it. `close()` closes the store in use; the manager opens the
+    file again on the next call."""
+
+    def __init__(self, manager: StudioManager) -> None:
+        self._manager = manager
+
+    def __repr__(self) -> str:
+        return f"<the store of {self._manager!r}>"
+
+    @property
+    def read_only(self) -> bool:
+        return self._manager._call(lambda s: s.read_only)
+
+    def close(self) -> None:
+        with self._manager._lock:
+            self._manager._forget(self._manager._current())
+
+    def record_events(self, events: Iterable[SearchEvent]) -> int:
+        batch = list(events)  # an iterator would be used up by a failed first try
+        return self._manager._call(lambda s: s.record_events(batch))
+
+    def ingest(self) -> IngestReport:
+        return self._manager._call(lambda s: s.ingest())
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        return self._manager._call(lambda s: s.get_run(run_id))
+
+    def list_runs(self) -> pd.DataFrame:
+        return self._manager._call(lambda s: s.list_runs())
+
+    def put_spec(self, spec_hash: str, spec_json: str) -> bool:
+        return self._manager._call(lambda s: s.put_spec(spec_hash, spec_json))
+
+    def get_spec(self, spec_hash: str) -> str | None:
+        return self._manager._call(lambda s: s.get_spec(spec_hash))
+
+    def archive(
+        self,
+        run_id: str,
+        *,
+        split: str | None = None,
+        objectives: Sequence[Objective] = DEFAULT_OBJECTIVES,
+        include_unevaluated: bool = False,
+    ) -> pd.DataFrame:
+        return self._manager._call(
+            lambda s: s.archive(
+                run_id,
+                split=split,
+                objectives=objectives,
+                include_unevaluated=include_unevaluated,
+            )
+        )
+
+    def candidate_examples(
+        self, run_id: str, candidate_idx: int, *, split: str | None = None, with_trace: bool = False
+    ) -> pd.DataFrame:
+        return self._manager._call(
+            lambda s: s.candidate_examples(
+                run_id, candidate_idx, split=split, with_trace=with_trace
+            )
+        )
+
+    def example_trace(
+        self, run_id: str, candidate_idx: int, example_id: str, *, trial: int = 0
+    ) -> list[dict[str, Any]] | None:
+        return self._manager._call(
+            lambda s: s.example_trace(run_id, candidate_idx, example_id, trial=trial)
+        )
+
+    def compare_candidates(
+        self,
+        run_id: str,
+        a: int,
+        b: int,
+        *,
+        run_id_b: str | None = None,
+        threshold: float = 0.5,
+    ) -> pd.DataFrame:
+        return self._manager._call(
+            lambda s: s.compare_candidates(run_id, a, b, run_id_b=run_id_b, threshold=threshold)
+        )
+
+    def progress(self, run_id: str) -> pd.DataFrame:
+        return self._manager._call(lambda s: s.progress(run_id))
+
+    def snapshots(self, run_id: str) -> pd.DataFrame:
+        return self._manager._call(lambda s: s.snapshots(run_id))
+
+    def logs(self, run_id: str) -> pd.DataFrame:
+        return self._manager._call(lambda s: s.logs(run_id))
+
+    def record_proposal(
+        self,
+        target: str,
+        spec_json: str,
+        *,
+        spec_hash: str | None = None,
+        run_id: str | None = None,
+        candidate_idx: int | None = None,
+        base_version: int | None = None,
+        diff: str = "",
+        proposed_by: str = "",
+        when: datetime | float | None = None,
+    ) -> int:
+        return self._manager._call(
+            lambda s: s.record_proposal(
+                target,
+                spec_json,
+                spec_hash=spec_hash,
+                run_id=run_id,
+                candidate_idx=candidate_idx,
+                base_version=base_version,
+                diff=diff,
+                proposed_by=proposed_by,
+                when=when,
+            )
+        )
+
+    def record_approval(
+        self,
+        proposal_id: int,
+        *,
+        who: str,
+        when: datetime | float | None = None,
+        comment: str = "",
+        base_version: int | None = None,
+        applied_version: int | None = None,
+        decision: str = "approved",
+    ) -> int:
+        return self._manager._call(
+            lambda s: s.record_approval(
+                proposal_id,
+                who=who,
+                when=when,
+                comment=comment,
+                base_version=base_version,
+                applied_version=applied_version,
+                decision=decision,
+            )
+        )
+
+    def list_proposals(self, target: str | None = None) -> pd.DataFrame:
+        return self._manager._call(lambda s: s.list_proposals(target))
+
+    def save_topology_version(
+        self, target: str, spec_json: str, *, spec_hash: str | None = None, note: str = ""
+    ) -> int:
+        return self._manager._call(
+            lambda s: s.save_topology_version(target, spec_json, spec_hash=spec_hash, note=note)
+        )
+
+    def list_topology_versions(self, target: str) -> pd.DataFrame:
+        return self._manager._call(lambda s: s.list_topology_versions(target))
+
+    def get_topology_version(self, target: str, version: int | None = None) -> TopologyVersion:
+        return self._manager._call(lambda s: s.get_topology_version(target, version))
