@@ -196,21 +196,6 @@ def test_a_search_that_fails_before_it_starts_leaves_no_journal(
     assert not journals.exists() or list(journals.iterdir()) == []
 
 
-def test_a_designer_without_its_api_key_is_a_clear_failure(
-    isolated: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    argv = ["search", "gsm8k_replay", "--strategy", "meta-agent"]
-    code = main([*argv, "--meta-model", "openai:gpt-4o-mini", *SMALL])
-    cap = capsys.readouterr()
-    assert code == 1
-    assert "Traceback" not in cap.err
-    first = cap.err.splitlines()[0]
-    assert first.startswith("topology-studio: error: Set the `OPENAI_API_KEY` environment")
-    assert "internal error" not in first
-    assert "failed; its journal: " in first
-
-
 # ---- end to end through a subprocess ---------------------------------------------------------
 
 
