@@ -193,6 +193,8 @@ class Parallel:
             span.attributes["errors"] = [
                 None if e is None else f"{type(e).__name__}: {e}" for e in errors
             ]
+            if group.fastest:  # the run waited for this branch only (see `critical_path_ms`)
+                span.attributes["winner"] = group.winner
         return ParallelResult(outputs, errors, await self._merged(outputs, errors, group.winner))
 
     def _label(self, i: int) -> str:

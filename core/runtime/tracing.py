@@ -690,8 +690,13 @@ def critical_path_ms(trace: Trace) -> float | None:
     """Model time of a run along its critical path, in ms, or None if no span recorded any.
 
     Rule: a span's time is its own recorded model latency plus its children's combined time;
-    children of a `parallel` span run concurrently and combine by max, children of every other
-    kind run one after another and combine by sum. Several root spans combine by sum.
+    children of a `parallel` span run concurrently and combine by max, except under merge
+    `fastest`, where the run waits for the winner only (span attribute `winner`, a branch
+    index) and takes the winner's time; children of every other kind run one after another and
+    combine by sum. Several root spans combine by sum. A parallel's children are its branches'
+    spans in branch order (each branch task opens its span as it starts, and tasks start in
+    the order they were created); if their number is not the number of branches (a custom step
+    that opens no span), the max is taken.
     """
     spans = trace.spans
     if not any(MODEL_LATENCY_KEY in (s._attributes or ()) for s in spans):  # pyright: ignore[reportPrivateUsage]
@@ -703,7 +708,15 @@ def critical_path_ms(trace: Trace) -> float | None:
     # spans are appended in start order, so a child always has a larger id than its parent
     for s in reversed(spans):
         kids = [total[c.span_id] for c in children.get(s.span_id, [])]
-        combined = (max(kids) if kids else 0.0) if s.kind == "parallel" else sum(kids)
         attributes = s._attributes or {}  # pyright: ignore[reportPrivateUsage]
+        if s.kind != "parallel":
+            combined = sum(kids)
+        else:
+            winner = attributes.get("winner")
+            branches = attributes.get("errors")
+            if type(winner) is int and isinstance(branches, list) and len(kids) == len(branches):  # pyright: ignore[reportUnknownArgumentType]
+                combined = kids[winner]
+            else:
+                combined = max(kids) if kids else 0.0
         total[s.span_id] = float(attributes.get(MODEL_LATENCY_KEY, 0.0)) + combined
     return sum(total[s.span_id] for s in children.get(None, []))

@@ -211,3 +211,32 @@ def test_a_loop_with_a_deadline_traces_its_iterations_under_itself() -> None:
         ("refine", "refinement_loop"),
         ("check", "refinement_loop"),
     ]
+
+
+def test_critical_path_of_a_fastest_race_is_the_winners_time() -> None:
+    """Under merge `fastest` the run waits for the winner only: its model time counts, not the
+    slowest branch's; under `collect_all` it waits for every branch: the max."""
+
+    def timed(ms: float, turns: int) -> Any:
+        async def call(x: str) -> str:
+            record_model_latency(ms)
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            return f"{x}{ms:g}"
+
+        return call
+
+    def run(merge: str) -> tuple[Any, float | None, Any]:
+        # branch 1 finishes first (fewer event-loop turns), branch 0 is slow
+        par = Parallel([timed(30.0, 5), timed(10.0, 1), timed(20.0, 3)], merge=merge)
+
+        async def go() -> tuple[Any, Trace]:
+            with capture_trace() as trace:
+                out = await par.execute("x")
+            return out, trace
+
+        out, trace = asyncio.run(go())
+        return out, critical_path_ms(trace), trace.spans[0].attributes.get("winner")
+
+    assert run("fastest") == ("x10", 10.0, 1)
+    assert run("collect_all") == (["x30", "x10", "x20"], 30.0, None)
