@@ -161,11 +161,12 @@ _EVENT_TYPES: Final = (
 
 def _all_rows_are_events(con: duckdb.DuckDBPyConnection, run_id: str | None) -> bool:
     """False when `_delta` has a row that is valid JSON but not an event (no key, unknown
-    type), or an event of another run than `run_id` (when given): then the lines go through
-    `parse_event` one by one, so each is recorded."""
+    type, a NaN or infinite `ts`, which `parse_event` refuses), or an event of another run than
+    `run_id` (when given): then the lines go through `parse_event` one by one, so each is
+    recorded."""
     row = con.execute(
         "SELECT count(*) FROM _delta WHERE run_id IS NULL OR seq IS NULL OR ts IS NULL "
-        f"OR type IS NULL OR type NOT IN {_EVENT_TYPES} "
+        f"OR NOT isfinite(ts) OR type IS NULL OR type NOT IN {_EVENT_TYPES} "
         "OR ($run IS NOT NULL AND run_id <> $run)",
         {"run": run_id},
     ).fetchone()
@@ -206,8 +207,7 @@ def _validated(chunk: bytes, run_id: str | None) -> tuple[list[_Line], list[tupl
                 good += [(start + at + i, line) for i, line in good_after]
                 errors += [(start + at + i, m, h) for i, m, h in errors_after]
                 continue
-            first = exc.errors()[0] if exc.errors() else None
-            msg = f"{first['loc']}: {first['msg']}" if first else str(exc)
+            msg = _first_error(exc)
             errors.append((start, msg, _head(raw)))
             continue
         if run_id is not None and event.run_id != run_id:
@@ -216,6 +216,29 @@ def _validated(chunk: bytes, run_id: str | None) -> tuple[list[_Line], list[tupl
             continue
         good.append((start, encode_event(event) + b"\n"))
     return good, errors
+
+
+_RANGE_ERRORS: Final = frozenset({"less_than_equal", "greater_than_equal", "finite_number"})
+"""Pydantic's error types for a number out of a field's range."""
+
+
+def _first_error(exc: pydantic.ValidationError) -> str:
+    """The first error of a line that is not an event, naming where it is, e.g.
+    `('example_evaluated', 'input_tokens'): Input should be less than or equal to
+    9223372036854775807 (got 100000000000000000000)`: a number out of range is quoted."""
+    errors = exc.errors()
+    if not errors:
+        return str(exc)
+    first = errors[0]
+    msg = f"{first['loc']}: {first['msg']}"
+    got: object = first.get("input")
+    if first["type"] not in _RANGE_ERRORS or not isinstance(got, int | float):
+        return msg
+    try:
+        text = repr(got)
+    except ValueError:  # an int of more digits than Python converts to text
+        return msg
+    return f"{msg} (got {text if len(text) <= 40 else text[:37] + '...'})"
 
 
 _EVENT_START: Final = b'{"run_id":'

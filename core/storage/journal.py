@@ -203,9 +203,11 @@ def scan_journal(path: str | os.PathLike[str]) -> JournalScan:
             try:
                 events.append(parse_event(line))
             except pydantic.ValidationError as exc:
+                first = exc.errors()[0] if exc.errors() else None
+                why = f"{first['loc']}: {first['msg']}" if first else str(exc)
                 raise StoreError(
                     f"{path}: line {lineno} is not a valid search event (the journal is "
-                    f"damaged): {exc.errors()[0]['msg'] if exc.errors() else exc}"
+                    f"damaged): {why}"
                 ) from exc
     return JournalScan(events, len(data), b"", False)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import threading
@@ -16,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "contracts"))
 from store_contract import T0, RunBuilder, small_run  # noqa: E402
 
 from core.errors import StoreError  # noqa: E402
+from core.search.events import SearchEvent  # noqa: E402
 from core.storage import (  # noqa: E402
     DuckDBRunStore,
     IngestReport,
@@ -249,19 +251,26 @@ def test_json_lines_that_are_not_events_are_recorded_too(tmp_path: Path) -> None
     assert db_rows(db, "SELECT byte_offset FROM ingest_errors") == [(len(first),)]
 
 
+def old_line(event: SearchEvent, **changes: object) -> bytes:
+    """A journal line as an older version wrote it: `event` with `changes` that today's event
+    models refuse (an integer beyond its column's range, a NaN time), unvalidated."""
+    return encode_event(event.model_copy(update=changes)) + b"\n"
+
+
 def test_events_the_database_cannot_hold_are_skipped_not_blocking(tmp_path: Path) -> None:
-    """Lines that are valid events but out of DuckDB's column ranges (a token count of 10**20,
-    a candidate index of 2**31, a seq of 2**63) are skipped and recorded; they used to fail the
-    whole journal on every ingest, so nothing after them ever went in."""
+    """Lines that older versions wrote with values out of DuckDB's column ranges (a token count
+    of 10**20, a candidate index of 2**31, a seq of 2**63) are skipped and recorded; they used
+    to fail the whole journal on every ingest, so nothing after them ever went in. Today's
+    events refuse such values (`tests/search/test_events_ranges.py`)."""
     db = tmp_path / "runs.duckdb"
     path = journal_path(db, "run-a")
     path.parent.mkdir(parents=True)
     events = small_run()
     good = [encode_event(e) + b"\n" for e in events]
     bad = [
-        encode_event(RunBuilder(seq=20).example(0, "e9", 1.0, input_tokens=10**20)) + b"\n",
-        encode_event(RunBuilder(seq=21).example(2**31, "e9", 1.0)) + b"\n",
-        encode_event(RunBuilder(seq=2**63).log("late")) + b"\n",
+        old_line(RunBuilder(seq=20).example(0, "e9", 1.0), input_tokens=10**20),
+        old_line(RunBuilder(seq=21).example(0, "e9", 1.0), candidate_idx=2**31),
+        old_line(RunBuilder().log("late"), seq=2**63),
     ]
     path.write_bytes(b"".join(good[:3]) + bad[0] + b"".join(good[3:8]) + bad[1] + bad[2]
                      + b"".join(good[8:]))  # fmt: skip
@@ -283,11 +292,40 @@ def test_events_the_database_cannot_hold_are_skipped_not_blocking(tmp_path: Path
 
 def test_recording_an_event_the_database_cannot_hold_stores_nothing() -> None:
     b = RunBuilder()
-    events = [b.started(), b.example(0, "e1", 1.0, input_tokens=10**20), b.log("after")]
+    too_many = b.example(0, "e1", 1.0).model_copy(update={"input_tokens": 10**20})  # unchecked
+    events = [b.started(), too_many, b.log("after")]
     with DuckDBRunStore() as store:
         with pytest.raises(StoreError, match=r"nothing stored.*100000000000000000000"):
             store.record_events(events)
         assert len(store.list_runs()) == 0
+
+
+def test_an_old_line_with_a_time_that_is_not_finite_is_skipped_and_recorded(
+    tmp_path: Path,
+) -> None:
+    """`ts` NaN or infinite: `parse_event` refuses it, so ingest skips and records the line
+    (DuckDB reads it fine, so it used to be stored with a NaN time); `record_events` stores
+    nothing of a call holding one."""
+    db = tmp_path / "runs.duckdb"
+    path = journal_path(db, "run-a")
+    path.parent.mkdir(parents=True)
+    good = [encode_event(e) + b"\n" for e in small_run()]
+    b = RunBuilder(seq=20)
+    bad = [old_line(b.log("nan"), ts=math.nan), old_line(b.log("inf"), ts=-math.inf)]
+    path.write_bytes(b"".join(good[:2]) + b"".join(bad) + b"".join(good[2:]))
+    with DuckDBRunStore(db, auto_ingest=False) as store:
+        report = store.ingest()
+        assert (report.n_events, report.skipped_lines, report.failed) == (11, 2, [])
+        assert store.logs("run-a").empty
+        with pytest.raises(StoreError, match=r"nothing stored.*'ts'.*finite number \(got nan\)"):
+            store.record_events([RunBuilder("run-b").log("x").model_copy(update={"ts": math.nan})])
+        assert store.get_run("run-b") is None
+    at = len(good[0]) + len(good[1])
+    errors = db_rows(db, "SELECT byte_offset, error FROM ingest_errors ORDER BY 1")
+    assert errors == [
+        (at, "('log', 'ts'): Input should be a finite number (got nan)"),
+        (at + len(bad[0]), "('log', 'ts'): Input should be a finite number (got -inf)"),
+    ]
 
 
 def test_empty_journals_and_a_store_without_journals_ingest_nothing(tmp_path: Path) -> None:

@@ -52,11 +52,21 @@ def test_the_python_label_equals_the_runs_list_label() -> None:
             assert status_label(run.status, run.reason, run.last_event_at) == row.status_label
 
 
-def test_event_times_that_are_not_dates_never_break_the_runs_list() -> None:
-    """F10, no traceback ever: an event time of 1e20 s made `list_runs` raise OverflowError."""
-    with DuckDBRunStore() as store:
-        for run_id, t0 in (("far", 1e20), ("past", -1e20), ("nan", math.nan)):
+def test_event_times_that_are_not_dates_never_break_the_runs_list(tmp_path: Path) -> None:
+    """F10, no traceback ever: an event time of 1e20 s made `list_runs` raise OverflowError.
+    A NaN time, which events refuse today, is one an older version stored."""
+    import duckdb
+
+    db = tmp_path / "runs.duckdb"
+    with DuckDBRunStore(db) as store:
+        for run_id, t0 in (("far", 1e20), ("past", -1e20), ("nan", T0)):
             store.record_events([RunBuilder(run_id, t0=t0).started()])
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE events SET ts = 'NaN' WHERE run_id = 'nan'")
+        con.execute(
+            "UPDATE runs SET started_at = 'NaN', last_event_at = 'NaN' WHERE run_id = 'nan'"
+        )
+    with DuckDBRunStore(db) as store:
         runs = store.list_runs()
         labels = dict(zip(runs["run_id"], runs["status_label"], strict=True))
     assert labels == {
