@@ -2,6 +2,8 @@
 
 - `RunStore` (`base`): the interface and its contract (docstring; the reusable suite is
   `tests/contracts/store_contract.py`).
+- `RunRecord`, `TopologyVersion`, `IngestReport`, `IngestError` (`records`): the frozen records
+  it returns.
 - `DuckDBRunStore` (`duckdb_store`): the implementation; `open_store` (`resolver`) resolves a
   path or URL, with a read-only view from the journals when another process holds the file.
 - `RunJournal`, `read_journal`, `journal_path` (`journal`): the append-only JSON-lines journal a
@@ -21,12 +23,19 @@ from core.storage.journal import (
     new_run_id,
     read_journal,
 )
-from core.storage.records import IngestReport, RunRecord, RunStatus, TopologyVersion
+from core.storage.records import (
+    IngestError,
+    IngestReport,
+    RunRecord,
+    RunStatus,
+    TopologyVersion,
+)
 from core.storage.resolver import open_store
 from core.storage.resume import ResumeState, load_resume_state
 
 __all__ = [
     "DuckDBRunStore",
+    "IngestError",
     "IngestReport",
     "ResumeState",
     "RunJournal",

@@ -37,6 +37,7 @@ __all__ = [
     "Delta",
     "apply_delta",
     "load_delta",
+    "lines_before",
     "load_delta_from_file",
     "record_errors",
     "split_complete_lines",
@@ -126,9 +127,22 @@ class Delta:
 
     Attributes:
         errors: `(byte offset in the chunk, error, first 200 characters)` per skipped line.
+        line_index: the 0-based line of the chunk each error's offset is on.
+        first_line: the 1-based journal line the chunk starts with, when the caller knows it
+            (then `record_errors` records line numbers).
     """
 
     errors: list[tuple[int, str, str]] = field(default_factory=list[tuple[int, str, str]])
+    line_index: dict[int, int] = field(default_factory=dict[int, int])
+    first_line: int | None = None
+
+    def number_lines(self, chunk: bytes) -> None:
+        """Fill `line_index` from the chunk the errors were found in."""
+        line = counted = 0
+        for offset in sorted({at for at, _, _ in self.errors}):
+            line += chunk.count(b"\n", counted, offset)
+            counted = offset
+            self.line_index[offset] = line
 
 
 def split_complete_lines(data: bytes) -> bytes:
@@ -318,6 +332,7 @@ def load_delta(con: duckdb.DuckDBPyConnection, chunk: bytes, *, run_id: str | No
         except duckdb.Error:
             pass
         good, delta.errors = _validated(chunk, run_id)
+        delta.number_lines(chunk)
         _write_lines(name, good)
         try:
             _read_json_into_delta(con, name)
@@ -329,6 +344,7 @@ def load_delta(con: duckdb.DuckDBPyConnection, chunk: bytes, *, run_id: str | No
         delta.errors = sorted(
             [*delta.errors, *((at, why, _head(raw[at])) for at, why in rejected.items())]
         )
+        delta.number_lines(chunk)
         _write_lines(name, [line for line in good if line[0] not in rejected])
         _read_json_into_delta(con, name)
         return delta
@@ -606,13 +622,31 @@ def apply_delta(con: duckdb.DuckDBPyConnection, *, journal: str | None = None) -
     return n_new
 
 
+def lines_before(path: Path, offset: int) -> int:
+    """How many lines of the file end before byte `offset` (newlines counted, 1 MB at a time)."""
+    n = 0
+    left = offset
+    with path.open("rb") as fh:
+        while left > 0:
+            block = fh.read(min(left, 1 << 20))
+            if not block:
+                break
+            n += block.count(b"\n")
+            left -= len(block)
+    return n
+
+
 def record_errors(
     con: duckdb.DuckDBPyConnection, journal: str, base_offset: int, delta: Delta
 ) -> None:
-    """Record the lines a delta skipped (inside the ingest's transaction)."""
+    """Record the lines a delta skipped (inside the ingest's transaction), numbered from
+    `delta.first_line` when it is set."""
     now = time.time()
     for offset, error, head in delta.errors:
+        index = delta.line_index.get(offset)
+        line = None if delta.first_line is None or index is None else delta.first_line + index
         con.execute(
-            "INSERT INTO ingest_errors VALUES (?, ?, ?, ?, ?)",
-            [journal, base_offset + offset, error, head, now],
+            "INSERT INTO ingest_errors (journal, byte_offset, error, line_head, recorded_at, "
+            "line_no) VALUES (?, ?, ?, ?, ?, ?)",
+            [journal, base_offset + offset, error, head, now, line],
         )

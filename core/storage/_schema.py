@@ -14,6 +14,9 @@ Versions:
 - v3: `evaluations.trace` stored with zstd compression (the table is rebuilt, rows kept): traces
   are most of a run's bytes, and DuckDB's automatic choice for them cost twice the CPU at commit
   and 2.4 times the disk (100,000 three-span traces: 43 MB, with zstd 18 MB).
+- v4: `ingest_errors.line_no`, the skipped line's 1-based number in its journal, so
+  `RunStore.list_ingest_errors` can say where to look (NULL for errors recorded before v4,
+  whose journals the migration cannot read).
 """
 
 from __future__ import annotations
@@ -250,6 +253,7 @@ _MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
         "DROP TABLE evaluations",
         "ALTER TABLE evaluations_v3 RENAME TO evaluations",
     ),
+    4: ("ALTER TABLE ingest_errors ADD COLUMN line_no BIGINT",),
 }
 """Version -> statements that take a database from version - 1 to it."""
 

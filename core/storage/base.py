@@ -12,7 +12,12 @@ import pandas as pd  # pyright: ignore[reportMissingTypeStubs]
 
 from core.search.events import SearchEvent
 from core.search.pareto import DEFAULT_OBJECTIVES, Objective
-from core.storage.records import IngestReport, RunRecord, TopologyVersion
+from core.storage.records import (
+    IngestError,
+    IngestReport,
+    RunRecord,
+    TopologyVersion,
+)
 
 __all__ = ["RunStore"]
 
@@ -33,8 +38,10 @@ class RunStore(ABC):
       resumed search re-emitting what it recorded) does not duplicate either: per-example
       results are keyed by `(run, candidate, split, example, trial)` and candidates by
       `(run, candidate)`, first one wins. A journal holds the run it is named after
-      (`<run_id>.jsonl`): a line that is not an event, or an event of another run, is skipped
-      and recorded (`IngestReport.skipped_lines`), never stored under another name.
+      (`<run_id>.jsonl`): a line that is not an event (including one an older version wrote
+      with a NaN time or an integer beyond its column), or an event of another run, is skipped
+      and recorded (`IngestReport.skipped_lines`), never stored under another name;
+      `list_ingest_errors` reads the records back, each line once.
     - **Runs.** A run appears with its `run_started` event and stays `running` until a
       `run_finished` event (then `completed`, `stopped` or `failed`). A running run whose
       journal no live process writes any more is reported `interrupted`. `last_event_at`
@@ -113,6 +120,29 @@ class RunStore(ABC):
         again from the start (stored events are skipped by their seq). A store without a
         journal folder ingests nothing.
         """
+
+    def list_ingest_errors(self, run_id: str | None = None) -> list[IngestError]:
+        """The journal lines ingests skipped and recorded, of one run's journal or of all.
+
+        Ingests new journal lines first (like the queries, when the store does so). A line is
+        listed once even when its journal was read again from the start and it was skipped
+        again (same journal, offset and text: the first record stands). A store without
+        journals, or a run with none skipped, gives `[]`.
+
+        Args:
+            run_id: the run whose journal (`<run_id>.jsonl`) to look at; None for every
+                journal.
+
+        Returns:
+            One `IngestError` per skipped line, by journal file name, then by position.
+
+        Raises:
+            NotImplementedError: only from a store written before this method existed (every
+                implementation overrides it, and the contract suite checks it). It is not
+                abstract yet so that such stores, e.g. wrappers that forward each call, keep
+                working until they forward it too.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement list_ingest_errors")
 
     @abstractmethod
     def get_run(self, run_id: str) -> RunRecord | None:

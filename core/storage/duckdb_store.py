@@ -43,7 +43,13 @@ from core.storage._schema import ensure_schema
 from core.storage.base import RunStore
 from core.storage.journal import JOURNAL_SUFFIX, encode_event
 from core.storage.journal import journal_dir as default_journal_dir
-from core.storage.records import IngestReport, RunRecord, RunStatus, TopologyVersion
+from core.storage.records import (
+    IngestError,
+    IngestReport,
+    RunRecord,
+    RunStatus,
+    TopologyVersion,
+)
 
 __all__ = ["DuckDBRunStore"]
 
@@ -412,6 +418,8 @@ class DuckDBRunStore(RunStore):
                 return 0, 0
             end = start + len(chunk)
             delta = _ingest.load_delta(cur, chunk, run_id=run_id)
+            if delta.errors:  # number the skipped lines (rare: the prefix is read only then)
+                delta.first_line = 1 + (_ingest.lines_before(path, start) if start else 0)
         loaded = delta
         n = self._in_transaction(cur, lambda: self._store_delta(cur, name, start, end, loaded))
         self._offsets[name] = end
@@ -439,6 +447,25 @@ class DuckDBRunStore(RunStore):
         return IngestReport(
             n_events=n_events, n_journals=n_journals, skipped_lines=skipped, failed=failed
         )
+
+    @_tracked
+    def list_ingest_errors(self, run_id: str | None = None) -> list[IngestError]:
+        self._refresh()
+        journal = None if run_id is None else run_id + JOURNAL_SUFFIX
+        return [
+            IngestError(
+                run_id=str(name).removesuffix(JOURNAL_SUFFIX),
+                journal=str(name) if self._journal_dir is None else str(self._journal_dir / name),
+                line_no=None if line_no is None else int(line_no),
+                byte_offset=int(offset),
+                error=str(error),
+                line_head=str(head),
+                recorded_at=float(at),
+            )
+            for name, line_no, offset, error, head, at in queries.ingest_errors(
+                self._cur(), journal
+            )
+        ]
 
     # ---- runs ---------------------------------------------------------------------------------
 

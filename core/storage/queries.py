@@ -34,6 +34,7 @@ __all__ = [
     "compare_candidates",
     "effective_status",
     "example_trace",
+    "ingest_errors",
     "interrupted_runs",
     "list_proposals",
     "list_runs",
@@ -500,6 +501,34 @@ def list_proposals(con: duckdb.DuckDBPyConnection, target: str | None = None) ->
         """,
         {"target": target},
     )
+
+
+def ingest_errors(
+    con: duckdb.DuckDBPyConnection, journal: str | None = None
+) -> list[tuple[Any, ...]]:
+    """The journal lines ingests skipped, in journal name order, then by position.
+
+    A line skipped again (its journal was read again from the start: same journal, offset and
+    text) is listed once, as first recorded, with its line number if any record has it.
+
+    Args:
+        con: the connection.
+        journal: one journal's file name (e.g. `"run-a.jsonl"`), or None for every journal.
+
+    Returns:
+        `(journal, line_no, byte_offset, error, line_head, recorded_at)` rows.
+    """
+    return con.execute(
+        """
+        SELECT journal, max(line_no), byte_offset, arg_min(error, recorded_at), line_head,
+               min(recorded_at) AS first_at
+        FROM ingest_errors
+        WHERE $journal IS NULL OR journal = $journal
+        GROUP BY journal, byte_offset, line_head
+        ORDER BY journal, byte_offset, first_at
+        """,
+        {"journal": journal},
+    ).fetchall()
 
 
 def list_topology_versions(con: duckdb.DuckDBPyConnection, target: str) -> pd.DataFrame:

@@ -6,7 +6,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["IngestReport", "RunRecord", "RunStatus", "TopologyVersion"]
+__all__ = [
+    "IngestError",
+    "IngestReport",
+    "RunRecord",
+    "RunStatus",
+    "TopologyVersion",
+]
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
@@ -82,8 +88,34 @@ class IngestReport(BaseModel):
     """Journals that had new complete lines."""
     skipped_lines: int = 0
     """Complete lines that were not valid events, or events the database cannot hold (e.g. a
-    count beyond 64 bits): recorded in the store's ingest errors and skipped, never keeping the
-    other lines out; the journal itself is never changed."""
+    count beyond 64 bits): recorded in the store's ingest errors (`RunStore.list_ingest_errors`)
+    and skipped, never keeping the other lines out; the journal itself is never changed."""
     failed: list[tuple[str, str]] = Field(default_factory=list[tuple[str, str]])
     """`(journal file, error)` per journal whose ingest failed; its offset did not move, so the
     next ingest retries it."""
+
+
+class IngestError(BaseModel):
+    """One journal line an ingest skipped (a record, not an exception): not a search event, an
+    event of another run, or an event the database cannot hold (an older version's line with an
+    integer beyond its column or a NaN time). The journal itself is never changed."""
+
+    model_config = _CONFIG
+
+    run_id: str
+    """The run whose journal it is (a journal is named after its run: `<run_id>.jsonl`)."""
+    journal: str
+    """The journal file: its path in the store's journal folder (its file name when the store
+    has no journal folder)."""
+    line_no: int | None
+    """The line's 1-based number in the journal; None for lines skipped before the store's
+    schema v4, which did not keep it (`byte_offset` says where it is then)."""
+    byte_offset: int
+    """Where the skipped text starts in the journal, bytes from its start."""
+    error: str
+    """Why it was skipped, e.g. `"('example_evaluated', 'input_tokens'): Input should be less
+    than or equal to 9223372036854775807 (got 100000000000000000000)"`."""
+    line_head: str
+    """The line's first 200 characters."""
+    recorded_at: float
+    """When the ingest skipped it, Unix seconds."""

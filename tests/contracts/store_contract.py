@@ -2,7 +2,8 @@
 
 Every `RunStore` implementation runs it: subclass `StoreContract` in a test file, name the
 subclass `Test...`, and implement `make_store(tmp_path)` (a fresh, empty, writable store). The
-suite closes the store after each test.
+suite closes the store after each test. A store that ingests run journals also implements
+`journals(tmp_path)`: the folder its `ingest` reads (the journal tests then write files there).
 
 `RunBuilder` makes a run's events with consecutive `seq` and deterministic times (`ts` =
 `t0 + seq`), so expected values can be written down exactly.
@@ -30,7 +31,7 @@ from core.search.events import (
     RunStarted,
     SearchEvent,
 )
-from core.storage import RunStore
+from core.storage import RunStore, encode_event
 
 T0 = 1_700_000_000.0
 """The builder's first event time (2023-11-14 22:13:20 UTC)."""
@@ -141,6 +142,11 @@ class StoreContract:
     def make_store(self, tmp_path: Path) -> RunStore:
         """A fresh, empty, writable store."""
         raise NotImplementedError
+
+    def journals(self, tmp_path: Path) -> Path | None:
+        """The folder of run journals the store from `make_store(tmp_path)` ingests; None when
+        it reads no journals (then the journal tests check only the empty answers)."""
+        return None
 
     @pytest.fixture
     def store(self, tmp_path: Path) -> Iterator[RunStore]:
@@ -815,6 +821,69 @@ class StoreContract:
             store.get_topology_version("t", 7)
         with pytest.raises(StoreError, match="JSON"):
             store.save_topology_version("t", "not json")
+
+    # ---- skipped journal lines ----------------------------------------------------------------
+
+    def test_a_store_without_skipped_lines_lists_none(self, store: RunStore) -> None:
+        assert store.list_ingest_errors() == []
+        store.record_events(small_run())
+        store.ingest()
+        assert store.list_ingest_errors() == []
+        assert store.list_ingest_errors("run-a") == []
+
+    def test_skipped_journal_lines_are_listed_once_with_where_and_why(
+        self, store: RunStore, tmp_path: Path
+    ) -> None:
+        import json
+        import time
+
+        folder = self.journals(tmp_path)
+        if folder is None:
+            assert store.list_ingest_errors() == []
+            return
+        folder.mkdir(parents=True, exist_ok=True)
+        good = [encode_event(e) + b"\n" for e in small_run()]
+        nan_ts = json.loads(good[2])
+        nan_ts["ts"] = math.nan  # as an older version could write it
+        bad = [b"not json\n", json.dumps(nan_ts).encode() + b"\n"]
+        stray = encode_event(RunBuilder("run-c").started()) + b"\n"
+        path_a = folder / "run-a.jsonl"
+        path_a.write_bytes(b"".join(good[:2]) + b"".join(bad) + b"".join(good[2:]) + stray)
+        idx = json.loads(encode_event(RunBuilder("run-b").proposed(0)))
+        idx["candidate_idx"] = 2**31
+        line_b = json.dumps(idx).encode() + b"\n"
+        (folder / "run-b.jsonl").write_bytes(b"\n" + line_b)
+        before = time.time()
+        report = store.ingest()
+        after = time.time()
+        assert (report.n_events, report.skipped_lines) == (11, 4)
+        errors = store.list_ingest_errors()
+        where = [(e.run_id, e.journal, e.line_no, e.byte_offset) for e in errors]
+        at = len(good[0]) + len(good[1])
+        assert where == [
+            ("run-a", str(path_a), 3, at),
+            ("run-a", str(path_a), 4, at + len(bad[0])),
+            ("run-a", str(path_a), 14, path_a.stat().st_size - len(stray)),
+            ("run-b", str(folder / "run-b.jsonl"), 2, 1),
+        ]
+        assert (
+            [e.line_head for e in errors]
+            == [  # the line's first 200 characters
+                line.rstrip(b"\n")[:200].decode() for line in (*bad, stray, line_b)
+            ]
+        )
+        assert "'ts'" in errors[1].error and "finite" in errors[1].error
+        assert "run-c" in errors[2].error
+        assert "candidate_idx" in errors[3].error and "2147483647" in errors[3].error
+        assert all(before <= e.recorded_at <= after for e in errors)
+        assert store.list_ingest_errors("run-b") == errors[3:]
+        assert store.list_ingest_errors("run-c") == []
+        # the journal cut back and written again: read again from the start, listed once
+        path_a.write_bytes(good[0])
+        store.ingest()
+        path_a.write_bytes(b"".join(good[:2]) + b"".join(bad) + b"".join(good[2:]) + stray)
+        assert store.ingest().n_events == 0
+        assert store.list_ingest_errors() == errors
 
     # ---- lifecycle and threads ---------------------------------------------------------------
 

@@ -555,7 +555,7 @@ def test_the_store_persists_across_reopening(tmp_path: Path) -> None:
     with DuckDBRunStore(db) as store:
         store.record_events(small_run())
         store.save_topology_version("t", "{}")
-        assert store.schema_version == 3
+        assert store.schema_version == 4
     with DuckDBRunStore(db) as store:
         assert store.list_runs()["n_events"].tolist() == [11]
         assert store.get_topology_version("t").version == 1
@@ -717,3 +717,36 @@ def test_two_stores_on_one_file_in_one_process_never_conflict(tmp_path: Path) ->
         row = store.list_runs().iloc[0]
         assert (row["n_events"], row["n_evaluations"]) == (201, 200)
         store.close()
+
+
+def test_skipped_lines_are_numbered_across_ingests_and_in_the_journal_view(
+    tmp_path: Path,
+) -> None:
+    """A line skipped by a later ingest (the chunk starts mid-journal) has its journal line
+    number; a torn line glued to an event is one line. The read-only journal view lists them
+    too."""
+    db = tmp_path / "runs.duckdb"
+    path = journal_path(db, "run-a")
+    path.parent.mkdir(parents=True)
+    good = [encode_event(e) + b"\n" for e in small_run()]
+    path.write_bytes(b"".join(good[:3]) + b"\n")  # line 4 is blank
+    with DuckDBRunStore(db, auto_ingest=False) as store:
+        assert store.ingest().n_events == 3
+        with path.open("ab") as fh:
+            fh.write(b"garbage\n" + good[3][:40] + b"".join(good[3:6]) + b"[1]\n")
+        report = store.ingest()
+        assert (report.n_events, report.skipped_lines) == (3, 3)
+        errors = store.list_ingest_errors("run-a")
+        at = len(b"".join(good[:3])) + 1
+        assert [(e.line_no, e.byte_offset, e.line_head) for e in errors] == [
+            (5, at, "garbage"),
+            (6, at + 8, good[3][:40].decode()),
+            (9, at + 8 + 40 + len(b"".join(good[3:6])), "[1]"),
+        ]
+        assert {e.journal for e in errors} == {str(path)}
+        assert store.list_ingest_errors() == errors
+    with DuckDBRunStore.from_journals(path.parent) as view:
+        seen = view.list_ingest_errors()
+        assert [(e.line_no, e.byte_offset, e.error) for e in seen] == [
+            (e.line_no, e.byte_offset, e.error) for e in errors
+        ]

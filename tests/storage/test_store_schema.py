@@ -51,15 +51,20 @@ def test_the_fixture_is_a_small_v1_database() -> None:
 
 def test_a_new_database_is_at_the_current_version(tmp_path: Path) -> None:
     with DuckDBRunStore(tmp_path / "new.duckdb") as store:
-        assert store.schema_version == CURRENT_VERSION == 3
+        assert store.schema_version == CURRENT_VERSION == 4
     with duckdb.connect(str(tmp_path / "new.duckdb")) as con:
         rows = con.execute("SELECT version, note FROM schema_version ORDER BY version").fetchall()
-    assert rows == [(1, "first release"), (2, "migrated to v2"), (3, "migrated to v3")]
+    assert rows == [
+        (1, "first release"),
+        (2, "migrated to v2"),
+        (3, "migrated to v3"),
+        (4, "migrated to v4"),
+    ]
 
 
 def test_a_v1_database_opens_and_migrates_with_its_data(v1_copy: Path) -> None:
     with DuckDBRunStore(v1_copy) as store:
-        assert store.schema_version == 3
+        assert store.schema_version == 4
         runs = store.list_runs()
         assert runs["run_id"].tolist() == ["v1-run"]
         row = runs.iloc[0]
@@ -82,7 +87,7 @@ def test_a_v1_database_opens_and_migrates_with_its_data(v1_copy: Path) -> None:
         assert store.record_proposal("gsm8k_replay", "{}") == 2
         assert store.save_topology_version("gsm8k_replay", "{}") == 2
     with DuckDBRunStore(v1_copy) as store:  # reopening does not migrate again
-        assert store.schema_version == 3
+        assert store.schema_version == 4
     with duckdb.connect(str(v1_copy)) as con:
         versions = con.execute("SELECT version FROM schema_version ORDER BY 1").fetchall()
         # v3 rebuilt the per-example table with its rows and zstd traces
@@ -90,7 +95,7 @@ def test_a_v1_database_opens_and_migrates_with_its_data(v1_copy: Path) -> None:
         ddl = con.execute(
             "SELECT sql FROM duckdb_tables() WHERE table_name = 'evaluations'"
         ).fetchone()
-    assert versions == [(1,), (2,), (3,)]
+    assert versions == [(1,), (2,), (3,), (4,)]
     assert ddl is not None and "trace VARCHAR USING COMPRESSION ZSTD" in str(ddl[0])
 
 
@@ -106,9 +111,11 @@ def test_migrating_step_by_step(tmp_path: Path) -> None:
         assert read_version(con) == 1
         assert ensure_schema(con, target=2) == 2
         assert read_version(con) == 2
-        assert ensure_schema(con) == 3
-        assert ensure_schema(con) == 3
+        assert ensure_schema(con, target=3) == 3
         assert read_version(con) == 3
+        assert ensure_schema(con) == 4
+        assert ensure_schema(con) == 4
+        assert read_version(con) == 4
 
 
 def test_a_database_from_a_newer_version_is_refused(tmp_path: Path) -> None:
@@ -127,8 +134,8 @@ def test_a_database_from_a_newer_version_is_refused(tmp_path: Path) -> None:
 def test_a_failed_migration_leaves_the_file_as_it_was(
     v1_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every step runs in one transaction: a migration that fails halfway (here a made-up v4
-    whose second statement fails) leaves the database at the version it had, with its rows."""
+    """Every step runs in one transaction: a migration that fails halfway (here a made-up next
+    version whose second statement fails) leaves the database at the version it had, with its rows."""
     import core.storage._schema as schema
 
     monkeypatch.setitem(
@@ -139,7 +146,67 @@ def test_a_failed_migration_leaves_the_file_as_it_was(
     with duckdb.connect(str(v1_copy)) as con:
         with pytest.raises(duckdb.Error, match="no_such_function"):
             ensure_schema(con, target=CURRENT_VERSION + 1)
-        assert read_version(con) == 1  # not even v2 and v3 stayed
+        assert read_version(con) == 1  # not even v2 to v4 stayed
         columns = [r[0] for r in con.execute("DESCRIBE runs").fetchall()]
         assert "halfway" not in columns and "last_event_at" not in columns
         assert con.execute("SELECT count(*) FROM evaluations").fetchone() == (4,)
+
+
+def test_lines_skipped_before_v4_are_listed_with_what_is_known(tmp_path: Path) -> None:
+    """v4 numbers skipped journal lines; errors a v3 store recorded keep their byte offset and
+    get no line number (the migration cannot read the journals), unless the line is skipped
+    again."""
+    db = tmp_path / "v3.duckdb"
+    with duckdb.connect(str(db)) as con:
+        assert ensure_schema(con, target=3) == 3
+        con.execute(
+            "INSERT INTO ingest_errors VALUES ('run-a.jsonl', 120, 'not json', 'oops', ?)", [T0]
+        )
+    folder = tmp_path / "journals"
+    folder.mkdir()
+    (folder / "run-a.jsonl").write_bytes(b"x" * 119 + b"\n" + b"oops\nagain\n")
+    with DuckDBRunStore(db, journal_dir=folder) as store:
+        assert store.schema_version == 4
+        errors = store.list_ingest_errors("run-a")  # the journal is ingested first
+    old = errors[1]  # recorded by v3, skipped again now: the first record, numbered
+    assert (old.run_id, old.journal, old.line_no, old.byte_offset, old.error, old.line_head) == (
+        "run-a",
+        str(folder / "run-a.jsonl"),
+        2,
+        120,
+        "not json",
+        "oops",
+    )
+    assert old.recorded_at == T0
+    # today's ingest skipped the lines again (no stored offset): numbered; 'oops' listed once,
+    # as first recorded
+    assert [(e.line_no, e.byte_offset, e.line_head) for e in errors] == [
+        (1, 0, "x" * 119),
+        (2, 120, "oops"),
+        (3, 125, "again"),
+    ]
+
+    with duckdb.connect(str(db)) as con:  # the v3 record alone: no line number
+        con.execute("DELETE FROM ingest_errors WHERE line_no IS NOT NULL")
+    with DuckDBRunStore(db, journal_dir=folder, auto_ingest=False) as store:
+        assert [(e.line_no, e.error) for e in store.list_ingest_errors()] == [(None, "not json")]
+
+
+def test_every_table_keeps_an_event_field_in_the_type_ingest_reads_it_as(tmp_path: Path) -> None:
+    """The events' integer ranges (`core.search.events`) are those of `_ingest._COLUMNS`; every
+    stored column of the same name has the same type, so an event that validates fits."""
+    from core.storage._ingest import _COLUMNS
+
+    DuckDBRunStore(tmp_path / "new.duckdb").close()
+    with duckdb.connect(str(tmp_path / "new.duckdb"), read_only=True) as con:
+        rows = con.execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "WHERE table_schema = 'main'"
+        ).fetchall()
+    checked = [
+        (str(table), str(column), str(kind))
+        for table, column, kind in rows
+        if column in _COLUMNS and _COLUMNS[str(column)] in ("INTEGER", "BIGINT", "INTEGER[]")
+    ]
+    assert len(checked) == 26
+    assert [c for c in checked if c[2] != _COLUMNS[c[1]]] == []
