@@ -2,8 +2,8 @@
 
 - `RunStore` (`base`): the interface and its contract (docstring; the reusable suite is
   `tests/contracts/store_contract.py`).
-- `RunRecord`, `TopologyVersion`, `IngestReport`, `IngestError` (`records`): the frozen records
-  it returns.
+- `RunRecord`, `ProposalRecord`, `TopologyVersion`, `IngestReport`, `IngestError` (`records`):
+  the frozen records it returns.
 - `DuckDBRunStore` (`duckdb_store`): the implementation; `open_store` (`resolver`) resolves a
   path or URL, with a read-only view from the journals when another process holds the file.
 - `RunJournal`, `read_journal`, `journal_path` (`journal`): the append-only JSON-lines journal a
@@ -26,6 +26,7 @@ from core.storage.journal import (
 from core.storage.records import (
     IngestError,
     IngestReport,
+    ProposalRecord,
     RunRecord,
     RunStatus,
     TopologyVersion,
@@ -37,6 +38,7 @@ __all__ = [
     "DuckDBRunStore",
     "IngestError",
     "IngestReport",
+    "ProposalRecord",
     "ResumeState",
     "RunJournal",
     "RunRecord",

@@ -15,6 +15,7 @@ from core.search.pareto import DEFAULT_OBJECTIVES, Objective
 from core.storage.records import (
     IngestError,
     IngestReport,
+    ProposalRecord,
     RunRecord,
     TopologyVersion,
 )
@@ -64,8 +65,8 @@ class RunStore(ABC):
     - **Read-only stores** (`read_only` is True, e.g. a view over journals while another
       process holds the database) answer every query and `ingest`, and raise `StoreError`
       from every other write.
-    - **Errors.** Misuse of a closed store, a missing topology version and refused writes
-      raise `StoreError`, and so does every call on a store whose database file was deleted or
+    - **Errors.** Misuse of a closed store, a missing topology version or proposal and
+      refused writes raise `StoreError`, and so does every call on a store whose database file was deleted or
       replaced while it was open (its writes would go to the old file and be lost); a
       database of a newer schema raises `SchemaVersionError`; a database file held by another
       process raises `StoreBusyError`.
@@ -316,6 +317,24 @@ class RunStore(ABC):
         proposed_by, created_at, decision, who, decided_at, comment, applied_version`
         (decision columns None while pending).
         """
+
+    def get_proposal(self, run_id: str | None, proposal_id: int) -> ProposalRecord:
+        """One proposal in full: what `list_proposals` lists, plus its spec and diff.
+
+        Proposal ids are unique across the store; `run_id` only checks where it came from.
+
+        Args:
+            run_id: the run the proposal must come from, or None for any proposal (those made
+                outside a run, in the editor or by a rollback, have no run).
+            proposal_id: its id.
+
+        Raises:
+            StoreError: there is no such proposal, or it is not of run `run_id` (the message
+                names the id, e.g. `"no proposal 7 of run 'r1'"`), or the store is closed.
+            NotImplementedError: only from a store written before this method existed (see
+                `list_ingest_errors`).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement get_proposal")
 
     @abstractmethod
     def save_topology_version(

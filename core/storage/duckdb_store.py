@@ -46,6 +46,7 @@ from core.storage.journal import journal_dir as default_journal_dir
 from core.storage.records import (
     IngestError,
     IngestReport,
+    ProposalRecord,
     RunRecord,
     RunStatus,
     TopologyVersion,
@@ -117,6 +118,11 @@ def _timestamp(when: datetime | float | None) -> float:
     if isinstance(when, datetime):
         return when.timestamp()
     return float(when)
+
+
+def _proposal_source(row: dict[str, Any]) -> str:
+    run = row.get("run_id")
+    return "no run" if run is None else f"run {run!r}"
 
 
 def _none_if_na(value: Any) -> Any:
@@ -686,6 +692,15 @@ class DuckDBRunStore(RunStore):
     @_tracked
     def list_proposals(self, target: str | None = None) -> pd.DataFrame:
         return queries.list_proposals(self._cur(), target)
+
+    @_tracked
+    def get_proposal(self, run_id: str | None, proposal_id: int) -> ProposalRecord:
+        row = queries.proposal(self._cur(), proposal_id)
+        if row is None or (run_id is not None and row["run_id"] != run_id):
+            of_run = "" if run_id is None else f" of run {run_id!r}"
+            have = "" if row is None else f" (proposal {proposal_id} is of {_proposal_source(row)})"
+            raise StoreError(f"no proposal {proposal_id}{of_run}{have}")
+        return ProposalRecord.model_validate(row)
 
     @_tracked
     def save_topology_version(

@@ -37,6 +37,7 @@ __all__ = [
     "ingest_errors",
     "interrupted_runs",
     "list_proposals",
+    "proposal",
     "list_runs",
     "list_topology_versions",
     "logs",
@@ -501,6 +502,29 @@ def list_proposals(con: duckdb.DuckDBPyConnection, target: str | None = None) ->
         """,
         {"target": target},
     )
+
+
+def proposal(con: duckdb.DuckDBPyConnection, proposal_id: int) -> dict[str, Any] | None:
+    """One proposal in full (the `list_proposals` columns plus `spec_json` and `diff`), with
+    its latest decision, or None when there is no such proposal."""
+    cur = con.execute(
+        """
+        SELECT p.proposal_id, p.target, p.spec_json, p.spec_hash, p.run_id, p.candidate_idx,
+               p.base_version, p.diff, p.proposed_by, p.created_at, a.decision, a.who,
+               a.decided_at, a.comment, a.applied_version
+        FROM proposals p
+        LEFT JOIN (
+            SELECT * FROM approvals WHERE proposal_id = $id
+            QUALIFY row_number() OVER (PARTITION BY proposal_id ORDER BY approval_id DESC) = 1
+        ) a ON a.proposal_id = p.proposal_id
+        WHERE p.proposal_id = $id
+        """,
+        {"id": proposal_id},
+    )
+    row = cur.fetchone()
+    if row is None:
+        return None
+    return dict(zip([d[0] for d in cur.description or []], row, strict=True))
 
 
 def ingest_errors(

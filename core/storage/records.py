@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "IngestError",
     "IngestReport",
+    "ProposalRecord",
     "RunRecord",
     "RunStatus",
     "TopologyVersion",
@@ -119,3 +120,42 @@ class IngestError(BaseModel):
     """The line's first 200 characters."""
     recorded_at: float
     """When the ingest skipped it, Unix seconds."""
+
+
+class ProposalRecord(BaseModel):
+    """One proposal to apply a spec to a target, in full, with its latest decision."""
+
+    model_config = _CONFIG
+
+    proposal_id: int
+    """Its id: 1, 2, ... across the whole store."""
+    target: str
+    """What it would be applied to, e.g. `"<registry root>/gsm8k_replay"`."""
+    spec_json: str
+    """The proposed spec exactly as recorded (node ids included)."""
+    spec_hash: str | None
+    """The spec's canonical hash, when the proposer gave it."""
+    run_id: str | None
+    """The run the candidate came from; None for a proposal made outside a run (the editor, a
+    rollback)."""
+    candidate_idx: int | None
+    """The candidate of that run, if any."""
+    base_version: int | None
+    """The target's version the diff was made against; None when the target was new."""
+    diff: str
+    """The diff shown when it was proposed (a unified JSON diff, or a note such as
+    `"rollback to v2"`), "" when none was recorded."""
+    proposed_by: str
+    """Who proposed it."""
+    created_at: float
+    """When it was proposed, Unix seconds."""
+    decision: Literal["approved", "rejected"] | None
+    """Its latest decision; None while pending."""
+    who: str | None
+    """Who made that decision."""
+    decided_at: float | None
+    """When, Unix seconds."""
+    comment: str | None
+    """The decision's comment."""
+    applied_version: int | None
+    """The target version an approval wrote, if any."""

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
 
 from core.errors import StoreError
@@ -784,6 +785,65 @@ class StoreContract:
             4,
         )
         assert before <= row["decided_at"] <= after
+
+    def test_a_proposal_in_full_with_its_spec_and_diff(self, store: RunStore) -> None:
+        spec = '{"kind": "pipeline", "id": "p1", "steps": []}'
+        first = store.record_proposal(
+            "gsm8k_replay", spec, spec_hash="h1", run_id="run-a", candidate_idx=3,
+            base_version=2, diff="--- v2\n+++ proposal\n- a\n+ b\n", proposed_by="ana", when=T0,
+        )  # fmt: skip
+        second = store.record_proposal("editor/solver", "{}", when=T0 + 1)
+        got = store.get_proposal("run-a", first)
+        assert got.model_dump() == {
+            "proposal_id": first, "target": "gsm8k_replay", "spec_json": spec, "spec_hash": "h1",
+            "run_id": "run-a", "candidate_idx": 3, "base_version": 2,
+            "diff": "--- v2\n+++ proposal\n- a\n+ b\n", "proposed_by": "ana", "created_at": T0,
+            "decision": None, "who": None, "decided_at": None, "comment": None,
+            "applied_version": None,
+        }  # fmt: skip
+        assert store.get_proposal(None, first) == got  # None: whatever run it is of
+        other = store.get_proposal(None, second)
+        assert (other.spec_json, other.diff, other.run_id, other.candidate_idx) == (
+            "{}",
+            "",
+            None,
+            None,
+        )
+        assert (other.spec_hash, other.base_version, other.proposed_by) == (None, None, "")
+        # what list_proposals lists of it is the same
+        listed = store.list_proposals().set_index("proposal_id").loc[first].to_dict()
+        assert {k: listed[k] for k in ("target", "run_id", "candidate_idx", "spec_hash",
+                                        "base_version", "proposed_by", "created_at")} == {
+            k: getattr(got, k) for k in ("target", "run_id", "candidate_idx", "spec_hash",
+                                         "base_version", "proposed_by", "created_at")
+        }  # fmt: skip
+        # its latest decision
+        store.record_approval(first, who="bo", decision="rejected", comment="no", when=T0 + 5)
+        store.record_approval(first, who="cy", comment="yes", applied_version=3, when=T0 + 9)
+        decided = store.get_proposal("run-a", first)
+        assert (decided.decision, decided.who, decided.decided_at, decided.comment) == (
+            "approved",
+            "cy",
+            T0 + 9,
+            "yes",
+        )
+        assert decided.applied_version == 3
+        assert decided.spec_json == spec
+        with pytest.raises(pydantic.ValidationError):  # a frozen record
+            decided.decision = "rejected"  # type: ignore[misc]
+
+    def test_a_missing_proposal_is_a_store_error_naming_it(self, store: RunStore) -> None:
+        with pytest.raises(StoreError, match=r"^no proposal 1$"):
+            store.get_proposal(None, 1)
+        pid = store.record_proposal("t", "{}", run_id="run-a")
+        with pytest.raises(StoreError, match=r"^no proposal 7 of run 'run-a'$"):
+            store.get_proposal("run-a", 7)
+        with pytest.raises(StoreError, match=rf"^no proposal {pid} of run 'run-b' \(proposal "
+                           rf"{pid} is of run 'run-a'\)$"):  # fmt: skip
+            store.get_proposal("run-b", pid)
+        outside = store.record_proposal("t", "{}")
+        with pytest.raises(StoreError, match=rf"no proposal {outside} of run 'run-a'.*no run"):
+            store.get_proposal("run-a", outside)
 
     def test_snapshot_membership_of_archive_entries(self, store: RunStore) -> None:
         b = RunBuilder()
