@@ -6,6 +6,7 @@ import argparse
 import getpass
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from core.ir.diff import structural_diff, unified_json_diff
 from core.ir.limits import MAX_DEPTH_CEILING, SpecLimits
 from core.search.apply import apply_specs
 from core.search.registry import Approval, TopologyRegistry
-from core.storage import RunStore
+from core.storage import IngestError, RunStore
 from studio._cli_common import CliUsageError, ExitCode, resolve_db_path
 from studio._cli_output import Output, fmt_float
 from studio._cli_report import front_legend, print_changes, print_front, print_spec
@@ -93,9 +94,20 @@ def candidate_spec(store: RunStore, run_id: str, candidate: int) -> TopologySpec
         raise CliUsageError(f"candidate {candidate} of run {run_id}: {exc}") from exc
 
 
+def _skipped_text(skipped: Sequence[IngestError]) -> str:
+    """How many journal lines were skipped and where the first is, e.g.
+    `2 (not stored; first: line 3 of data/runs.duckdb.journals/r1.jsonl)`."""
+    first = skipped[0]
+    where = f"line {first.line_no}" if first.line_no is not None else f"byte {first.byte_offset}"
+    return f"{len(skipped)} (not stored; first: {where} of {first.journal})"
+
+
 def print_run(store: RunStore, run_id: str, out: Output) -> dict[str, Any]:
     """Print a run's summary, its validation Pareto front, and its best topology with the
-    held-out test score; return the figures printed (for `search`'s own summary)."""
+    held-out test score; return the figures printed (for `search`'s own summary).
+
+    The summary says how many lines of the run's journal were skipped (not valid events, so
+    not stored; `RunStore.list_ingest_errors`) when there are any."""
     run = store.get_run(run_id)
     if run is None:
         raise CliUsageError(f"no run {run_id!r} in the database")
@@ -103,18 +115,20 @@ def print_run(store: RunStore, run_id: str, out: Output) -> dict[str, Any]:
     archive = store.archive(run_id, split="validation")
     out.heading(f"Run {run_id}")
     used = run.budget_used
-    out.kv(
-        [
-            ("problem", run.problem or "-"),
-            ("strategy", run.strategy or "-"),
-            ("seed", run.seed if run.seed is not None else "-"),
-            ("status", run.status + (f" ({run.reason})" if run.reason else "")),
-            ("started", _ts(run.started_at)),
-            ("evaluations", int(used.get("evaluations", 0)) if used else "-"),
-            ("cost_usd_total", fmt_float(used.get("usd"), 6) if used else "-"),
-            ("wall_s", fmt_float(used.get("wall_s"), 1) if used else "-"),
-        ]
-    )
+    pairs: list[tuple[str, Any]] = [
+        ("problem", run.problem or "-"),
+        ("strategy", run.strategy or "-"),
+        ("seed", run.seed if run.seed is not None else "-"),
+        ("status", run.status + (f" ({run.reason})" if run.reason else "")),
+        ("started", _ts(run.started_at)),
+        ("evaluations", int(used.get("evaluations", 0)) if used else "-"),
+        ("cost_usd_total", fmt_float(used.get("usd"), 6) if used else "-"),
+        ("wall_s", fmt_float(used.get("wall_s"), 1) if used else "-"),
+    ]
+    skipped = store.list_ingest_errors(run_id)
+    if skipped:
+        pairs.append(("skipped_lines", _skipped_text(skipped)))
+    out.kv(pairs)
     weights = run.config.get("weights")
     n_validation = run.config.get("n_validation")
     legend = front_legend(
