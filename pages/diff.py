@@ -64,7 +64,7 @@ else:
     else:
         name = target.removeprefix(prefix)
         with guard():
-            spec, problem = parse_stored_spec(manager.proposal_spec(rec.get("spec_hash")))
+            spec, problem = parse_stored_spec(manager.store.get_proposal(None, int(pid)).spec_json)
             if spec is None:
                 st.error(f"The proposed spec cannot be read: {problem}")
             else:

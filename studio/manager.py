@@ -56,7 +56,9 @@ from core.search.pareto import DEFAULT_OBJECTIVES, Objective
 from core.search.registry import Approval, TopologyRegistry
 from core.storage import (
     DuckDBRunStore,
+    IngestError,
     IngestReport,
+    ProposalRecord,
     RunJournal,
     RunRecord,
     RunStore,
@@ -616,12 +618,6 @@ class StudioManager:
             proposed_by=who or current_user(),
         )
 
-    def proposal_spec(self, spec_hash_: str | None) -> str | None:
-        """The JSON of a proposed spec, by its hash (None when unknown)."""
-        if not spec_hash_:
-            return None
-        return self.store.get_spec(spec_hash_)
-
     def approve(
         self,
         proposal_id: int,
@@ -870,6 +866,12 @@ class _ReopeningStore(RunStore):
 
     def list_proposals(self, target: str | None = None) -> pd.DataFrame:
         return self._manager._call(lambda s: s.list_proposals(target))
+
+    def get_proposal(self, run_id: str | None, proposal_id: int) -> ProposalRecord:
+        return self._manager._call(lambda s: s.get_proposal(run_id, proposal_id))
+
+    def list_ingest_errors(self, run_id: str | None = None) -> list[IngestError]:
+        return self._manager._call(lambda s: s.list_ingest_errors(run_id))
 
     def save_topology_version(
         self, target: str, spec_json: str, *, spec_hash: str | None = None, note: str = ""

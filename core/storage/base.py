@@ -122,6 +122,7 @@ class RunStore(ABC):
         journal folder ingests nothing.
         """
 
+    @abstractmethod
     def list_ingest_errors(self, run_id: str | None = None) -> list[IngestError]:
         """The journal lines ingests skipped and recorded, of one run's journal or of all.
 
@@ -136,14 +137,7 @@ class RunStore(ABC):
 
         Returns:
             One `IngestError` per skipped line, by journal file name, then by position.
-
-        Raises:
-            NotImplementedError: only from a store written before this method existed (every
-                implementation overrides it, and the contract suite checks it). It is not
-                abstract yet so that such stores, e.g. wrappers that forward each call, keep
-                working until they forward it too.
         """
-        raise NotImplementedError(f"{type(self).__name__} does not implement list_ingest_errors")
 
     @abstractmethod
     def get_run(self, run_id: str) -> RunRecord | None:
@@ -318,6 +312,7 @@ class RunStore(ABC):
         (decision columns None while pending).
         """
 
+    @abstractmethod
     def get_proposal(self, run_id: str | None, proposal_id: int) -> ProposalRecord:
         """One proposal in full: what `list_proposals` lists, plus its spec and diff.
 
@@ -331,10 +326,7 @@ class RunStore(ABC):
         Raises:
             StoreError: there is no such proposal, or it is not of run `run_id` (the message
                 names the id, e.g. `"no proposal 7 of run 'r1'"`), or the store is closed.
-            NotImplementedError: only from a store written before this method existed (see
-                `list_ingest_errors`).
         """
-        raise NotImplementedError(f"{type(self).__name__} does not implement get_proposal")
 
     @abstractmethod
     def save_topology_version(
