@@ -127,11 +127,13 @@ def front_table(archive: pd.DataFrame) -> list[list[str]]:
 def front_legend(
     weights: Mapping[str, Any] | None, n_examples: int | None, split: str = "validation"
 ) -> str:
-    """One line saying what the front's numbers mean, with the score's formula.
+    """One line saying what the front's numbers mean: units, the score's formula, what puts a
+    candidate on the front (dominance over all five objectives, so a slower candidate with fewer
+    agents can be on it) and the `same_as` column.
 
-    e.g. `per problem of the 300 validation problems: accuracy = share correct, cost_usd in
-    USD, latency_ms in ms of model time; score = 1*accuracy - 0.1*cost_usd - 1e-06*latency_ms
-    (* = best)`.
+    e.g. `per problem, over the 300 validation problems: accuracy = share correct, cost_usd in
+    USD, latency_ms in ms; score = 1*accuracy - 0.1*cost_usd - 1e-06*latency_ms (* = best
+    score); on the front: ...`.
     """
     over = f"the {n_examples} {split} problems" if n_examples else f"the {split} split"
     text = f"per problem, over {over}: accuracy = share correct, cost_usd in USD, latency_ms in ms"
@@ -145,7 +147,11 @@ def front_legend(
         if terms:
             formula = " ".join(terms).removeprefix("+ ")
             text += f"; score = {formula}"
-    return text + " (* = best score)"
+    return text + (
+        " (* = best score); on the front: no other candidate is at least as good on all of "
+        "accuracy, cost, latency, n_agents and depth and better on one; same_as: front "
+        "candidates with the same figures, not listed again"
+    )
 
 
 def print_front(

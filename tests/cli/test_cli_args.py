@@ -235,12 +235,16 @@ def test_front_rows_group_candidates_with_the_same_figures() -> None:
     weights = {"accuracy": 1.0, "cost_usd": -0.1, "latency_ms": -1e-06, "confidence": 0.1}
     assert front_legend(weights, 300) == (
         "per problem, over the 300 validation problems: accuracy = share correct, cost_usd in "
-        "USD, latency_ms in ms; score = 1*accuracy - 0.1*cost_usd - 1e-06*latency_ms "
-        "(* = best score)"
+        "USD, latency_ms in ms; score = 1*accuracy - 0.1*cost_usd - 1e-06*latency_ms (* = best "
+        "score); on the front: no other candidate is at least as good on all of accuracy, "
+        "cost, latency, n_agents and depth and better on one; same_as: front candidates with "
+        "the same figures, not listed again"
     )
     assert front_legend(None, None) == (
         "per problem, over the validation split: accuracy = share correct, cost_usd in USD, "
-        "latency_ms in ms (* = best score)"
+        "latency_ms in ms (* = best score); on the front: no other candidate is at least as "
+        "good on all of accuracy, cost, latency, n_agents and depth and better on one; "
+        "same_as: front candidates with the same figures, not listed again"
     )
 
 

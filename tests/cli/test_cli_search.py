@@ -258,8 +258,10 @@ def test_printed_front_is_what_the_store_holds(small_run: dict[str, Any]) -> Non
     ]  # fmt: skip
     assert table[-1] == (
         "(per problem, over the 20 validation problems: accuracy = share correct, cost_usd in "
-        "USD, latency_ms in ms; score = 1*accuracy - 0.1*cost_usd - 1e-06*latency_ms "
-        "(* = best score))"
+        "USD, latency_ms in ms; score = 1*accuracy - 0.1*cost_usd - 1e-06*latency_ms (* = best "
+        "score); on the front: no other candidate is at least as good on all of accuracy, "
+        "cost, latency, n_agents and depth and better on one; same_as: front candidates with "
+        "the same figures, not listed again)"
     )
     printed = [(*r[:7], r[8]) for r in rows]
     best_printed = [r[0] for r in rows if r[-1] == "*"]
