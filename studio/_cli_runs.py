@@ -238,7 +238,12 @@ def cmd_apply(args: argparse.Namespace, out: Output) -> int:
     """`apply RUN CANDIDATE [--to PATH] [--yes]`: diff against a topology registry (default: the
     studio's, `studio.manager.default_registry_root`); write with
     `--yes` (atomic, refused if the registry changed since the diff), recording the approval
-    in the registry and, when the database is writable, in the run store."""
+    in the registry and, when the database is writable, in the run store.
+
+    The store records the proposal and its approval only once the registry holds the new
+    version: a registry that refuses the write (`ApplyError`, e.g. `"cannot write registry
+    PATH: <why>"`, or `StaleTargetError`) is one error line (exit 2) and leaves nothing
+    recorded, since nothing was applied."""
     from studio.manager import default_registry_root  # only apply needs the studio's manager
 
     db = resolve_db_path(args.db)
@@ -280,22 +285,29 @@ def cmd_apply(args: argparse.Namespace, out: Output) -> int:
         who = _who(args.by)
         approval = Approval(by=who, comment=args.comment)
         note = f"run {run_id} candidate {args.candidate}"
-        proposal_id: int | None = None
-        if not store.read_only:
-            proposal_id = store.record_proposal(
-                f"{registry.root}/{name}",
-                spec.model_dump_json(),
-                run_id=run_id,
-                candidate_idx=args.candidate,
-                base_version=shown.base_version,
-                diff=shown.unified,
-                proposed_by=who,
-            )
+        # write first, then record the proposal and its approval: a write the registry
+        # refuses (unwritable, changed since the diff) raises before anything is recorded, so
+        # the store never holds a proposal that no one will decide (the registry keeps the
+        # approval with the version either way)
         (done,) = apply_specs(
             {name: spec}, registry, dry_run=False, expected=[shown], approval=approval, note=note
         )
-        if proposal_id is not None:
+        if store.read_only:
+            out.note(
+                "note: the database is held by another process; the approval is recorded "
+                "in the registry only"
+            )
+        else:
             try:
+                proposal_id = store.record_proposal(
+                    f"{registry.root}/{name}",
+                    spec.model_dump_json(),
+                    run_id=run_id,
+                    candidate_idx=args.candidate,
+                    base_version=shown.base_version,
+                    diff=shown.unified,
+                    proposed_by=who,
+                )
                 store.record_approval(
                     proposal_id,
                     who=who,
@@ -305,10 +317,5 @@ def cmd_apply(args: argparse.Namespace, out: Output) -> int:
                 )
             except StoreError as exc:
                 out.note(f"note: written, but the approval was not recorded in the store: {exc}")
-        elif store.read_only:
-            out.note(
-                "note: the database is held by another process; the approval is recorded "
-                "in the registry only"
-            )
         out.line(f"written: {registry.root}/{name} version {done.new_version} (approved by {who})")
     return ExitCode.OK

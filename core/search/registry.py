@@ -21,11 +21,16 @@ each file to a temporary file in the same directory, `fsync`s it and `os.replace
 (the record first, then the spec file, whose appearance commits the version), and `fsync`s the
 directory. A reader never sees a half-written file, and two writers racing from the same base
 cannot both win: the second one sees the first one's version and is refused.
+
+A registry the file system refuses (a read-only folder, a path below a file, `/proc/...`, a full
+disk) is an `ApplyError` saying so, never a bare `OSError`: `"cannot write registry <root>: <why>"`
+(nothing of the version was written then) or `"cannot read registry <root>: <why>"`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import tempfile
@@ -46,6 +51,8 @@ except ImportError:  # pragma: no cover - not on Linux
     _fcntl = None
 
 __all__ = ["Approval", "TopologyRegistry", "VersionRecord"]
+
+_log = logging.getLogger(__name__)
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -102,6 +109,12 @@ def _check_name(name: str) -> str:
     return name
 
 
+def _why(exc: OSError) -> str:
+    """What the file system said, e.g. `"Not a directory: /data/file/reg"`."""
+    why = exc.strerror or str(exc) or type(exc).__name__
+    return f"{why}: {exc.filename}" if exc.filename else why
+
+
 def _fsync_dir(path: Path) -> None:
     with contextlib.suppress(OSError):  # not every platform can open a directory
         fd = os.open(path, os.O_RDONLY)
@@ -152,25 +165,46 @@ class TopologyRegistry:
 
     # -- reading ---------------------------------------------------------------------------
 
+    def _read_error(self, exc: OSError) -> ApplyError:
+        return ApplyError(f"cannot read registry {self.root}: {_why(exc)}")
+
+    def _write_error(self, exc: OSError) -> ApplyError:
+        return ApplyError(f"cannot write registry {self.root}: {_why(exc)}")
+
     def names(self) -> list[str]:
-        """Names with at least one version, sorted."""
+        """Names with at least one version, sorted.
+
+        Raises:
+            ApplyError: the registry folder cannot be listed.
+        """
         if not self.root.is_dir():
             return []
-        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and self._versions(p.name))
+        try:
+            dirs = [p.name for p in self.root.iterdir() if p.is_dir()]
+        except OSError as exc:
+            raise self._read_error(exc) from exc
+        return sorted(n for n in dirs if self._versions(n))
 
     def _versions(self, name: str) -> list[int]:
         d = self.root / name
         if not d.is_dir():
             return []
         found: list[int] = []
-        for p in d.iterdir():
-            m = _VERSION_RE.match(p.name)
-            if m:
-                found.append(int(m.group(1)))
+        try:
+            for p in d.iterdir():
+                m = _VERSION_RE.match(p.name)
+                if m:
+                    found.append(int(m.group(1)))
+        except OSError as exc:
+            raise self._read_error(exc) from exc
         return sorted(found)
 
     def current_version(self, name: str) -> int | None:
-        """The current (highest) version of `name`, or `None` when it has none."""
+        """The current (highest) version of `name`, or `None` when it has none.
+
+        Raises:
+            ApplyError: the name's folder cannot be listed.
+        """
         versions = self._versions(_check_name(name))
         return versions[-1] if versions else None
 
@@ -184,13 +218,16 @@ class TopologyRegistry:
         """Version `version` of `name`.
 
         Raises:
-            ApplyError: no such version, or its file is not a valid spec (names the file).
+            ApplyError: no such version, its file cannot be read, or it is not a valid spec
+                (names the file).
         """
         path = self._spec_path(_check_name(name), version)
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise ApplyError(f"{self.root}: topology {name!r} has no version {version}") from None
+        except OSError as exc:
+            raise self._read_error(exc) from exc
         try:
             return parse_topology(text, self.limits)
         except SpecError as exc:
@@ -208,20 +245,27 @@ class TopologyRegistry:
         return version, self.get(name, version)
 
     def record(self, name: str, version: int) -> VersionRecord:
-        """The record of one version (a minimal one if its record file is missing)."""
+        """The record of one version (a minimal one if its record file is missing).
+
+        Raises:
+            ApplyError: the record or the spec cannot be read.
+        """
         path = self._meta_path(_check_name(name), version)
         try:
             return VersionRecord.model_validate_json(path.read_bytes())
         except (FileNotFoundError, ValidationError):
-            spec = self.get(name, version)
-            return VersionRecord(
-                name=name,
-                version=version,
-                spec_hash=spec_hash(spec),
-                created_at="",
-                base_version=None if version == 1 else version - 1,
-                note="(record missing)",
-            )
+            pass
+        except OSError as exc:
+            raise self._read_error(exc) from exc
+        spec = self.get(name, version)
+        return VersionRecord(
+            name=name,
+            version=version,
+            spec_hash=spec_hash(spec),
+            created_at="",
+            base_version=None if version == 1 else version - 1,
+            note="(record missing)",
+        )
 
     def history(self, name: str) -> list[VersionRecord]:
         """Every version of `name`, oldest first (empty when it has none)."""
@@ -231,11 +275,23 @@ class TopologyRegistry:
 
     @contextlib.contextmanager
     def _locked(self, name: str) -> Generator[None]:
+        """Hold `name`'s lock (its folder and lock file are created first).
+
+        Raises:
+            ApplyError: the folder or the lock file cannot be made, or the lock taken.
+        """
         d = self.root / name
-        d.mkdir(parents=True, exist_ok=True)
-        with open(d / ".lock", "a+b") as fh:
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            fh = open(d / ".lock", "a+b")  # closed by the `with` below, after the yield
+        except OSError as exc:
+            raise self._write_error(exc) from exc
+        with fh:
             if _fcntl is not None:
-                _fcntl.flock(fh.fileno(), _fcntl.LOCK_EX)
+                try:
+                    _fcntl.flock(fh.fileno(), _fcntl.LOCK_EX)
+                except OSError as exc:  # e.g. ENOLCK on a file system without locks
+                    raise self._write_error(exc) from exc
             try:
                 yield
             finally:
@@ -266,6 +322,8 @@ class TopologyRegistry:
 
         Raises:
             StaleTargetError: the current version is not `base_version`; nothing was written.
+            ApplyError: the file system refused the write (`"cannot write registry <root>:
+                <why>"`); nothing was written (a version exists only once its spec file does).
             ValueError: an invalid name.
         """
         _check_name(name)
@@ -288,9 +346,24 @@ class TopologyRegistry:
                 note=note,
             )
             text = spec_to_json(spec)
-            _atomic_write_text(self._meta_path(name, version), rec.model_dump_json(indent=2))
-            _atomic_write_text(self._spec_path(name, version), text)
-            _atomic_write_text(self.root / name / "current.json", text)
+            meta = self._meta_path(name, version)
+            try:
+                _atomic_write_text(meta, rec.model_dump_json(indent=2))
+                _atomic_write_text(self._spec_path(name, version), text)
+            except OSError as exc:
+                with contextlib.suppress(OSError):  # no record of a version that is not there
+                    meta.unlink(missing_ok=True)
+                raise self._write_error(exc) from exc
+            try:  # the version is written: a stale convenience copy is no reason to say not
+                _atomic_write_text(self.root / name / "current.json", text)
+            except OSError as exc:
+                _log.warning(
+                    "%s: version %d of %r written, but its current.json was not refreshed: %s",
+                    self.root,
+                    version,
+                    name,
+                    _why(exc),
+                )
             _fsync_dir(self.root / name)
         return rec
 
