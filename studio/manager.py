@@ -644,7 +644,12 @@ class StudioManager:
 
         Raises:
             StaleTargetError: the registry topology changed since `shown` was made.
-            StoreError: the store is read-only (nothing is written then).
+            ApplyError: the registry cannot be written (`"cannot write registry <root>:
+                <why>"`: a read-only folder, a path below a file, a full disk).
+            StoreError: the store is read-only.
+
+        When any of these is raised nothing was written and no decision recorded: the proposal
+        stays pending, to approve again once the cause is fixed, or to reject.
         """
         store = self.store
         if store.read_only:
