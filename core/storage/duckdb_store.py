@@ -10,6 +10,11 @@ Concurrency (the storage decision in `architecture.md`; field cases F9, F10):
 - **A search never holds the file.** It writes its run journal (`core.storage.journal`) beside
   the database; the owner ingests journals (`ingest`), by default before every query
   (`auto_ingest`), so a search in another process is visible live and loses nothing.
+- **Interrupted means the writer is gone.** A run stored as `running` whose journal no process
+  holds (`journal_is_live`) is reported `interrupted`. The lock is probed after the query's
+  ingest, so a search that wrote its `run_finished` and let go in between would look
+  interrupted: a journal found free is read once more, and the run is interrupted only if it
+  still reads `running` with its journal free (never for a run that is finishing).
 - **A cursor per thread.** One DuckDB connection per store; each thread gets its own cursor
   (`connection.cursor()`, kept thread-locally), because a DuckDB connection must not be shared
   across threads. Writes are short transactions, one at a time (a lock per database file, shared
@@ -284,11 +289,15 @@ class DuckDBRunStore(RunStore):
             raise
         return out
 
-    def _refresh(self) -> None:
+    def _refresh(self, journals: Sequence[str] | None = None) -> None:
+        """`auto_ingest`: ingest the journals (these file names only, if given) before a query."""
         if not self._auto_ingest or self._journal_dir is None:
             return
         try:
-            report = self.ingest()
+            if journals is None:
+                report = self.ingest()
+            else:
+                report = self._ingest_paths([self._journal_dir / name for name in journals])
         except StoreError:
             raise
         except Exception as exc:  # never let a background refresh break a query (F10)
@@ -296,6 +305,21 @@ class DuckDBRunStore(RunStore):
             return
         for name, err in report.failed:
             _log.warning("ingesting run journal %s failed (will retry): %s", name, err)
+
+    def _interrupted(self, cur: duckdb.DuckDBPyConnection) -> list[str]:
+        """The runs stored as `running` whose journal no live process holds, read again first.
+
+        The query's ingest ran before the lock was probed: a writer that appended its
+        `run_finished` and let go of its journal in between looks interrupted (stored
+        `running`, journal free). Whatever a writer wrote is in the file once its lock is
+        free, so each journal found free is ingested once more, and its run is interrupted
+        only if it still reads `running` with a free journal (field case F10).
+        """
+        found = queries.interrupted_journals(cur, self._journal_dir)
+        if found and self._auto_ingest:
+            self._refresh([journal for _, journal in found])
+            found = queries.interrupted_journals(cur, self._journal_dir)
+        return [run_id for run_id, _ in found]
 
     def _enter(self) -> None:
         with self._calls_done:
@@ -433,13 +457,17 @@ class DuckDBRunStore(RunStore):
 
     @_tracked
     def ingest(self) -> IngestReport:
+        return self._ingest_paths(self._journal_files())
+
+    def _ingest_paths(self, paths: Iterable[Path]) -> IngestReport:
+        """Ingest these journals' new complete lines (`ingest` on a list of files)."""
         n_events = n_journals = skipped = 0
         failed: list[tuple[str, str]] = []
         with self._write_lock:
             cur = self._cur()
             rows = cur.execute("SELECT journal, byte_offset FROM ingest_offsets").fetchall()
             self._offsets = {str(r[0]): int(r[1]) for r in rows}  # another store may have moved
-            for path in self._journal_files():
+            for path in paths:
                 before = self._offsets.get(path.name)
                 try:
                     n, bad = self._ingest_journal(cur, path)
@@ -475,10 +503,8 @@ class DuckDBRunStore(RunStore):
 
     # ---- runs ---------------------------------------------------------------------------------
 
-    @_tracked
-    def get_run(self, run_id: str) -> RunRecord | None:
-        self._refresh()
-        row = (
+    def _run_row(self, run_id: str) -> tuple[Any, ...] | None:
+        return (
             self._cur()
             .execute(
                 "SELECT run_id, problem, strategy, seed, status, reason, config::VARCHAR, "
@@ -488,9 +514,20 @@ class DuckDBRunStore(RunStore):
             )
             .fetchone()
         )
+
+    @_tracked
+    def get_run(self, run_id: str) -> RunRecord | None:
+        self._refresh()
+        row = self._run_row(run_id)
         if row is None:
             return None
         status = queries.effective_status(str(row[4]), row[15], self._journal_dir)
+        if status == "interrupted" and self._auto_ingest:
+            # its journal may have been let go after the ingest above: read it once more
+            # (see `_interrupted`)
+            self._refresh([str(row[15])])
+            row = self._run_row(run_id) or row
+            status = queries.effective_status(str(row[4]), row[15], self._journal_dir)
         return RunRecord(
             run_id=str(row[0]),
             problem=row[1],
@@ -512,7 +549,8 @@ class DuckDBRunStore(RunStore):
     @_tracked
     def list_runs(self) -> pd.DataFrame:
         self._refresh()
-        return queries.list_runs(self._cur(), self._journal_dir)
+        cur = self._cur()
+        return queries.list_runs(cur, self._journal_dir, interrupted=self._interrupted(cur))
 
     # ---- specs --------------------------------------------------------------------------------
 

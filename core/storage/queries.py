@@ -35,6 +35,7 @@ __all__ = [
     "effective_status",
     "example_trace",
     "ingest_errors",
+    "interrupted_journals",
     "interrupted_runs",
     "list_proposals",
     "proposal",
@@ -118,7 +119,11 @@ def status_label(status: str, reason: str | None, last_event_at: float | None) -
 
 def effective_status(status: str, journal: str | None, journal_dir: Path | None) -> str:
     """A stored status, with `running` turned into `interrupted` when the run's journal exists
-    and no live process holds it (see `journal_is_live`)."""
+    and no live process holds it (see `journal_is_live`).
+
+    The stored status must have been read after the lock was seen free, else a writer that
+    appended its `run_finished` and let go in between reads as interrupted: a caller that
+    ingests journals re-reads them when this says `interrupted` (`DuckDBRunStore` does)."""
     if status != "running" or journal is None or journal_dir is None:
         return status
     path = journal_dir / journal
@@ -128,27 +133,45 @@ def effective_status(status: str, journal: str | None, journal_dir: Path | None)
     return "interrupted" if live is False else status
 
 
-def interrupted_runs(con: duckdb.DuckDBPyConnection, journal_dir: Path | None) -> list[str]:
-    """The stored-as-running runs whose journal no live process holds any more."""
+def interrupted_journals(
+    con: duckdb.DuckDBPyConnection, journal_dir: Path | None
+) -> list[tuple[str, str]]:
+    """`(run_id, journal)` of the stored-as-running runs whose journal no live process holds
+    any more (the journal's file name in `journal_dir`)."""
     if journal_dir is None:
         return []
     rows = con.execute(
-        "SELECT run_id, journal FROM runs WHERE status = 'running' AND journal IS NOT NULL"
+        "SELECT run_id, journal FROM runs WHERE status = 'running' AND journal IS NOT NULL "
+        "ORDER BY run_id"
     ).fetchall()
     return [
-        str(run_id)
+        (str(run_id), str(journal))
         for run_id, journal in rows
         if effective_status("running", str(journal), journal_dir) == "interrupted"
     ]
 
 
-def list_runs(con: duckdb.DuckDBPyConnection, journal_dir: Path | None = None) -> pd.DataFrame:
+def interrupted_runs(con: duckdb.DuckDBPyConnection, journal_dir: Path | None) -> list[str]:
+    """The stored-as-running runs whose journal no live process holds any more."""
+    return [run_id for run_id, _ in interrupted_journals(con, journal_dir)]
+
+
+def list_runs(
+    con: duckdb.DuckDBPyConnection,
+    journal_dir: Path | None = None,
+    *,
+    interrupted: Sequence[str] | None = None,
+) -> pd.DataFrame:
     """Every run, newest first (columns: see `RunStore.list_runs`).
 
     Args:
         con: a connection to a run store.
         journal_dir: the journal folder; a `running` run whose journal no live process holds
             is reported `interrupted`. None: statuses as stored.
+        interrupted: the runs to report `interrupted` (those still stored as `running`), as
+            the caller decided them; None: `interrupted_runs(con, journal_dir)` now. A store
+            that ingests journals decides them itself, because a journal found unlocked must
+            be read once more before its run is called interrupted (`DuckDBRunStore`).
     """
     sql = f"""
     WITH res AS ({_PREFERRED.format(where="r.split <> 'test'")}),
@@ -191,7 +214,9 @@ def list_runs(con: duckdb.DuckDBPyConnection, journal_dir: Path | None = None) -
     LEFT JOIN cand USING (run_id)
     ORDER BY b.started_at DESC NULLS LAST, b.run_id DESC
     """
-    cur = con.execute(sql, {"interrupted": interrupted_runs(con, journal_dir)})
+    if interrupted is None:
+        interrupted = interrupted_runs(con, journal_dir)
+    cur = con.execute(sql, {"interrupted": list(interrupted)})
     columns = [d[0] for d in cur.description or []]
     at = columns.index("status") + 1
     rows = [
