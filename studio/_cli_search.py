@@ -5,6 +5,10 @@ it from another process) and, when it ends, the run store ingests the journal an
 printed from the store's rows: the validation Pareto front, the best topology and its held-out
 test score. If another process (the studio) holds the database, the journal alone records the
 run (the holder ingests it) and the summary comes from a read-only view of the journals.
+
+A database that no process could use (not a DuckDB file, a directory, a file this user cannot
+write, a newer schema) is refused before anything runs, so a search never runs to its end only
+to find it cannot record its results.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_ai.exceptions import UserError
 
-from core.errors import BudgetError, SpecError, StoreBusyError, TopologyStudioError
+from core.errors import BudgetError, SpecError, StoreBusyError, StoreError, TopologyStudioError
 from core.evaluation.evaluator import CandidateEvaluation, ExampleResult, TopologyEvaluator
 from core.evaluation.metrics import GoldExample
 from core.ir import TopologySpec, parse_topology
@@ -254,6 +258,26 @@ def run_cli_search(setup: _SearchSetup, out: Output) -> OptimizationResult:
         return asyncio.run(search.run())
 
 
+def _check_store(db: Path) -> None:
+    """Fail before the search when the database exists but no process could record the run
+    in it; a database held by another process is fine (the holder ingests the journal).
+
+    A missing database is created when the run ends (its folder is checked with the
+    journal's), so nothing is created here.
+
+    Raises:
+        StoreError: `db` is not a DuckDB file, is a directory, cannot be written, or has a
+            newer schema (the same line `runs --db` prints).
+    """
+    if not db.exists():
+        return
+    try:
+        store = open_store(db)
+    except StoreBusyError:
+        return
+    store.close()
+
+
 def _report(db: Path, run_id: str, out: Output) -> str | None:
     """Ingest the journal and print the run from the store (or from the journals when another
     process holds the database); return the run's stop reason (e.g. `"SIGINT"`)."""
@@ -321,7 +345,14 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
         if diagnosis:
             out.note(f"diagnosis: {diagnosis}")
         return ExitCode.FAILED
-    if _report(db, setup.run_id, out) == "SIGINT":
+    try:
+        reason = _report(db, setup.run_id, out)
+    except StoreError as exc:  # e.g. the database was replaced while the search ran
+        raise CliUsageError(
+            f"{exc} (run {setup.run_id} is recorded in its journal {setup.journal.path}: a "
+            f"later command on a usable --db {db} ingests it)"
+        ) from exc
+    if reason == "SIGINT":
         # stopped cleanly by Ctrl-C: the summary is printed, but a script must not go on
         out.note(
             f"interrupted: continue with 'topology-studio search --resume {setup.run_id} --db {db}'"
@@ -333,6 +364,7 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
 def cmd_search(args: argparse.Namespace, out: Output) -> int:
     """`search PROBLEM [...]` or `search --resume RUN`."""
     db = resolve_db_path(args.db)
+    _check_store(db)
     setup = _resume_setup(args, db, out) if args.resume else _new_setup(args, db)
     return _run_and_report(setup, db, out)
 
@@ -340,6 +372,7 @@ def cmd_search(args: argparse.Namespace, out: Output) -> int:
 def cmd_demo(args: argparse.Namespace, out: Output) -> int:
     """`demo [--no-ui]`: check the data, run a short offline search, open the studio."""
     db = resolve_db_path(args.db)
+    _check_store(db)
     out.heading("Data")
     problem = load_problem(DEMO_PROBLEM)
     sizes = ", ".join(f"{k} {len(v)}" for k, v in problem.splits.items())
