@@ -8,18 +8,21 @@ documented in `core.problems` and in `data/problems/gsm8k_replay/README.md`.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from core.evaluation.metrics import MetricWeights
 from core.evaluation.pricing import ModelPrice
 
 __all__ = [
+    "RANDOM_SEED_MAX",
     "DatasetConfig",
     "GoldConfig",
     "ModelsConfig",
     "ProblemConfig",
+    "RandomSeed",
     "SearchDefaults",
 ]
 
@@ -34,6 +37,29 @@ StepKind = Literal[
     "agent_step", "function_step", "pipeline", "parallel", "router", "refinement_loop"
 ]
 """The IR's node kinds (semantics section 6)."""
+
+
+RANDOM_SEED_MAX: Final = 2**63 - 1
+"""The largest random seed of a search: a run records its seed as a signed 64-bit integer (the
+run store's `BIGINT` column, and `RunStarted.seed`)."""
+
+
+def _check_random_seed(value: int) -> int:
+    # 0 and up: random.Random(n) seeds with abs(n), so -n would draw what n draws while the
+    # minibatch draws (seeded with the text of n) differ; numpy's seeds refuse negatives too
+    if not 0 <= value <= RANDOM_SEED_MAX:
+        raise PydanticCustomError(
+            "random_seed_range",
+            "must be a whole number from 0 to {max} (2**63 - 1, the largest seed a run can record)",
+            {"max": RANDOM_SEED_MAX},
+        )
+    return value
+
+
+RandomSeed = Annotated[int, AfterValidator(_check_random_seed)]
+"""A search's random seed: a whole number from 0 to `RANDOM_SEED_MAX` (2**63 - 1). Out of that
+range it is a validation error at the field, e.g. `seed: must be a whole number from 0 to
+9223372036854775807 (...)`."""
 
 
 def _relative_path(v: str) -> str:
@@ -89,8 +115,8 @@ class SearchDefaults(BaseModel):
     """Stop after this many evaluations without a new best (None: never)."""
     minibatch_size: int = Field(default=20, ge=1)
     """Validation examples per candidate evaluation during the search."""
-    seed: int = 42
-    """Random seed of the strategy and the minibatch draws."""
+    seed: RandomSeed = 42
+    """Random seed of the strategy and the minibatch draws (0 to 2**63 - 1)."""
     concurrency: int = Field(default=8, ge=1)
     """Examples evaluated concurrently."""
     meta_model: str | None = None

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from core.evaluation.checks import CheckResult
 from core.evaluation.metrics import MetricWeights
 from core.ir.models import TopologySpec
+from core.problems.config import RandomSeed
 from core.search.gene import TopologyGene
 from core.search.result import CandidateRecord
 
@@ -54,8 +55,9 @@ class StrategyConfig(BaseModel):
     minibatch_size: int = Field(default=5, ge=1)
     """Validation examples per candidate evaluation during the search (all of them when the
     split is smaller). The same examples for every candidate of a generation."""
-    seed: int = 42
-    """Seed of the strategy's random generator and of the minibatch draws."""
+    seed: RandomSeed = 42
+    """Seed of the strategy's random generator and of the minibatch draws: 0 to 2**63 - 1 (a
+    run records it as a signed 64-bit integer; `core.problems.config.RandomSeed`)."""
     weights: MetricWeights = Field(default_factory=MetricWeights)
     """Weights of the aggregate score (mean scalarized bundle) used to compare candidates."""
     archive_strategy: ArchiveStrategy = "top_k"
