@@ -8,7 +8,10 @@ run (the holder ingests it) and the summary comes from a read-only view of the j
 
 A database that no process could use (not a DuckDB file, a directory, a file this user cannot
 write, a newer schema) is refused before anything runs, so a search never runs to its end only
-to find it cannot record its results.
+to find it cannot record its results. `search --resume RUN` continues the run with the options it
+was started with; an option that differs from them is refused (a different budget, seed or
+strategy would not continue the same run), except those that change only how fast it runs
+(`--concurrency`, `--time-scale`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import asyncio
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 from pydantic_ai.exceptions import UserError
@@ -39,6 +42,7 @@ from core.storage import (
     journal_path,
     new_run_id,
     open_store,
+    read_journal,
 )
 from studio._cli_common import CliUsageError, ExitCode, parse_overrides, resolve_db_path
 from studio._cli_output import Output, fmt_float
@@ -62,12 +66,33 @@ _NOT_STRATEGY_KEYS = frozenset(
 )
 
 
-def _problem_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    overrides = parse_overrides(list(getattr(args, "overrides", []) or []))
+_SPEED_SETTINGS = frozenset({"models.time_scale", "search.concurrency"})
+"""Problem settings that change how fast a run goes, not what it computes: a resumed run may
+take other values (`--time-scale`, `--concurrency`, or `--set` of these)."""
+
+_BUDGET_FLAGS: tuple[tuple[str, str, str], ...] = (
+    ("max_evaluations", "max_evaluations", "--max-evaluations"),
+    ("max_usd", "max_usd", "--max-usd"),
+    ("max_wall_s", "max_wall_time_s", "--max-wall-s"),
+    ("patience", "patience", "--patience"),
+)
+"""`Budget` field, the problem's `[search]` key, the command-line flag."""
+
+
+def _speed_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
     if getattr(args, "time_scale", None) is not None:
         overrides["models.time_scale"] = args.time_scale
     if getattr(args, "concurrency", None) is not None:
         overrides["search.concurrency"] = args.concurrency
+    return overrides
+
+
+def _problem_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    overrides = parse_overrides(list(getattr(args, "overrides", []) or []))
+    if getattr(args, "meta_model", None):
+        overrides["search.meta_model"] = args.meta_model  # recorded, so a resume can check it
+    overrides.update(_speed_overrides(args))
     return overrides
 
 
@@ -177,28 +202,105 @@ def _new_setup(args: argparse.Namespace, db: Path) -> _SearchSetup:
     )
 
 
+def _recorded_setting(problem_config: Mapping[str, Any], key: str) -> tuple[bool, Any]:
+    """`(found, value)` of a dotted problem setting (`"gold.validation_size"`) in a recorded
+    `RunStarted.problem_config`: its `--set` overrides first, then its resolved config."""
+    overrides: Mapping[str, Any] = problem_config.get("overrides") or {}
+    if key in overrides:
+        return True, overrides[key]
+    node: Any = problem_config.get("config") or {}
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False, None
+        node = cast(Mapping[str, Any], node)[part]
+    return True, node
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _changed_options(args: argparse.Namespace, started: RunStarted) -> list[str]:
+    """The options given with `--resume` that differ from the recorded run's, each as
+    `--flag VALUE (recorded: VALUE)`; speed settings and equal values are not listed."""
+    changed: list[str] = []
+
+    def differs(option: str, given: Any, recorded: Any) -> None:
+        if given is not None and given != recorded:
+            changed.append(f"{option} {_shown(given)} (recorded: {_shown(recorded)})")
+
+    if args.strategy is not None and args.strategy.replace("-", "_") != started.strategy:
+        changed.append(
+            f"--strategy {args.strategy} (recorded: {started.strategy.replace('_', '-')})"
+        )
+    differs("--seed", args.seed, started.seed)
+    budget: Mapping[str, Any] = started.config.get("budget") or {}
+    for field, _, flag in _BUDGET_FLAGS:
+        differs(flag, getattr(args, field), budget.get(field))
+    differs("--generations", args.generations, started.config.get("n_generations"))
+    differs("--minibatch-size", args.minibatch_size, started.config.get("minibatch_size"))
+    n_test = int(started.config.get("n_test") or 0)
+    if args.no_test and n_test:
+        changed.append(f"--no-test (recorded: a held-out test split of {n_test} examples)")
+    if args.meta_model and started.strategy == "meta_agent":
+        found, model = _recorded_setting(started.problem_config, "search.meta_model")
+        if found and model is not None:
+            differs("--meta-model", args.meta_model, model)
+    for item in args.overrides or []:
+        ((key, value),) = parse_overrides([item]).items()
+        if key in _SPEED_SETTINGS:
+            continue
+        found, recorded = _recorded_setting(started.problem_config, key)
+        if not found or value != recorded:
+            changed.append(f"--set {item} (recorded: {_shown(recorded) if found else 'not set'})")
+    return changed
+
+
 def _resume_setup(args: argparse.Namespace, db: Path, out: Output) -> _SearchSetup:
+    """The recorded run's setup, after checking that the options given agree with it.
+
+    Raises:
+        CliUsageError: no journal for the run, nothing recorded, or options that differ from
+            the recorded ones (all named in one line; the journal is left untouched).
+    """
     path = journal_path(db, args.resume)
     if not path.is_file():
         raise CliUsageError(
             f"no journal for run {args.resume!r} at {path}: give the run id that "
             "'topology-studio runs' lists, and the same --db"
         )
+    state = ResumeState.from_events(read_journal(path))  # read only: nothing changes yet
+    started: RunStarted | None = state.started
+    if started is None:
+        raise CliUsageError(f"run {args.resume} recorded nothing to resume from ({path})")
+    changed = _changed_options(args, started)
+    recorded_problem: Mapping[str, Any] = started.problem_config
+    overrides = dict(recorded_problem.get("overrides") or {})
+    overrides.update(_speed_overrides(args))
+    for item in args.overrides or []:
+        overrides.update({k: v for k, v in parse_overrides([item]).items() if k in _SPEED_SETTINGS})
+    evaluator_cfg = started.config.get("evaluator") or {}
+    if "concurrency" in evaluator_cfg and "search.concurrency" not in overrides:
+        overrides["search.concurrency"] = evaluator_cfg["concurrency"]
+    if args.meta_model and "search.meta_model" not in overrides:
+        overrides["search.meta_model"] = args.meta_model  # not recorded before: record it now
+    toml = recorded_problem.get("toml_path")
+    ref = args.problem or (toml if toml and Path(str(toml)).is_file() else started.problem)
+    problem = load_problem(ref, overrides=overrides)
+    if args.problem and problem.name != started.problem:
+        changed.insert(0, f"PROBLEM {args.problem} (recorded: {started.problem})")
+    if changed:
+        raise CliUsageError(
+            f"cannot resume run {args.resume} with other options than it was started with: "
+            f"{', '.join(changed)}; resume it without them (it keeps its own, so it ends as "
+            "the uninterrupted run would), or start a new search with them"
+        )
     journal = RunJournal.resume(path)
     try:
-        state = ResumeState.from_events(list(journal.recorded))
-        started: RunStarted | None = state.started
-        if started is None:
-            raise CliUsageError(f"run {args.resume} recorded nothing to resume from ({path})")
-        recorded_problem: Mapping[str, Any] = started.problem_config
-        overrides = dict(recorded_problem.get("overrides") or {})
-        overrides.update(_problem_overrides(args))
-        evaluator_cfg = started.config.get("evaluator") or {}
-        if "concurrency" in evaluator_cfg and "search.concurrency" not in overrides:
-            overrides["search.concurrency"] = evaluator_cfg["concurrency"]
-        toml = recorded_problem.get("toml_path")
-        ref = args.problem or (toml if toml and Path(str(toml)).is_file() else started.problem)
-        problem = load_problem(ref, overrides=overrides)
         fields = strategy_config_class(started.strategy).model_fields
         config = {
             k: v for k, v in started.config.items() if k not in _NOT_STRATEGY_KEYS and k in fields
