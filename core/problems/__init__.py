@@ -46,7 +46,7 @@ max_usd = 10.0                      # omit: no cost limit
 max_wall_time_s = 600.0             # omit: no time limit
 patience = 10                       # evaluations without a new best; omit: never
 minibatch_size = 20
-seed = 42
+seed = 42                           # 0 to 2**63 - 1
 concurrency = 8
 meta_model = "openai:gpt-4o-mini"   # meta_agent only
 allowed_step_kinds = ["agent_step", "function_step"]
@@ -110,10 +110,12 @@ prices, its `is_blank` test, its `latency_source`), so no caller can forget one.
 """
 
 from core.problems.config import (
+    RANDOM_SEED_MAX,
     DatasetConfig,
     GoldConfig,
     ModelsConfig,
     ProblemConfig,
+    RandomSeed,
     SearchDefaults,
 )
 from core.problems.datasets import (
@@ -142,6 +144,7 @@ __all__ = [
     "DATASETS_ENV",
     "PROBLEMS_ENV",
     "PROBLEM_FILE",
+    "RANDOM_SEED_MAX",
     "CallableRole",
     "DatasetConfig",
     "GoldConfig",
@@ -150,6 +153,7 @@ __all__ = [
     "ProblemConfig",
     "ProblemContext",
     "ProblemParts",
+    "RandomSeed",
     "SearchDefaults",
     "configured_dataset_dirs",
     "default_cache_root",
