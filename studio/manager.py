@@ -693,13 +693,17 @@ class StudioManager:
             The new version number.
 
         Raises:
-            ApplyError: no such version.
+            ApplyError: no such version, or the registry cannot be written (then nothing is
+                recorded in the store).
         """
         by = who or current_user()
         spec = self.registry.get(name, version)
         base = self.registry.current_version(name)
+        # the registry first: a refused write (ApplyError) leaves no proposal behind in the store
+        rec = self.registry.rollback(
+            name, version, base_version=base, approval=Approval(by=by, comment=comment)
+        )
         store = self.store
-        proposal_id: int | None = None
         if not store.read_only:
             h = spec_hash(spec)
             store.put_spec(h, spec.model_dump_json())
@@ -711,10 +715,6 @@ class StudioManager:
                 diff=f"rollback to v{version}",
                 proposed_by=by,
             )
-        rec = self.registry.rollback(
-            name, version, base_version=base, approval=Approval(by=by, comment=comment)
-        )
-        if proposal_id is not None:
             store.record_approval(
                 proposal_id,
                 who=by,

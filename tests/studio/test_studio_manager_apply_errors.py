@@ -91,3 +91,27 @@ def test_approve_on_a_full_disk_is_an_apply_error_and_writes_nothing(
         assert sorted(p.name for p in (root / "solver").iterdir()) == [".lock"]
     finally:
         m.close()
+
+
+def test_a_rollback_the_registry_refuses_records_no_proposal(
+    tmp_path: Path, small_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m = StudioManager(small_db, registry_root=tmp_path / "reg")
+    try:
+        pid = m.propose("solver", SPEC, who="ann")
+        m.approve(pid, "solver", SPEC, m.dry_run("solver", SPEC), who="ann")
+        before = _decisions(m)
+        assert before == [(pid, "approved", 1)]
+
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise ApplyError(f"cannot write registry {tmp_path / 'reg'}: disk full")
+
+        monkeypatch.setattr(m.registry, "rollback", refuse)
+        with pytest.raises(ApplyError, match="disk full"):
+            m.rollback("solver", 1, who="bob")
+        assert _decisions(m) == before  # no rollback proposal left pending
+        monkeypatch.undo()
+        assert m.rollback("solver", 1, who="bob") == 2
+        assert _decisions(m) == [*before, (pid + 1, "approved", 2)]
+    finally:
+        m.close()
