@@ -11,6 +11,7 @@ from typing import Any
 __all__ = [
     "DB_ENV",
     "DEFAULT_DB",
+    "CliInterrupted",
     "CliUsageError",
     "ExitCode",
     "parse_overrides",
@@ -39,6 +40,19 @@ class ExitCode(IntEnum):
 
 class CliUsageError(Exception):
     """A bad command line (printed as one line, exit code 2)."""
+
+
+class CliInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a command that left something to continue: printed as the usual
+    `error: interrupted` line, then `hint` (e.g. how to resume the run), exit code 130.
+
+    Args:
+        hint: one line saying what to do next.
+    """
+
+    def __init__(self, hint: str) -> None:
+        super().__init__(hint)
+        self.hint = hint
 
 
 def resolve_db_path(db: str | None) -> Path:

@@ -44,7 +44,13 @@ from core.storage import (
     open_store,
     read_journal,
 )
-from studio._cli_common import CliUsageError, ExitCode, parse_overrides, resolve_db_path
+from studio._cli_common import (
+    CliInterrupted,
+    CliUsageError,
+    ExitCode,
+    parse_overrides,
+    resolve_db_path,
+)
 from studio._cli_output import Output, fmt_float
 from studio._cli_progress import SearchProgress
 from studio._cli_report import structure_line
@@ -380,6 +386,10 @@ def _check_store(db: Path) -> None:
     store.close()
 
 
+def _resume_hint(run_id: str, db: Path) -> str:
+    return f"interrupted: continue with 'topology-studio search --resume {run_id} --db {db}'"
+
+
 def _report(db: Path, run_id: str, out: Output) -> str | None:
     """Ingest the journal and print the run from the store (or from the journals when another
     process holds the database); return the run's stop reason (e.g. `"SIGINT"`)."""
@@ -434,6 +444,11 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
                 run_cli_search(setup, out)
             except (TopologyStudioError, UserError) as exc:
                 failed = exc
+    except KeyboardInterrupt:
+        # a second Ctrl-C: the run was cancelled and recorded as stopped, nothing printed
+        if _drop_if_empty(setup):
+            raise
+        raise CliInterrupted(_resume_hint(setup.run_id, db)) from None
     except BaseException:
         _drop_if_empty(setup)
         raise
@@ -449,6 +464,8 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
         return ExitCode.FAILED
     try:
         reason = _report(db, setup.run_id, out)
+    except KeyboardInterrupt:
+        raise CliInterrupted(_resume_hint(setup.run_id, db)) from None
     except StoreError as exc:  # e.g. the database was replaced while the search ran
         raise CliUsageError(
             f"{exc} (run {setup.run_id} is recorded in its journal {setup.journal.path}: a "
@@ -456,9 +473,7 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
         ) from exc
     if reason == "SIGINT":
         # stopped cleanly by Ctrl-C: the summary is printed, but a script must not go on
-        out.note(
-            f"interrupted: continue with 'topology-studio search --resume {setup.run_id} --db {db}'"
-        )
+        out.note(_resume_hint(setup.run_id, db))
         return ExitCode.INTERRUPTED
     return ExitCode.OK
 

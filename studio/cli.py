@@ -13,10 +13,11 @@ and tests can read them); progress bars and notes go to stderr (bars only on a t
 
 Errors: every `core.errors.TopologyStudioError` and every argument error is one line on stderr,
 `topology-studio: error: ...`, and exit code 2; a search that ran and failed exits 1; Ctrl-C
-exits 130 (a first Ctrl-C stops a search cleanly, records and prints it, then exits 130). No
-traceback is ever printed unless `--debug` is given (then the error's traceback follows its
-line). The database is `--db`, else `$TOPOLOGY_STUDIO_DB`, else
-`data/runs.duckdb` in the current directory.
+exits 130 (a first Ctrl-C stops a search cleanly, records and prints it, then exits 130; a
+second one stops it at once, records it as stopped and prints only the error line and how to
+resume). No traceback is ever printed unless `--debug` is given (then the error's traceback
+follows its line). The database is `--db`, else `$TOPOLOGY_STUDIO_DB`, else `data/runs.duckdb`
+in the current directory.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from core.errors import TopologyStudioError
-from studio._cli_common import DB_ENV, CliUsageError, ExitCode
+from studio._cli_common import DB_ENV, CliInterrupted, CliUsageError, ExitCode
 from studio._cli_output import Output
 
 __all__ = ["build_parser", "main"]
@@ -324,8 +325,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             traceback.print_exc(file=out.stderr)
         return ExitCode.USAGE
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         out.error("interrupted")
+        if isinstance(exc, CliInterrupted):
+            out.note(exc.hint)
         return ExitCode.INTERRUPTED
     except BrokenPipeError:
         return ExitCode.OK

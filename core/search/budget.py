@@ -24,6 +24,7 @@ What counts (the same figures `RunFinished.budget_used` reports):
 
 from __future__ import annotations
 
+import asyncio
 import math
 import signal
 import threading
@@ -225,10 +226,10 @@ class StopSignal:
 
     - stop file: the run stops when the file exists (it is not deleted; remove it before
       resuming).
-    - SIGINT: inside `sigint_handler()`, the first Ctrl-C requests a stop; a second one raises
-      `KeyboardInterrupt` as usual. The handler is installed only when called from the main
-      thread (Python allows signal handlers nowhere else) and the previous one is restored on
-      exit.
+    - SIGINT: inside `sigint_handler()`, the first Ctrl-C requests a stop; a second one stops
+      the run at once, but lets it unwind (see `sigint_handler`). The handler is installed only
+      when called from the main thread (Python allows signal handlers nowhere else) and the
+      previous one is restored on exit.
     - `request(reason)`: thread-safe, e.g. from the studio's stop button.
 
     Args:
@@ -258,8 +259,24 @@ class StopSignal:
         return None
 
     def sigint_handler(self) -> _SigintGuard:
-        """A context manager installing the clean-stop SIGINT handler (main thread only)."""
+        """A context manager installing the clean-stop SIGINT handler (main thread only).
+
+        The first Ctrl-C requests a stop (`reason()` is then `"SIGINT"`). A second one stops the
+        run now, without raising `KeyboardInterrupt` at whatever line the interpreter is on
+        (inside the event loop that leaves tasks half run, their exceptions never retrieved and
+        coroutines never awaited): it goes to the handler that was installed before, which under
+        `asyncio.run` cancels the main task and, once it has unwound (the engine records the run
+        as stopped), raises `KeyboardInterrupt` from `asyncio.run`. When the previous handler is
+        Python's default and the guard was entered in a task (an event loop run another way),
+        that task is cancelled instead (its caller sees `CancelledError`); outside any event
+        loop, `KeyboardInterrupt` is raised as usual. A third Ctrl-C goes to the previous
+        handler again (under `asyncio.run`: an immediate `KeyboardInterrupt`).
+        """
         return _SigintGuard(self)
+
+
+def _noop() -> None:
+    """Wakes an event loop waiting in `select` (a handle to run)."""
 
 
 class _SigintGuard:
@@ -267,16 +284,33 @@ class _SigintGuard:
         self._stop = stop
         self._previous: Any = None
         self._installed = False
+        self._task: asyncio.Task[Any] | None = None
+        self._interrupted = False
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self._stop.reason() is not None:
-            # second Ctrl-C: give the user their interrupt back
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            raise KeyboardInterrupt
-        self._stop.request("SIGINT")
+        if self._stop.reason() is None:
+            self._stop.request("SIGINT")
+            return
+        previous = self._previous
+        if callable(previous) and previous is not signal.default_int_handler:
+            previous(signum, frame)  # asyncio.run's: cancels its main task, then interrupts
+            return
+        task = self._task
+        if not self._interrupted and task is not None and not task.done():
+            self._interrupted = True
+            task.cancel("SIGINT")
+            task.get_loop().call_soon_threadsafe(_noop)
+            return
+        # outside an event loop (or a third Ctrl-C): give the user their interrupt back
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        raise KeyboardInterrupt
 
     def __enter__(self) -> _SigintGuard:
         if threading.current_thread() is threading.main_thread():
+            try:
+                self._task = asyncio.current_task()
+            except RuntimeError:  # no running event loop
+                self._task = None
             self._previous = signal.getsignal(signal.SIGINT)
             signal.signal(signal.SIGINT, self._handle)
             self._installed = True
@@ -286,3 +320,4 @@ class _SigintGuard:
         if self._installed:
             signal.signal(signal.SIGINT, self._previous)
             self._installed = False
+            self._task = None
