@@ -103,7 +103,12 @@ def _problem_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _budget(problem: Problem, args: argparse.Namespace) -> Budget:
-    """The problem's `[search]` limits, each replaced by its flag when given."""
+    """The problem's `[search]` limits, each replaced by its flag when given.
+
+    Raises:
+        BudgetError: a limit of 0 from the problem (its `[search]` table or `--set`; the flags
+            refuse 0 themselves), naming the setting and the flag that replaces it.
+    """
     s = problem.search
 
     def pick(flag: str, default: Any) -> Any:
@@ -116,6 +121,13 @@ def _budget(problem: Problem, args: argparse.Namespace) -> Budget:
         max_wall_s=pick("max_wall_s", s.max_wall_time_s),
         patience=pick("patience", s.patience),
     )
+    for field, key, flag in _BUDGET_FLAGS:
+        if getattr(budget, field) == 0:
+            raise BudgetError(
+                f"problem {problem.name}: search.{key} = 0 allows no work: give {flag} with a "
+                f"value above 0, or change search.{key} in its problem.toml (or the --set that "
+                "gave it)"
+            )
     budget.validate_allows_work()
     return budget
 

@@ -15,9 +15,9 @@ Errors: every `core.errors.TopologyStudioError` and every argument error is one 
 `topology-studio: error: ...`, and exit code 2; a search that ran and failed exits 1; Ctrl-C
 exits 130 (a first Ctrl-C stops a search cleanly, records and prints it, then exits 130; a
 second one stops it at once, records it as stopped and prints only the error line and how to
-resume). No traceback is ever printed unless `--debug` is given (then the error's traceback
-follows its line). The database is `--db`, else `$TOPOLOGY_STUDIO_DB`, else `data/runs.duckdb`
-in the current directory.
+resume). No traceback is ever printed unless `--debug` is given, before or after the command
+(then the error's traceback follows its line). The database is `--db`, else
+`$TOPOLOGY_STUDIO_DB`, else `data/runs.duckdb` in the current directory.
 """
 
 from __future__ import annotations
@@ -66,6 +66,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {text}")
+    return value
+
+
 def _non_negative_float(text: str) -> float:
     try:
         value = float(text)
@@ -84,6 +94,15 @@ def _port(text: str) -> int:
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"a port is 1-65535, got {value}")
     return value
+
+
+_DEBUG_HELP = "print the traceback of an error after its one-line message"
+
+
+def _add_debug(p: argparse.ArgumentParser) -> None:
+    """`--debug` after the command too (`topology-studio search ... --debug`); SUPPRESS keeps
+    the command's parser from resetting a `--debug` given before the command."""
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_DEBUG_HELP)
 
 
 def _add_db(p: argparse.ArgumentParser) -> None:
@@ -116,20 +135,22 @@ def _add_budget(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("budget (defaults: the problem's [search] table)")
     g.add_argument(
         "--max-evaluations",
-        type=_positive_or_zero_int,
+        type=_positive_int,
         metavar="N",
-        help="candidate evaluations, the seed's included",
+        help="candidate evaluations, the seed's included (at least 1)",
     )
     g.add_argument(
         "--max-usd",
-        type=_non_negative_float,
+        type=_positive_float,
         metavar="USD",
-        help="priced model usage of the whole run, USD",
+        help="priced model usage of the whole run, USD (above 0)",
     )
-    g.add_argument("--max-wall-s", type=_non_negative_float, metavar="S", help="wall-clock seconds")
+    g.add_argument(
+        "--max-wall-s", type=_positive_float, metavar="S", help="wall-clock seconds (above 0)"
+    )
     g.add_argument(
         "--patience",
-        type=_positive_or_zero_int,
+        type=_positive_int,
         metavar="N",
         help="evaluations in a row without a new best before stopping",
     )
@@ -156,11 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Search for how LLM agents should be composed, and look at the results.",
     )
-    parser.add_argument(
-        "--debug",
-        action="store_true",
-        help="print the traceback of an error after its one-line message",
-    )
+    parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
     parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
     parser.add_argument(
         "--db",
@@ -202,9 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", choices=("validation", "test", "all"), default="validation")
     p.add_argument(
         "--limit",
-        type=_positive_or_zero_int,
+        type=_positive_int,
         metavar="N",
-        help="only the first N examples of the split",
+        help="only the first N examples of the split (at least 1)",
     )
     p.add_argument(
         "--concurrency", type=_positive_int, metavar="N", help="examples evaluated at once"
@@ -262,6 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=_port)
     p.add_argument("--seed", type=int, metavar="N", default=1)
     _add_db(p)
+    for command in sub.choices.values():
+        _add_debug(command)
     return parser
 
 
@@ -304,11 +323,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     internal error; 2 a bad input (argument, problem, dataset, spec, budget, store); 130 Ctrl-C.
     """
     args_list = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args_list
+    debug = False
     out = Output()
     try:
         parser = build_parser()
         args = parser.parse_args(args_list)
+        debug = bool(getattr(args, "debug", False))
         if args.command is None:
             parser.print_help(out.stdout)
             return ExitCode.USAGE
@@ -336,7 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else ExitCode.OK
     except Exception as exc:  # noqa: BLE001 (never a traceback without --debug)
         out.error(
-            f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)"
+            f"internal error: {type(exc).__name__}: {exc} (run the command again with --debug "
+            "for the traceback)"
         )
         if debug:
             traceback.print_exc(file=out.stderr)

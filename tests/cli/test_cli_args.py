@@ -25,8 +25,14 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
         (["bogus"], "argument COMMAND: invalid choice: 'bogus'"),
         (["search"], "search: give a PROBLEM, or --resume RUN"),
         (["search", "gsm8k_replay", "--seed", "x"], "search: argument --seed: invalid int"),
-        (["search", "p", "--max-evaluations", "-1"], "--max-evaluations: must not be negative"),
-        (["search", "p", "--max-usd", "nan"], "--max-usd: must be a finite number >= 0"),
+        (
+            ["search", "p", "--max-evaluations", "-1"],
+            "--max-evaluations: must be at least 1, got -1",
+        ),
+        (
+            ["search", "p", "--max-usd", "nan"],
+            "--max-usd: must be a finite number above 0, got nan",
+        ),
         (["search", "p", "--strategy", "genetic"], "argument --strategy: invalid choice"),
         (["search", "p", "--set", "novalue"], "--set expects FIELD=VALUE, got 'novalue'"),
         (["diff", "r1", "x"], "diff: argument CANDIDATE: not a whole number: 'x'"),

@@ -133,8 +133,8 @@ def test_zero_budget(isolated: Path, capsys: pytest.CaptureFixture[str]) -> None
     line = _one_error_line(code, cap.out, cap.err)
     assert code == 2
     assert line == (
-        "topology-studio: error: budget max_evaluations=0 allows no work: give a positive "
-        "value or None (no limit)"
+        "topology-studio: error: search: argument --max-evaluations: must be at least 1, got 0 "
+        "(see 'topology-studio search --help')"
     )
     assert not (isolated / "runs.duckdb.journals").exists()  # nothing was started
 
@@ -190,7 +190,9 @@ def test_a_search_that_fails_before_it_starts_leaves_no_journal(
     cap = capsys.readouterr()
     line = _one_error_line(code, cap.out, cap.err)
     assert code == 2
-    assert line.startswith("topology-studio: error: designer model 'nosuch:model' has no price")
+    assert line.startswith(
+        "topology-studio: error: designer model 'nosuch:model' cannot be built: Unknown model"
+    )
     assert "journal" not in line
     journals = isolated / "runs.duckdb.journals"
     assert not journals.exists() or list(journals.iterdir()) == []

@@ -53,7 +53,8 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
 )
-from pydantic_ai.models import Model, infer_model, infer_model_profile
+from pydantic_ai.models import Model, infer_model, infer_model_profile, parse_model_id
+from pydantic_ai.providers import infer_provider_class
 from pydantic_ai.usage import RunUsage
 
 from core.agents.usage import model_name
@@ -101,6 +102,9 @@ environment variable or pass it via ..." (`pydantic_ai.providers.missing_api_key
 _KEYLESS_HINT = "To try Pydantic AI without an API key"
 """Start of the advice pydantic-ai appends to a missing-key error (about its own `Agent('test')`,
 not something a search can use): cut from our message."""
+
+_MODEL_EXAMPLES = "openai:gpt-4o-mini or ollama:llama3.1"
+"""Designer model names shown when a name is not one."""
 
 
 class MetaAgentConfig(StrategyConfig):
@@ -188,12 +192,15 @@ class MetaAgentSearch(Strategy):
         from the environment), never called, together with the designer agent the run will use.
 
         Raises:
-            SearchError: the schema breaks under the provider's profile, the provider's package
-                is missing, the model has no price, or the model cannot be built, e.g. a
+            SearchError: the name is not a `provider:model` name (`designer model 'bogus' is
+                not a provider:model name: ...`) or names a provider pydantic-ai does not know,
+                the schema breaks under the provider's profile, the provider's package is
+                missing, the model has no price, or the model cannot be built, e.g. a
                 missing API key: `designer model 'openai:gpt-4o' cannot be built: the
                 OPENAI_API_KEY environment variable is not set (set it, or choose another
                 designer model)`; pydantic-ai's error is chained.
         """
+        self._check_name()
         try:
             target: Any = (
                 infer_model_profile(self.model) if isinstance(self.model, str) else self.model
@@ -382,6 +389,31 @@ class MetaAgentSearch(Strategy):
         )
 
     # -- calls -------------------------------------------------------------------------------
+
+    def _check_name(self) -> None:
+        """A designer named by a string must be `provider:model` with a provider pydantic-ai
+        knows (what `infer_model` requires; `"test"` is its test model), checked before the
+        price, whose "no price" would otherwise be the first thing said about a misspelling.
+
+        Raises:
+            SearchError: no provider prefix or an empty part (`designer model 'bogus' is not a
+                provider:model name: ...`), or an unknown provider (`designer model
+                'nosuch:model' cannot be built: Unknown model: nosuch:model`).
+        """
+        if not isinstance(self.model, str) or self.model == "test":
+            return
+        provider, name = parse_model_id(self.model)
+        if not provider or not name:
+            raise SearchError(
+                f"designer model {self.model!r} is not a provider:model name: give one such as "
+                f"{_MODEL_EXAMPLES}"
+            )
+        try:
+            infer_provider_class(provider)
+        except ValueError:  # an unknown provider: say what pydantic-ai says, not "no price"
+            self._build_model()  # raises "... cannot be built: Unknown model: ..."
+        except ImportError as exc:
+            raise SearchError(f"designer model {self.model_name!r}: {exc}") from exc
 
     def _build_model(self) -> Model:
         """The designer's model, built (not called).
