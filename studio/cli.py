@@ -205,7 +205,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the meta agent's model, e.g. openai:gpt-4o (meta-agent only)",
     )
     p.add_argument("--seed", type=int, metavar="N", help="random seed (default: the problem's)")
-    p.add_argument("--resume", metavar="RUN", help="continue the interrupted run RUN")
+    p.add_argument(
+        "--resume",
+        metavar="RUN",
+        help="continue the interrupted run RUN with its recorded options (other values are "
+        "refused, except --concurrency and --time-scale)",
+    )
     p.add_argument(
         "--no-test", action="store_true", help="skip the held-out test evaluation of the winner"
     )
