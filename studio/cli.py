@@ -23,6 +23,7 @@ resume). No traceback is ever printed unless `--debug` is given, before or after
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -328,6 +329,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     internal error; 2 a bad input (argument, problem, dataset, spec, budget, store); 130 Ctrl-C.
     """
     args_list = list(sys.argv[1:] if argv is None else argv)
+    # the CLI owns the terminal (progress bar, tables): pydantic-ai's first-run banner would
+    # land in the middle of the progress bar (it reads this variable when it would show)
+    os.environ.setdefault("PYDANTIC_AI_NO_BANNER", "1")
     debug = False
     out = Output()
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
@@ -275,3 +276,15 @@ def test_a_cascade_reads_as_if_else() -> None:
         "router: route{if question_is_long: 175b_finetuning; else: 175b_verification} "
         "(n_agents=2, depth=1, nodes=3)"
     )
+
+
+def test_the_cli_turns_off_pydantic_ais_banner_unless_the_user_set_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("PYDANTIC_AI_NO_BANNER", raising=False)
+    assert main([]) == 2  # no command: the help, exit 2
+    assert os.environ["PYDANTIC_AI_NO_BANNER"] == "1"
+    monkeypatch.setenv("PYDANTIC_AI_NO_BANNER", "0")
+    main([])
+    assert os.environ["PYDANTIC_AI_NO_BANNER"] == "0"
+    capsys.readouterr()
