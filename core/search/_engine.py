@@ -258,10 +258,11 @@ class SearchRun:
                 self._finished("failed", f"{exc}: {exc.diagnosis}")
                 raise
             except (asyncio.CancelledError, KeyboardInterrupt) as exc:
-                self._finished(
-                    "stopped",
-                    "cancelled" if isinstance(exc, asyncio.CancelledError) else "KeyboardInterrupt",
+                how = (
+                    "cancelled" if isinstance(exc, asyncio.CancelledError) else "KeyboardInterrupt"
                 )
+                requested = self.stop.reason()  # e.g. a first Ctrl-C, before the second one
+                self._finished("stopped", how if requested is None else f"{requested}, then {how}")
                 raise
             except Exception as exc:
                 self._finished("failed", f"{type(exc).__name__}: {exc}")

@@ -109,6 +109,7 @@ def test_a_second_ctrl_c_prints_one_line_and_the_resume_hint(tmp_path: Path) -> 
     assert events[0]["type"] == "run_started"
     assert [e["seq"] for e in events] == list(range(len(events)))
     assert (events[-1]["type"], events[-1]["status"]) == ("run_finished", "stopped")
+    assert events[-1]["reason"] == "SIGINT, then cancelled"
     assert not any(e["type"] == "candidate_evaluated" for e in events)  # stopped in the seed
 
     # the journal is intact: the run resumes (faster: --time-scale is a speed setting) to the
