@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_text import kv, section
 
 from core.storage import journal_path
 from studio.cli import main
@@ -40,24 +41,6 @@ RECORDED = [
 ]  # fmt: skip
 """The recorded run: 30 random-search evaluations on 20 validation problems, with the test
 split (the other 1,299 problems) evaluated at the end."""
-
-
-def _section(stdout: str, title: str) -> list[str]:
-    lines = stdout.splitlines()
-    start = lines.index(f"== {title} ==") + 1
-    out: list[str] = []
-    for line in lines[start:]:
-        if line.startswith("== "):
-            break
-        out.append(line)
-    return out
-
-
-def _kv(stdout: str, key: str) -> str:
-    for line in stdout.splitlines():
-        if line.startswith(f"{key}:"):
-            return line.split(":", 1)[1].strip()
-    raise AssertionError(f"no {key!r} line in:\n{stdout}")
 
 
 @pytest.fixture(autouse=True)
@@ -86,7 +69,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         mp.undo()
     stdout = capture.read_text()
     assert code == 0, stdout
-    run_id = _kv(stdout, "run")
+    run_id = kv(stdout, "run")
     lines = journal_path(db, run_id).read_text().splitlines(keepends=True)
     cut = next(i for i, x in enumerate(lines) if '"type":"archive_snapshot"' in x) + 1
     return {"run_id": run_id, "stdout": stdout, "cut": "".join(lines[:cut])}
@@ -211,7 +194,7 @@ def test_a_new_search_records_its_designer_model(
                  "--time-scale", "0", "--no-test", "--db", str(db)])  # fmt: skip
     cap = capsys.readouterr()
     assert code == 0, cap.err
-    first = journal_path(db, _kv(cap.out, "run")).read_text().split("\n", 1)[0]
+    first = journal_path(db, kv(cap.out, "run")).read_text().split("\n", 1)[0]
     overrides = json.loads(first)["problem_config"]["overrides"]
     assert overrides == {
         "gold.validation_size": 5,
@@ -234,8 +217,8 @@ def test_the_recorded_options_and_speed_settings_are_accepted(
     assert code == 0, cap.err
     n_recorded = len(recorded["cut"].splitlines())
     assert cap.err.splitlines() == [f"resuming run {run_id} after {n_recorded} recorded events"]
-    assert _kv(cap.out, "status") == "stopped (max_evaluations reached (30))"
-    front = _section(cap.out, "Pareto front (validation)")
-    assert front == _section(recorded["stdout"], "Pareto front (validation)")
+    assert kv(cap.out, "status") == "stopped (max_evaluations reached (30))"
+    front = section(cap.out, "Pareto front (validation)")
+    assert front == section(recorded["stdout"], "Pareto front (validation)")
     held_out = [x for x in cap.out.splitlines() if x.startswith("held-out test:")]
     assert held_out == [x for x in recorded["stdout"].splitlines() if x.startswith("held-out")]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_text import kv, section
 
 from core.ir import parse_topology
 from core.search.registry import TopologyRegistry
@@ -215,24 +216,6 @@ def _cli(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[
     )
 
 
-def _section(stdout: str, title: str) -> list[str]:
-    lines = stdout.splitlines()
-    start = lines.index(f"== {title} ==") + 1
-    out: list[str] = []
-    for line in lines[start:]:
-        if line.startswith("== "):
-            break
-        out.append(line)
-    return out
-
-
-def _kv(stdout: str, key: str) -> str:
-    for line in stdout.splitlines():
-        if line.startswith(f"{key}:"):
-            return line.split(":", 1)[1].strip()
-    raise AssertionError(f"no {key!r} line in:\n{stdout}")
-
-
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One small search through the command line, shared by the tests below."""
@@ -245,14 +228,14 @@ def small_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     )
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
-    return {"work": work, "db": db, "stdout": proc.stdout, "run_id": _kv(proc.stdout, "run")}
+    return {"work": work, "db": db, "stdout": proc.stdout, "run_id": kv(proc.stdout, "run")}
 
 
 @pytest.mark.slow
 def test_printed_front_is_what_the_store_holds(small_run: dict[str, Any]) -> None:
     stdout: str = small_run["stdout"]
     run_id: str = small_run["run_id"]
-    table = _section(stdout, "Pareto front (validation)")
+    table = section(stdout, "Pareto front (validation)")
     header, rows = table[0].split(), [r.split() for r in table[1:-1]]
     assert header == [
         "candidate", "accuracy", "cost_usd", "latency_ms", "n_agents", "depth", "score",
@@ -304,11 +287,11 @@ def test_printed_front_is_what_the_store_holds(small_run: dict[str, Any]) -> Non
         best_idx = int(best.iloc[0]["candidate_idx"])
         spec_json = store.get_spec(str(best.iloc[0]["spec_hash"]))
     assert spec_json is not None
-    best_section = _section(stdout, f"Best topology (candidate {best_idx})")
+    best_section = section(stdout, f"Best topology (candidate {best_idx})")
     assert best_section[0].startswith(parse_topology(spec_json).node_kind + ": ")
     printed_spec = json.loads("\n".join(best_section[1 : best_section.index("}") + 1]))
     assert parse_topology(printed_spec) == parse_topology(spec_json)
-    assert _kv(stdout, "database") == str(small_run["db"])
+    assert kv(stdout, "database") == str(small_run["db"])
 
 
 @pytest.mark.slow
@@ -324,7 +307,7 @@ def test_runs_show_diff_and_apply_read_the_store(
 
     assert main(["show", run_id[:-2], "--db", db]) == 0  # a unique prefix is enough
     shown = capsys.readouterr().out
-    assert _section(shown, "Pareto front (validation)") == _section(
+    assert section(shown, "Pareto front (validation)") == section(
         small_run["stdout"], "Pareto front (validation)"
     )
 
@@ -417,7 +400,7 @@ def test_resume_continues_an_interrupted_run_to_the_same_front(
 
     def front(stdout: str) -> list[str]:
         # latency is model time (GSM8K's latency_source): the whole table is the same
-        return _section(stdout, "Pareto front (validation)")
+        return section(stdout, "Pareto front (validation)")
 
     assert front(proc.stdout) == front(small_run["stdout"])
 
@@ -451,8 +434,8 @@ def test_ctrl_c_stops_cleanly_and_the_run_resumes(tmp_path: Path) -> None:
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
-    run_id = _kv(out, "run")
-    assert _kv(out, "status") == "stopped (SIGINT)"
+    run_id = kv(out, "run")
+    assert kv(out, "status") == "stopped (SIGINT)"
     assert err.splitlines()[-1] == (
         f"interrupted: continue with 'topology-studio search --resume {run_id} --db {db}'"
     )
@@ -462,7 +445,7 @@ def test_ctrl_c_stops_cleanly_and_the_run_resumes(tmp_path: Path) -> None:
     resumed = _cli(["search", "--resume", run_id, "--db", str(db)], tmp_path,
                    TOPOLOGY_STUDIO_CACHE=str(tmp_path / "cache"))  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
-    assert _kv(resumed.stdout, "status") == "stopped (max_evaluations reached (40))"
+    assert kv(resumed.stdout, "status") == "stopped (max_evaluations reached (40))"
 
 
 _HOLDER = """
@@ -496,8 +479,8 @@ def test_a_search_while_another_process_holds_the_database(
         assert code == 0, cap.err
         assert "Traceback" not in cap.err
         assert f"note: {db} is held by another process (the studio?)" in cap.err
-        run_id = _kv(cap.out, "run")
-        assert _section(cap.out, "Pareto front (validation)")[1:]  # at least the seed
+        run_id = kv(cap.out, "run")
+        assert section(cap.out, "Pareto front (validation)")[1:]  # at least the seed
         assert "held-out test: not evaluated" in cap.out
         assert main(["runs", "--db", str(db)]) == 0
         listed = capsys.readouterr()
@@ -525,7 +508,7 @@ def test_evaluate_prints_one_row_per_example(
     code = main(["evaluate", "gsm8k_replay", str(spec_file), "--limit", "3", "--time-scale", "0"])
     cap = capsys.readouterr()
     assert code == 0, cap.err
-    table = _section(cap.out, "validation: 3 examples")
+    table = section(cap.out, "validation: 3 examples")
     assert table[0].split() == [
         "example", "trial", "accuracy", "cost_usd", "latency_ms", "status", "output",
     ]  # fmt: skip
@@ -534,8 +517,8 @@ def test_evaluate_prints_one_row_per_example(
     assert [r[0] for r in rows] == ids
     assert [r[5] for r in rows] == ["ok", "ok", "ok"]
     mean = sum(float(r[2]) for r in rows) / 3
-    assert _kv(cap.out, "accuracy") == fmt_float(mean, 4)
-    assert _kv(cap.out, "status") == "ok"
+    assert kv(cap.out, "accuracy") == fmt_float(mean, 4)
+    assert kv(cap.out, "status") == "ok"
     assert cap.out.splitlines()[0] == "pipeline: 175b_finetuning (n_agents=1, depth=1, nodes=2)"
 
 
@@ -553,13 +536,13 @@ def test_evaluate_a_function_only_spec_is_degenerate_with_zero_latency(
         code = main(["evaluate", "gsm8k_replay", str(spec_file), "--limit", "3"])
         cap = capsys.readouterr()
         assert code == 1, cap.err
-        rows = [r.split()[:6] for r in _section(cap.out, "validation: 3 examples")[1:4]]
+        rows = [r.split()[:6] for r in section(cap.out, "validation: 3 examples")[1:4]]
         assert [r[2:6] for r in rows] == [["0.0000", "0.000000", "0.0", "degenerate"]] * 3
-        assert _kv(cap.out, "status") == (
+        assert kv(cap.out, "status") == (
             "degenerate (100% blank or failed runs (3 blank, 0 error of 3; threshold 50%))"
         )
-        assert _kv(cap.out, "latency_ms_per_example") == "0.0"
-        assert _kv(cap.out, "blank_rate") == "1.0000"
+        assert kv(cap.out, "latency_ms_per_example") == "0.0"
+        assert kv(cap.out, "blank_rate") == "1.0000"
 
 
 def test_evaluate_refuses_a_spec_with_unknown_names(
@@ -584,15 +567,15 @@ def test_demo_without_ui_checks_data_and_runs_a_short_search(
     cap = capsys.readouterr()
     assert code == 0, cap.err
     assert "Traceback" not in cap.err
-    data = _section(cap.out, "Data")
+    data = section(cap.out, "Data")
     assert data[0] == "gsm8k_replay: OK (validation 300, test 1019 examples; checksums verified)"
-    assert _kv(cap.out, "status") == "stopped (max_evaluations reached (10))"
-    assert _kv(cap.out, "full search") == (
+    assert kv(cap.out, "status") == "stopped (max_evaluations reached (10))"
+    assert kv(cap.out, "full search") == (
         f"topology-studio search gsm8k_replay --seed 1 --db {isolated / 'runs.duckdb'}   "
         "(48 evaluations, a few minutes: finds ensembles and cascades)"
     )
     assert any(x.startswith("held-out test: accuracy ") for x in cap.out.splitlines())
-    run_id = _kv(cap.out, "run")
+    run_id = kv(cap.out, "run")
     with DuckDBRunStore(isolated / "runs.duckdb") as store:
         assert store.get_run(run_id) is not None
 

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_text import section
 
 from core.search.budget import StopSignal
 from core.storage import journal_path
@@ -51,17 +52,6 @@ def _cli(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
         timeout=300,
         check=False,
     )
-
-
-def _section(stdout: str, title: str) -> list[str]:
-    lines = stdout.splitlines()
-    start = lines.index(f"== {title} ==") + 1
-    out: list[str] = []
-    for line in lines[start:]:
-        if line.startswith("== "):
-            break
-        out.append(line)
-    return out
 
 
 def _first_journal_line(db: Path, proc: subprocess.Popen[str]) -> Path:
@@ -120,7 +110,7 @@ def test_a_second_ctrl_c_prints_one_line_and_the_resume_hint(tmp_path: Path) -> 
     whole = _cli([*SEARCH, "--time-scale", "0", "--db", str(tmp_path / "whole.duckdb")], tmp_path)
     assert whole.returncode == 0, whole.stderr
     front = "Pareto front (validation)"
-    assert _section(resumed.stdout, front) == _section(whole.stdout, front)
+    assert section(resumed.stdout, front) == section(whole.stdout, front)
     status = [x for x in resumed.stdout.splitlines() if x.startswith("status:")]
     assert status == ["status:         stopped (max_evaluations reached (3))"]
 
