@@ -65,6 +65,7 @@ __all__ = [
     "end_span",
     "finish_span",
     "fork_trace",
+    "hook_loop",
     "new_span",
     "now_ns",
     "open_span",
@@ -311,18 +312,18 @@ class Trace:
     after it has closed. Read `spans` after the run for the full, stable list.
     """
 
-    __slots__ = ("_items",)
+    __slots__ = ("_hook", "_items")
 
     def __init__(self) -> None:
         self._items: list[Any] = []  # a Span, or a leaf record (list, see `TraceFrame`)
+        self._hook: _Hook | None = None  # the task factory this trace uses, while active
 
     @property
     def spans(self) -> list[Span]:
-        """Every span, in start order (index = `span_id`).
+        """Every span, in start order (index = `span_id`): a new list on each read.
 
-        Returns the trace's own list once every span has closed (so it is the same object on
-        each read); while a function step is still running, a fresh list with a snapshot of
-        that step's open span.
+        A function step still running is a snapshot of its open span (`end_ns` None); read
+        again after it has closed for the final one.
         """
         items = self._items
         snapshot: list[Span] | None = None
@@ -337,7 +338,7 @@ class Trace:
                 items[i] = span
             if snapshot is not None:
                 snapshot.append(items[i])
-        return snapshot if snapshot is not None else cast(list[Span], items)
+        return snapshot if snapshot is not None else cast(list[Span], items[:])
 
     def usage_by_model(self) -> dict[str, ModelUsage]:
         """Total usage per model over every span, e.g. for pricing. Shape: model -> usage."""
@@ -428,24 +429,43 @@ def capture_trace() -> Generator[Trace]:
     """Activate a new trace for the enclosed code (and the tasks it creates) and yield it.
 
     Tasks created while it is active (by `Parallel`, `asyncio.gather`, `create_task`, a
-    `TaskGroup`, ...) each get a frame of their own whose current span is the one open where
-    the task was created, so their spans have the right parent even when they run after that
-    span has closed. This uses the running event loop's task factory, set while any trace is
-    active on that loop and put back after (an existing factory is kept and called). When no
-    loop is running at entry (e.g. `with capture_trace(): asyncio.run(...)`), only the
-    runtime's own tasks get frames of their own; use `use_span` in tasks you create.
+    `TaskGroup`, pydantic-ai's concurrent tool calls, ...) each get a frame of their own whose
+    current span is the one open where the task was created, so their spans have the right
+    parent even when they run after that span has closed. This uses the event loop's task
+    factory, set while any trace is active on that loop and put back after (an existing
+    factory is kept and called, either signature). Enter it inside the running loop, as the
+    evaluator does. Entered outside (`with capture_trace(): asyncio.run(...)`), the factory is
+    set when the first composite or agent step opens its span in the loop; tasks created before
+    that (e.g. a `gather` of two runs at the top) share one frame and may get wrong parents.
+
+    Not covered either way: loop callbacks (`call_later`, a future's done callback) and
+    threads that a step starts and does not await see the frame of the task they came from as
+    it is when they run, so `record_usage` there attaches to the span open at that moment.
     """
     trace = Trace()
     loop = _running_loop()
     if loop is not None:
-        _hook_task_factory(loop)
+        trace._hook = _hook_task_factory(loop)  # pyright: ignore[reportPrivateUsage]
     tok = _FRAME.set(TraceFrame(trace))
     try:
         yield trace
     finally:
-        _FRAME.reset(tok)
+        try:
+            _FRAME.reset(tok)
+        finally:  # even when the reset fails (exited in another context): the hook goes
+            hook = trace._hook  # pyright: ignore[reportPrivateUsage]
+            if hook is not None:
+                trace._hook = None  # pyright: ignore[reportPrivateUsage]
+                hook.release()
+
+
+def hook_loop(trace: Trace) -> None:
+    """Set `trace`'s task factory on the running loop if `capture_trace` could not (it was
+    entered outside the loop); the runtime calls this when a composite or agent span opens."""
+    if trace._hook is None:  # pyright: ignore[reportPrivateUsage]
+        loop = _running_loop()
         if loop is not None:
-            _unhook_task_factory(loop)
+            trace._hook = _hook_task_factory(loop)  # pyright: ignore[reportPrivateUsage]
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -456,41 +476,59 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 
 
 class _Hook:
-    """Our task factory on one loop: how many active traces use it, and the factory it wraps."""
+    """Our task factory on one loop: how many active traces use it, and the factory it wraps.
 
-    __slots__ = ("previous", "users")
+    A new task gets a frame of its own in the context it will run in: a copy of the creating
+    code's context (the task is then created inside that copy, so a factory of the old
+    `(loop, coro)` signature works too), or the context passed to `create_task(context=...)`,
+    which is used as it is (only our variable is set in it; skipped if it is entered now).
+    """
 
-    def __init__(self, previous: Any) -> None:
+    __slots__ = ("loop", "previous", "users")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, previous: Any) -> None:
+        self.loop = loop
         self.previous = previous
         self.users = 0
 
     def __call__(self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> Any:
         context: contextvars.Context | None = kwargs.get("context")
-        frame = _FRAME.get() if context is None else context.get(_FRAME)
-        if frame is not None:  # a task created inside a trace: give it a frame of its own
-            context = contextvars.copy_context() if context is None else context.copy()
-            context.run(_FRAME.set, TraceFrame(frame.trace, frame.current))
-            kwargs["context"] = context
+        if context is None:
+            frame = _FRAME.get()
+            if frame is not None:  # created inside a trace: the task copies `forked`
+                forked = contextvars.copy_context()
+                forked.run(_FRAME.set, TraceFrame(frame.trace, frame.current))
+                return forked.run(self._create, loop, coro, kwargs)
+        else:
+            frame = context.get(_FRAME)
+            if frame is not None:
+                try:
+                    context.run(_FRAME.set, TraceFrame(frame.trace, frame.current))
+                except RuntimeError:  # the context is entered (running) now: leave it
+                    pass
+        return self._create(loop, coro, kwargs)
+
+    def _create(self, loop: asyncio.AbstractEventLoop, coro: Any, kwargs: dict[str, Any]) -> Any:
         if self.previous is not None:
             return self.previous(loop, coro, **kwargs)
         return asyncio.Task(coro, loop=loop, **kwargs)
 
+    def release(self) -> None:
+        """One trace less; put the wrapped factory back after the last one, if ours is still
+        the loop's factory (a factory set over ours since is left alone)."""
+        self.users -= 1
+        loop = self.loop
+        if self.users <= 0 and not loop.is_closed() and loop.get_task_factory() is self:
+            loop.set_task_factory(self.previous)
 
-def _hook_task_factory(loop: asyncio.AbstractEventLoop) -> None:
+
+def _hook_task_factory(loop: asyncio.AbstractEventLoop) -> _Hook:
     hook = loop.get_task_factory()
     if type(hook) is not _Hook:
-        hook = _Hook(hook)
+        hook = _Hook(loop, hook)
         loop.set_task_factory(hook)  # pyright: ignore[reportArgumentType]
     hook.users += 1
-
-
-def _unhook_task_factory(loop: asyncio.AbstractEventLoop) -> None:
-    hook = loop.get_task_factory()
-    if type(hook) is not _Hook:  # replaced since by someone else's factory (then left there)
-        return
-    hook.users -= 1
-    if hook.users <= 0 and not loop.is_closed():
-        loop.set_task_factory(hook.previous)
+    return hook
 
 
 def fork_trace(parent: Span | None, creator: TraceFrame | None = None) -> None:
@@ -532,7 +570,10 @@ _now = now_ns
 def new_span(
     frame: TraceFrame, kind: str, name: str, node_id: str | None, input_value: Any
 ) -> Span:
-    """Open a span under the frame's current span without making it current."""
+    """Open a span under the frame's current span without making it current (and set the
+    trace's task factory on the loop if `capture_trace` could not, see `hook_loop`)."""
+    if frame.trace._hook is None:  # pyright: ignore[reportPrivateUsage]
+        hook_loop(frame.trace)
     items = frame.items
     span = Span(len(items), frame.current, node_id, kind, name, _now())
     if type(input_value) in PLAIN_TYPES:
@@ -691,12 +732,10 @@ def critical_path_ms(trace: Trace) -> float | None:
 
     Rule: a span's time is its own recorded model latency plus its children's combined time;
     children of a `parallel` span run concurrently and combine by max, except under merge
-    `fastest`, where the run waits for the winner only (span attribute `winner`, a branch
-    index) and takes the winner's time; children of every other kind run one after another and
-    combine by sum. Several root spans combine by sum. A parallel's children are its branches'
-    spans in branch order (each branch task opens its span as it starts, and tasks start in
-    the order they were created); if their number is not the number of branches (a custom step
-    that opens no span), the max is taken.
+    `fastest` (span attribute `winner`), where the run waits for the winner only and takes
+    the time of the child span that ended first without an error (the winner's: its span ends
+    as its branch returns; the losers' end cancelled); children of every other kind run one
+    after another and combine by sum. Several root spans combine by sum.
     """
     spans = trace.spans
     if not any(MODEL_LATENCY_KEY in (s._attributes or ()) for s in spans):  # pyright: ignore[reportPrivateUsage]
@@ -711,12 +750,11 @@ def critical_path_ms(trace: Trace) -> float | None:
         attributes = s._attributes or {}  # pyright: ignore[reportPrivateUsage]
         if s.kind != "parallel":
             combined = sum(kids)
+        elif type(attributes.get("winner")) is int:
+            done = [c for c in children.get(s.span_id, []) if c.error is None and c.end_ns]
+            first = min(done, key=lambda c: (c.end_ns, c.span_id), default=None)
+            combined = total[first.span_id] if first is not None else max(kids, default=0.0)
         else:
-            winner = attributes.get("winner")
-            branches = attributes.get("errors")
-            if type(winner) is int and isinstance(branches, list) and len(kids) == len(branches):  # pyright: ignore[reportUnknownArgumentType]
-                combined = kids[winner]
-            else:
-                combined = max(kids) if kids else 0.0
+            combined = max(kids, default=0.0)
         total[s.span_id] = float(attributes.get(MODEL_LATENCY_KEY, 0.0)) + combined
     return sum(total[s.span_id] for s in children.get(None, []))

@@ -5,6 +5,7 @@ back as it was."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from typing import Any
 
 from core.runtime import FunctionStep, Parallel, Pipeline, RefinementLoop, Trace, capture_trace
@@ -133,7 +134,6 @@ def test_a_running_function_step_reads_as_an_open_span_then_as_closed() -> None:
         record_model_latency(3.0)
         spans = holder[0].spans
         snapshots.append([(s.name, s.end_ns is None, s.output_summary) for s in spans])
-        assert spans is not holder[0].spans  # a snapshot while a step runs
         return x + "!"
 
     async def go() -> Trace:
@@ -145,7 +145,7 @@ def test_a_running_function_step_reads_as_an_open_span_then_as_closed() -> None:
     trace = asyncio.run(go())
     assert snapshots == [[("pipeline", True, ""), ("<lambda>", False, "hi?"), ("peek", True, "")]]
     spans = trace.spans
-    assert spans is trace.spans  # all closed: the trace's own list, the same on every read
+    assert spans == trace.spans and spans is not trace.spans  # a new list on every read
     assert [(s.name, s.input_summary, s.output_summary) for s in spans] == [
         ("pipeline", "hi", "hi?!"),
         ("<lambda>", "hi", "hi?"),
@@ -240,3 +240,192 @@ def test_critical_path_of_a_fastest_race_is_the_winners_time() -> None:
 
     assert run("fastest") == ("x10", 10.0, 1)
     assert run("collect_all") == (["x30", "x10", "x20"], 30.0, None)
+
+
+def test_a_task_factory_of_the_old_signature_and_an_explicit_context_still_work() -> None:
+    """asyncio calls a factory as `(loop, coro)` when no context is given, and a task created
+    with `context=ctx` runs in `ctx` itself: both hold inside a trace."""
+    var: contextvars.ContextVar[str | None] = contextvars.ContextVar("var", default=None)
+    made: list[int] = []
+
+    def legacy(loop: asyncio.AbstractEventLoop, coro: Any) -> asyncio.Task[Any]:
+        made.append(1)
+        return asyncio.Task(coro, loop=loop)
+
+    async def setter() -> None:
+        var.set("set by the task")
+
+    async def in_ctx(x: str) -> str | None:
+        ctx = contextvars.copy_context()
+        await asyncio.get_running_loop().create_task(setter(), context=ctx)
+        return ctx.get(var)
+
+    async def slow(x: str) -> str:
+        await asyncio.sleep(0)
+        return x
+
+    async def go() -> tuple[Any, Any, Trace, Trace]:
+        loop = asyncio.get_running_loop()
+        loop.set_task_factory(legacy)
+        with capture_trace() as first:
+            merged = await Parallel([slow, slow], name="par").execute("x")
+        loop.set_task_factory(None)  # with context=, asyncio itself passes it to a factory
+        with capture_trace() as second:
+            seen = await FunctionStep(in_ctx, name="ctx").execute("y")
+        return merged, seen, first, second
+
+    merged, seen, first, second = asyncio.run(go())
+    assert (merged, seen) == (["x", "x"], "set by the task")
+    assert _tree(first) == [("par", ""), ("slow", "par"), ("slow", "par")]
+    assert _tree(second) == [("ctx", "")]
+    assert len(made) >= 2  # the branches went through the user's factory
+
+
+def test_a_trace_ending_while_another_runs_leaves_the_other_its_factory() -> None:
+    """Trace A is active; the user sets a factory of their own (not chaining); trace B starts.
+    A ends first: B's tasks still get frames of their own."""
+
+    async def a(x: str) -> str:
+        await asyncio.sleep(0.002)
+        return x
+
+    async def b(x: str) -> str:
+        await asyncio.sleep(0.004)
+        return x
+
+    step_a, step_b = FunctionStep(a, name="a"), FunctionStep(b, name="b")
+
+    async def fan(x: str) -> str:
+        await asyncio.gather(step_a.execute(x), step_b.execute(x))
+        return x
+
+    def mine(loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> asyncio.Task[Any]:
+        return asyncio.Task(coro, loop=loop, **kw)
+
+    async def go() -> tuple[Trace, Any]:
+        loop = asyncio.get_running_loop()
+        a_in, b_in, a_out = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        box: list[Trace] = []
+
+        async def trace_a() -> None:
+            with capture_trace():
+                a_in.set()
+                await b_in.wait()
+            a_out.set()
+
+        async def trace_b() -> None:
+            await a_in.wait()
+            loop.set_task_factory(mine)
+            with capture_trace() as tb:
+                b_in.set()
+                await a_out.wait()
+                await FunctionStep(fan, name="fan").execute("x")
+            box.append(tb)
+
+        await asyncio.gather(trace_a(), trace_b())
+        return box[0], loop.get_task_factory()
+
+    trace, after = asyncio.run(go())
+    assert _tree(trace) == [("fan", ""), ("a", "fan"), ("b", "fan")]
+    assert after is mine
+
+
+def test_a_trace_entered_outside_the_loop_hooks_it_at_the_first_composite_span() -> None:
+    async def a(x: str) -> str:
+        await asyncio.sleep(0.002)
+        return x
+
+    async def b(x: str) -> str:
+        await asyncio.sleep(0.004)
+        return x
+
+    step_a, step_b = FunctionStep(a, name="a"), FunctionStep(b, name="b")
+
+    async def fan(x: str) -> str:
+        await asyncio.gather(step_a.execute(x), step_b.execute(x))
+        record_usage("m", input_tokens=5)
+        await FunctionStep(lambda s: s, name="c").execute(x)
+        return x
+
+    with capture_trace() as trace:
+        asyncio.run(Pipeline([FunctionStep(fan, name="fan")], name="p").run("x"))
+    assert _tree(trace) == [("p", ""), ("fan", "p"), ("a", "fan"), ("b", "fan"), ("c", "fan")]
+    assert [[u.model_name for u in s.usage] for s in trace.spans] == [[], ["m"], [], [], []]
+
+
+def test_spans_read_before_a_late_task_adds_one_are_not_changed_by_it() -> None:
+    background: list[asyncio.Task[Any]] = []
+
+    async def spawn(x: str) -> str:
+        async def later() -> None:
+            await asyncio.sleep(0.001)
+            await FunctionStep(lambda s: s, name="late").execute("bg")
+
+        background.append(asyncio.get_running_loop().create_task(later()))
+        return x
+
+    async def go() -> tuple[list[str], list[str], list[str]]:
+        with capture_trace() as trace:
+            await Pipeline([FunctionStep(spawn, name="spawn")], name="p").run("x")
+        read = trace.spans
+        before = [s.name for s in read]
+        await asyncio.gather(*background)
+        return before, [s.name for s in read], [s.name for s in trace.spans]
+
+    before, same_list_later, read_again = asyncio.run(go())
+    assert before == same_list_later == ["p", "spawn"]
+    assert read_again == ["p", "spawn", "late"]
+
+
+def test_a_trace_exited_in_another_task_still_puts_the_factory_back() -> None:
+    async def traced_gen() -> Any:
+        with capture_trace() as trace:
+            yield trace
+            yield trace
+
+    async def go() -> tuple[str, Any]:
+        loop = asyncio.get_running_loop()
+        gen = traced_gen()
+        await loop.create_task(gen.__anext__())  # entered in one task
+        try:
+            await loop.create_task(gen.aclose())  # exited in another: the reset fails
+            raised = "nothing"
+        except ValueError:
+            raised = "ValueError"
+        return raised, loop.get_task_factory()
+
+    assert asyncio.run(go()) == ("ValueError", None)
+
+
+def test_the_winner_of_a_race_counts_even_when_its_span_opened_last() -> None:
+    """A custom step that waits before it delegates opens its span after the other branch's:
+    the race's time is still the winner's (the first child span to end without an error)."""
+
+    async def slow(x: str) -> str:
+        record_model_latency(1000.0)
+        await asyncio.sleep(0.01)
+        return "slow"
+
+    async def fast(x: str) -> str:
+        record_model_latency(10.0)
+        await asyncio.sleep(0)
+        return "fast"
+
+    slow_step = FunctionStep(slow, name="slow")
+
+    class Throttled:
+        step_name = "throttled"
+
+        async def execute(self, x: Any) -> Any:
+            await asyncio.sleep(0)
+            return await slow_step.execute(x)
+
+    async def go() -> tuple[Any, Trace]:
+        with capture_trace() as trace:
+            out = await Parallel([Throttled(), fast], merge="fastest", name="race").execute("q")
+        return out, trace
+
+    out, trace = asyncio.run(go())
+    assert out == "fast"
+    assert _tree(trace) == [("race", ""), ("fast", "race"), ("slow", "race")]
+    assert critical_path_ms(trace) == 10.0
