@@ -124,6 +124,11 @@ def pick_run(
 ) -> str | None:
     """A run picker whose choice follows (and sets) the `run` query parameter.
 
+    A deep link selects its run when the page first loads and whenever the URL's value changes
+    from outside (a link, the address bar); otherwise the user's choice in the picker wins and
+    is written to the URL. The URL value last seen is kept in `st.session_state[key + "_url"]`:
+    re-applying an unchanged URL value on every rerun would undo the user's choice.
+
     Returns:
         The chosen run id, or None when there are no runs.
     """
@@ -131,12 +136,16 @@ def pick_run(
         return None
     ids = [str(r) for r in runs["run_id"].tolist()]
     labels = {str(r["run_id"]): run_label(r) for r in runs.to_dict("records")}
+    seen_key = f"{key}_url"
     wanted = st.query_params.get(param) if param else None
-    if key not in st.session_state or (wanted in ids and wanted != st.session_state[key]):
+    url_changed = wanted != st.session_state.get(seen_key)
+    st.session_state[seen_key] = wanted
+    if key not in st.session_state or (url_changed and wanted in ids):
         st.session_state[key] = wanted if wanted in ids else ids[0]
     if st.session_state[key] not in ids:
         st.session_state[key] = ids[0]
     chosen = st.selectbox(label, ids, key=key, format_func=lambda r: str(labels.get(r, r)))
-    if param and chosen and st.query_params.get(param) != chosen:
+    if param and chosen and wanted != chosen:
         st.query_params[param] = chosen
+        st.session_state[seen_key] = chosen
     return str(chosen) if chosen is not None else None

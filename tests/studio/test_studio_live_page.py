@@ -1,0 +1,88 @@
+"""The Live search page in AppTest: the run picker, the run's status, the scored-on column."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.storage import DuckDBRunStore
+
+REPO = Path(__file__).resolve().parents[2]
+APP = str(REPO / "studio" / "app.py")
+LIVE = str(REPO / "pages" / "live.py")
+RUN_ID = "20250101-120000-abc123"
+RUN2 = "20250102-000000-run2"
+
+
+@pytest.fixture
+def two_runs(studio_env: Path, make_events: Any) -> Path:
+    """The small store with a second, still running run (`RUN2`, the newest)."""
+    with DuckDBRunStore(studio_env) as store:
+        store.record_events(make_events(RUN2, finished=False, t0=1_735_776_000.0))
+    return studio_env
+
+
+@pytest.fixture
+def app(two_runs: Path) -> Iterator[AppTest]:
+    """The studio on the two-run store, on its first page."""
+    from studio._st_common import _manager
+
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    yield at
+    _manager(str(two_runs.resolve())).close()
+    _manager.clear()
+
+
+def _live(at: AppTest, **params: str) -> AppTest:
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.switch_page(LIVE)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _texts(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    return "\n".join(str(p) for p in parts)
+
+
+def test_choosing_another_run_sticks_and_updates_the_url(app: AppTest) -> None:
+    at = _live(app, run=RUN_ID)
+    assert at.selectbox(key="live_run").value == RUN_ID
+    at.selectbox(key="live_run").set_value(RUN2).run()
+    assert not at.exception
+    assert at.selectbox(key="live_run").value == RUN2
+    assert at.query_params["run"] == RUN2
+    # a later rerun (the live refresh, another widget) keeps the choice
+    at.run()
+    assert at.selectbox(key="live_run").value == RUN2
+    assert at.query_params["run"] == RUN2
+    assert "running, data as of 2025-01-02 00:00:09 UTC" in _texts(at)
+    # and back again
+    at.selectbox(key="live_run").set_value(RUN_ID).run()
+    assert at.selectbox(key="live_run").value == RUN_ID
+    assert at.query_params["run"] == RUN_ID
+
+
+def test_a_deep_link_selects_its_run_on_load_and_when_the_url_changes(app: AppTest) -> None:
+    at = _live(app, run=RUN_ID)
+    assert at.selectbox(key="live_run").value == RUN_ID
+    at.query_params["run"] = RUN2  # the URL changes from outside
+    at.run()
+    assert at.selectbox(key="live_run").value == RUN2
+    at.query_params["run"] = "no-such-run"  # an unknown run keeps the current choice
+    at.run()
+    assert not at.exception
+    assert at.selectbox(key="live_run").value == RUN2
+
+
+def test_without_a_link_the_newest_run_is_chosen_and_put_in_the_url(app: AppTest) -> None:
+    at = _live(app)
+    assert at.selectbox(key="live_run").value == RUN2
+    assert at.query_params["run"] == RUN2
