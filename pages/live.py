@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.storage.queries import status_label
 from studio._st_common import get_manager, guard, load_runs, page, pick_run, store_banner
 from studio._st_render import format_value, inspector
 from studio.views.candidate import candidate_view
@@ -17,7 +16,7 @@ from studio.views.pareto import (
     progress_frame,
     selected_candidates,
 )
-from studio.views.tables import ARCHIVE_SORTS, archive_table, candidate_options
+from studio.views.tables import ARCHIVE_SORTS, archive_table, candidate_options, live_status
 
 REFRESH_S = 2.0
 """Seconds between live refreshes."""
@@ -101,8 +100,14 @@ def live_view() -> None:
         record = store.get_run(run_id)
         archive = store.archive(run_id, include_unevaluated=True)
         st.session_state["live_archive"] = (run_id, archive)  # the inspector below reuses it
+        search = manager.search(run_id)  # a search this studio runs: paused lives there
         label = (
-            status_label(record.status, record.reason, record.last_event_at)
+            live_status(
+                record.status,
+                record.reason,
+                record.last_event_at,
+                search.state if search is not None else None,
+            )
             if record is not None
             else "unknown run"
         )

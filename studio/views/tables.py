@@ -13,6 +13,8 @@ from typing import Any
 
 import pandas as pd
 
+from core.storage.queries import status_label
+
 __all__ = [
     "ARCHIVE_COLUMNS",
     "ARCHIVE_SORTS",
@@ -22,6 +24,7 @@ __all__ = [
     "evaluation_table",
     "example_table",
     "format_time",
+    "live_status",
     "run_label",
     "runs_table",
 ]
@@ -105,6 +108,29 @@ def run_label(row: pd.Series | dict[str, Any]) -> str:
     get = row.get
     status = get("status") or ""
     return f"{get('run_id')}  {get('problem') or '?'}  {get('strategy') or '?'}  ({status})"
+
+
+def live_status(
+    status: str, reason: str | None, last_event_at: float | None, search_state: str | None = None
+) -> str:
+    """A run's status line for the live page, agreeing with the Runs page.
+
+    The store only knows `running` for a search this studio has paused: the pause lives in the
+    manager's in-process state (`BackgroundSearch.state`, which the Runs page shows). That
+    state wins while the store still says `running`.
+
+    Args:
+        status, reason, last_event_at: the run's record (`RunRecord`).
+        search_state: the studio's background search state, or None when this studio does not
+            run the search.
+
+    Returns:
+        e.g. `"paused, data as of 2025-01-02 00:00:09 UTC"`, else `status_label(...)`.
+    """
+    label = status_label(status, reason, last_event_at)
+    if status == "running" and search_state in ("paused", "stopping"):
+        return search_state + label.removeprefix("running")
+    return label
 
 
 def archive_table(

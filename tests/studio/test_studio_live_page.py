@@ -10,6 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.storage import DuckDBRunStore
+from studio.manager import BackgroundSearch, SearchRequest
 
 REPO = Path(__file__).resolve().parents[2]
 APP = str(REPO / "studio" / "app.py")
@@ -86,3 +87,20 @@ def test_without_a_link_the_newest_run_is_chosen_and_put_in_the_url(app: AppTest
     at = _live(app)
     assert at.selectbox(key="live_run").value == RUN2
     assert at.query_params["run"] == RUN2
+
+
+def test_a_run_paused_in_this_studio_reads_paused_as_on_the_runs_page(
+    app: AppTest, two_runs: Path
+) -> None:
+    from studio._st_common import _manager
+
+    manager = _manager(str(two_runs.resolve()))
+    search = BackgroundSearch(run_id=RUN2, request=SearchRequest(problem="gsm8k_replay"))
+    search.state = "paused"
+    manager._searches[RUN2] = search  # noqa: SLF001 (as pause() leaves it, without a thread)
+    at = _live(app, run=RUN2)
+    assert "**paused, data as of 2025-01-02 00:00:09 UTC**" in _texts(at)
+    assert "running, data as of" not in _texts(at)
+    search.state = "running"
+    at.run()
+    assert "**running, data as of 2025-01-02 00:00:09 UTC**" in _texts(at)

@@ -20,6 +20,7 @@ from studio.views.tables import (
     archive_table,
     candidate_options,
     format_time,
+    live_status,
     run_label,
     runs_table,
 )
@@ -82,8 +83,8 @@ def test_compare_metrics_and_flips(store: DuckDBRunStore) -> None:
     archive = store.archive(RUN)
     rows = [archive.iloc[i].to_dict() for i in (0, 1)]
     table = compare_metrics(rows, ["a", "b"])
-    assert table.loc["accuracy"].tolist() == [0.25, 0.6]
-    assert table.loc["on_front"].tolist() == [True, True]
+    assert table.loc["accuracy"].tolist() == ["25.00%", "60.00%"]
+    assert table.loc["on_front"].tolist() == ["yes", "yes"]
     with pytest.raises(ValueError, match="labels must be unique"):
         compare_metrics(rows, ["a", "a"])
     flips = store.compare_candidates(RUN, 1, 0)
@@ -183,3 +184,18 @@ def test_proposal_labels_order_and_history() -> None:
     assert table["comment"].tolist() == ["ok", ""]
     assert table["note"].tolist() == ["proposal 1", ""]
     assert table["approved_by"].tolist() == ["ann", ""]
+
+
+def test_live_status_shows_the_studio_pause_like_the_runs_page() -> None:
+    t = 1_735_776_009.0  # 2025-01-02 00:00:09 UTC
+    assert live_status("running", None, t) == "running, data as of 2025-01-02 00:00:09 UTC"
+    assert live_status("running", None, t, "running") == (
+        "running, data as of 2025-01-02 00:00:09 UTC"
+    )
+    assert live_status("running", None, t, "paused") == "paused, data as of 2025-01-02 00:00:09 UTC"
+    assert live_status("running", None, None, "stopping") == "stopping, data as of no events yet"
+    # the store's final word wins over a stale in-process state
+    assert live_status("stopped", "stopped from the studio", t, "paused") == (
+        "stopped: stopped from the studio"
+    )
+    assert live_status("completed", None, t, "finished") == "completed"
