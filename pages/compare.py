@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pandas as pd
 import streamlit as st
 
 from studio._st_common import get_manager, guard, load_runs, store_banner
-from studio._st_render import graph
 from studio.views.candidate import candidate_view
 from studio.views.compare import (
     compare_metrics,
+    default_candidates,
+    distinct_dot,
     flip_counts,
     flipped_examples,
     parse_item,
@@ -63,26 +66,33 @@ with guard():
     for i, col in enumerate(slot_cols):
         with col:
             want = linked[i] if i < len(linked) else (default_run, None)
-            run_i = st.selectbox(
-                f"Run {i + 1}",
-                run_ids,
-                index=run_ids.index(str(want[0])),
-                format_func=lambda r: str(labels.get(r, r)),
-                key=f"cmp_run_{i}",
+            run_i = str(
+                st.selectbox(
+                    f"Run {i + 1}",
+                    run_ids,
+                    index=run_ids.index(str(want[0])),
+                    format_func=lambda r: str(labels.get(r, r)),
+                    key=f"cmp_run_{i}",
+                )
             )
-            options = candidate_options(_archive(str(run_i)))
+            arch_i = _archive(run_i)
+            options = candidate_options(arch_i)
             if not options:
                 st.caption("This run has no evaluated candidates.")
                 continue
-            default_idx = want[1] if want[1] in options else options[min(i, len(options) - 1)]
+            # unlinked slots: the best, then the seed, then others with different figures
+            defaults = default_candidates(arch_i, int(n))
+            fallback = defaults[min(i, len(defaults) - 1)]
+            default_idx = want[1] if want[0] == run_i and want[1] in options else fallback
             idx = st.selectbox(
                 f"Candidate {i + 1}",
                 options,
                 index=options.index(default_idx),
                 format_func=lambda c: f"candidate {c}",
-                key=f"cmp_cand_{i}",
+                # one widget per run: a pick in one run is not carried to another
+                key=f"cmp_cand_{i}_{run_i}",
             )
-            items.append((str(run_i), int(idx)))
+            items.append((run_i, int(idx)))
     if items:
         st.query_params["items"] = ",".join(f"{r}:{c}" for r, c in items)
 
@@ -106,22 +116,40 @@ with guard():
     metrics_table = compare_metrics(rows, slot_labels)
     st.dataframe(metrics_table, key="cmp_metrics", height=35 * (len(metrics_table) + 1) + 3)
     st.subheader("Graphs")
-    for col, view, label in zip(st.columns(len(views)), views, slot_labels, strict=True):
+    side = st.toggle(
+        "Graphs side by side",
+        value=False,
+        key="cmp_side",
+        help="One below the other keeps every graph at the page's width, legible on any screen.",
+    )
+    graph_cols = st.columns(len(views)) if side else [st.container() for _ in views]
+    for col, view, label in zip(graph_cols, views, slot_labels, strict=True):
         with col:
             st.markdown(f"**{label}**  \n{view.title}")
-            graph(view.dot)
+            if view.dot:
+                # names salted per graph: a swapped topology never inherits another's shapes
+                st.graphviz_chart(distinct_dot(view.dot), width="stretch")
+            else:
+                st.caption("No topology to draw.")
 
 st.subheader("Examples that flip")
+# the pickers' options are the slot labels themselves, under a key naming the compared items:
+# a changed candidate makes new pickers, never a box still showing the previous label
+pair_key = hashlib.sha256("|".join(slot_labels).encode()).hexdigest()[:8]
 f1, f2 = st.columns(2)
-a = f1.selectbox("A", range(len(items)), format_func=slot_labels.__getitem__, key="cmp_a")
-b = f2.selectbox("B", range(len(items)), index=1, format_func=slot_labels.__getitem__, key="cmp_b")
+a = f1.selectbox("A", slot_labels, index=0, key=f"cmp_a_{pair_key}")
+b = f2.selectbox("B", slot_labels, index=1, key=f"cmp_b_{pair_key}")
 with guard():
-    (run_a, idx_a), (run_b, idx_b) = items[int(a)], items[int(b)]
+    (run_a, idx_a), (run_b, idx_b) = items[slot_labels.index(a)], items[slot_labels.index(b)]
+    name_a, name_b = f"#{idx_a}", f"#{idx_b}"
+    if name_a == name_b:
+        name_a, name_b = f"A ({name_a})", f"B ({name_b})"
+    st.caption(f"A = {a}, B = {b}")
     flips = manager.store.compare_candidates(run_a, idx_a, idx_b, run_id_b=run_b)
     counts = flip_counts(flips)
     m = st.columns(4)
-    m[0].metric("right in A, wrong in B", counts["right_to_wrong"])
-    m[1].metric("wrong in A, right in B", counts["wrong_to_right"])
+    m[0].metric(f"right in {name_a}, wrong in {name_b}", counts["right_to_wrong"])
+    m[1].metric(f"wrong in {name_a}, right in {name_b}", counts["wrong_to_right"])
     m[2].metric("both right", counts["both_right"])
     m[3].metric("both wrong", counts["both_wrong"])
     show_all = st.toggle("Show every example", key="cmp_all")

@@ -159,11 +159,11 @@ def test_compare_page_shows_metrics_graphs_and_flips(app: AppTest) -> None:
     assert [t.value for t in at.title] == ["Compare"]
     table = [d.value for d in at.dataframe if "accuracy" in d.value.index][0]
     assert list(table.columns) == ["1: #0 (abc123)", "2: #1 (abc123)"]
-    assert [float(v) for v in table.loc["accuracy"].tolist()] == [0.25, 0.60]
+    assert table.loc["accuracy"].tolist() == ["25.00%", "60.00%"]
     assert len(at.get("graphviz_chart")) == 2
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["right in A, wrong in B"] == "0"
-    assert metrics["wrong in A, right in B"] == "2"
+    assert metrics["right in #0, wrong in #1"] == "0"
+    assert metrics["wrong in #0, right in #1"] == "2"
     assert metrics["both right"] == "1"
     flips = [d.value for d in at.dataframe if "change" in d.value.columns][0]
     assert flips["example_id"].tolist() == ["q2", "q3"]
