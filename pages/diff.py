@@ -3,14 +3,29 @@ diff), approve or reject it with a comment, and roll a topology back to an earli
 
 from __future__ import annotations
 
+import hashlib
+
 import streamlit as st
 
 from core.errors import StaleTargetError
 from studio._st_common import get_manager, guard, show_error, store_banner
-from studio._st_render import graph
 from studio.views.candidate import parse_stored_spec
-from studio.views.diffs import diff_view, history_table, proposal_label, proposal_order
+from studio.views.diffs import (
+    diff_view,
+    history_table,
+    proposal_label,
+    proposal_order,
+    registry_moved_note,
+)
 from studio.views.tables import format_time
+
+
+def _graph(dot: str, *, empty: str = "No topology to draw.") -> None:
+    """A diff graph at its column's width (the DOT names are already unique per graph)."""
+    if dot:
+        st.graphviz_chart(dot, width="stretch")
+    else:
+        st.caption(empty)
 
 
 def _opt_int(value: object) -> int | None:
@@ -48,12 +63,19 @@ else:
     ):
         ss["df_pid_link"] = wanted
         ss["df_pid"] = int(wanted)
+    option_labels = {p: proposal_label(recs[p], prefix) for p in pending_first}
+    # the picker's key names its labels: after a decision (a label now says "approved") it is
+    # a new widget with fresh labels, on the same proposal, not one still showing "pending"
+    picker_key = hashlib.sha256("\n".join(option_labels.values()).encode()).hexdigest()[:8]
+    current = ss.get("df_pid")
     pid = st.selectbox(
         "Proposal",
         pending_first,
-        format_func=lambda p: proposal_label(recs[p], prefix),
-        key="df_pid",
+        index=pending_first.index(current) if current in pending_first else 0,
+        format_func=option_labels.__getitem__,
+        key=f"df_pid_{picker_key}",
     )
+    ss["df_pid"] = int(pid)
     st.query_params["proposal"] = str(pid)
     rec = recs[int(pid)]
     target = str(rec["target"])
@@ -86,12 +108,9 @@ else:
                     before = manager.registry.get(name, base) if base is not None else None
                     label = f"{name} v{base}" if base is not None else f"{name} (new)"
                 else:
-                    if base is not None and shown.base_version != base:
-                        st.warning(
-                            f"The registry moved from version {base} (when proposed) to "
-                            f"{shown.base_version}: the diff below is against the current "
-                            "version."
-                        )
+                    moved = registry_moved_note(name, base, shown.base_version)
+                    if moved:
+                        st.warning(moved)
                     before = shown.before
                     label = (
                         f"{name} v{shown.base_version}" if shown.base_version else f"{name} (new)"
@@ -109,12 +128,24 @@ else:
                 g1, g2 = st.columns(2)
                 with g1:
                     st.markdown("**Current** (removed red, changed orange)")
-                    graph(view.before_dot, empty="No current version: this creates the topology.")
+                    _graph(view.before_dot, empty="No current version: this creates the topology.")
                 with g2:
                     st.markdown("**Proposed** (added green, changed orange)")
-                    graph(view.after_dot)
-                st.markdown("**Unified JSON diff**")
-                st.code(view.unified or "(identical)", language="diff")
+                    _graph(view.after_dot)
+                if view.id_lines:
+                    st.markdown("**Unified JSON diff** (node ids left out)")
+                    st.code(
+                        view.unified_no_ids or "(identical apart from node ids)", language="diff"
+                    )
+                    with st.expander(f"With node ids ({view.id_lines} more changed line(s))"):
+                        st.caption(
+                            "These lines differ only in node ids (ids the editor gives nodes "
+                            "itself): cosmetic, the topology's canonical form ignores them."
+                        )
+                        st.code(view.unified, language="diff")
+                else:
+                    st.markdown("**Unified JSON diff**")
+                    st.code(view.unified or "(identical)", language="diff")
                 # the approval applies what the person saw: the diff of the previous render
                 seen = ss.get(f"df_shown_{pid}") or shown
                 ss[f"df_shown_{pid}"] = shown

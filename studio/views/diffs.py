@@ -11,6 +11,7 @@ import pandas as pd
 from core.ir import TopologySpec, assign_ids, to_dot
 from core.ir.diff import diff_highlight, structural_diff, unified_json_diff
 from core.search.registry import VersionRecord
+from studio.views.compare import distinct_dot
 
 __all__ = [
     "CHANGE_COLUMNS",
@@ -19,6 +20,7 @@ __all__ = [
     "history_table",
     "proposal_label",
     "proposal_order",
+    "registry_moved_note",
 ]
 
 CHANGE_COLUMNS: tuple[str, ...] = (
@@ -41,7 +43,12 @@ class DiffView:
         before_dot: the current topology's graph, removed nodes red and changed ones orange
             ("" when there is no current topology).
         after_dot: the proposed topology's graph, added nodes green and changed ones orange.
-        unified: the unified diff of the two JSON texts ("" when equal).
+        unified: the unified diff of the two JSON texts, node ids included ("" when equal).
+        unified_no_ids: the same diff with every node's `id` left out ("" when the two differ
+            only in ids): the change to the topology itself, since its canonical form (what
+            the run store and the cache key on, `core.ir.canonical`) ignores ids.
+        id_lines: how many `+`/`-` lines of `unified` the ids alone account for (ids the
+            editor or `assign_ids` gave nodes; cosmetic).
         changed: whether anything differs.
         counts: `{"added": n, "removed": n, "changed": n}`.
     """
@@ -50,8 +57,36 @@ class DiffView:
     before_dot: str
     after_dot: str
     unified: str
+    unified_no_ids: str
+    id_lines: int
     changed: bool
     counts: dict[str, int]
+
+
+def _without_ids(spec: TopologySpec | None) -> dict[str, Any] | None:
+    """The spec's set fields (as `unified_json_diff` dumps them) without any node `id`."""
+    if spec is None:
+        return None
+    data: dict[str, Any] = spec.model_dump(mode="json", exclude_defaults=True)
+    stack: list[Any] = [data]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, dict):
+            obj = cast(dict[str, Any], current)
+            if "kind" in obj:
+                obj.pop("id", None)
+            stack.extend(v for v in obj.values() if isinstance(v, dict | list))
+        elif isinstance(current, list):
+            stack.extend(v for v in cast(list[Any], current) if isinstance(v, dict | list))
+    return data
+
+
+def _changed_lines(unified: str) -> int:
+    return sum(
+        1
+        for line in unified.splitlines()
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    )
 
 
 def diff_view(
@@ -88,12 +123,25 @@ def diff_view(
         columns=list(CHANGE_COLUMNS),
     )
     unified = unified_json_diff(before, after, fromfile=before_label, tofile=after_label)
+    no_ids = (
+        unified_json_diff(
+            _without_ids(before), _without_ids(after), fromfile=before_label, tofile=after_label
+        )
+        if unified
+        else ""
+    )
     counts = {k: sum(1 for c in changes if c.change == k) for k in ("added", "removed", "changed")}
     return DiffView(
         changes=table,
-        before_dot=to_dot(b, highlight=colours_b, title=before_label) if b is not None else "",
-        after_dot=to_dot(a, highlight=colours_a, title=after_label),
+        before_dot=(
+            distinct_dot(to_dot(b, highlight=colours_b, title=before_label))
+            if b is not None
+            else ""
+        ),
+        after_dot=distinct_dot(to_dot(a, highlight=colours_a, title=after_label)),
         unified=unified,
+        unified_no_ids=no_ids,
+        id_lines=_changed_lines(unified) - _changed_lines(no_ids),
         changed=bool(unified) or bool(changes),
         counts=counts,
     )
@@ -117,6 +165,36 @@ def proposal_order(rows: Sequence[Mapping[str, Any]]) -> list[int]:
             rows, key=lambda r: (isinstance(r.get("decision"), str), -int(r["proposal_id"]))
         )
     ]
+
+
+def registry_moved_note(name: str, base_version: int | None, current: int | None) -> str | None:
+    """A warning for a pending proposal whose registry topology moved since it was proposed.
+
+    Args:
+        name: the registry topology.
+        base_version: the version current when the proposal was made (None: `name` did not
+            exist then), as the proposal record keeps it.
+        current: the version current now (None: `name` does not exist).
+
+    Returns:
+        None when the two are the same, else one sentence saying what the diff is against.
+    """
+    if base_version == current:
+        return None
+    if base_version is None:
+        return (
+            f"The registry had no {name} when this was proposed; it is now at version "
+            f"{current}: the diff below is against version {current}, not against nothing."
+        )
+    if current is None:
+        return (
+            f"This was proposed against {name} version {base_version}, but the registry has "
+            f"no {name} now: applying it creates the topology."
+        )
+    return (
+        f"The registry moved from version {base_version} (when proposed) to {current}: the "
+        "diff below is against the current version."
+    )
 
 
 def history_table(records: Sequence[VersionRecord]) -> pd.DataFrame:
