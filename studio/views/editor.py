@@ -21,6 +21,7 @@ from typing import Any
 
 from core.errors import SpecError
 from core.evaluation.pricing import ModelPrice
+from core.hydrate import AgentRegistry, CallableRegistry, validate_names
 from core.ir import (
     AgentSpec,
     AgentStepSpec,
@@ -47,11 +48,16 @@ __all__ = [
     "EDITABLE_FIELDS",
     "WRAP_KINDS",
     "CostEstimate",
+    "MeasuredCost",
     "TreeRow",
+    "accuracy_interval",
+    "calls_per_request",
+    "compact_value",
     "delete_node",
     "edit_node",
     "estimate_cost",
     "insert_step",
+    "measured_cost",
     "move_node",
     "new_atomic",
     "node_fields",
@@ -60,6 +66,7 @@ __all__ = [
     "spec_to_text",
     "static_metrics",
     "tree_rows",
+    "unknown_name_errors",
     "validate_text",
     "wrap_node",
 ]
@@ -114,6 +121,13 @@ class TreeRow:
     slot: str
 
 
+def _plural(n: int, word: str) -> str:
+    """`"1 step"`, `"2 steps"`, `"1 branch"`, `"3 branches"`."""
+    if n == 1:
+        return f"{n} {word}"
+    return f"{n} {word}es" if word.endswith(("ch", "sh", "s", "x")) else f"{n} {word}s"
+
+
 def _summary(node: AnyNode) -> str:
     if isinstance(node, AgentStepSpec):
         if node.agent_name is not None:
@@ -123,13 +137,13 @@ def _summary(node: AnyNode) -> str:
     if isinstance(node, FunctionStepSpec):
         return f"fn: {node.callable_name}"
     if isinstance(node, PipelineSpec):
-        return f"{node.name}: {len(node.steps)} steps"
+        return f"{node.name}: {_plural(len(node.steps), 'step')}"
     if isinstance(node, ParallelSpec):
-        return f"{node.name}: {len(node.steps)} branches, merge {node.merge}"
+        return f"{node.name}: {_plural(len(node.steps), 'branch')}, merge {node.merge}"
     if isinstance(node, RouterSpec):
         clf = node.classifier
         who = "conditions" if clf is None else (clf if isinstance(clf, str) else clf.model)
-        return f"{node.name}: {len(node.routes)} routes by {who}"
+        return f"{node.name}: {_plural(len(node.routes), 'route')} by {who}"
     ev = node.evaluator
     return f"{node.name}: up to {node.max_iterations}x, evaluator {ev if isinstance(ev, str) else ev.model}"
 
@@ -436,10 +450,49 @@ def spec_to_text(spec: TopologySpec) -> str:
     return json.dumps(spec.model_dump(mode="json", exclude_none=True), indent=2) + "\n"
 
 
+def unknown_name_errors(
+    spec: AnyNode, *, callable_registry: CallableRegistry, agent_registry: AgentRegistry
+) -> list[tuple[str, str]]:
+    """Every name in `spec` the problem's registries do not know, as `(json path, message)`.
+
+    The same check hydration makes before building (`core.hydrate.validate_names`, F4), so a
+    topology the editor calls valid is one `topology_from_spec` accepts by name.
+
+    Returns:
+        One pair per unknown name in document order, e.g.
+        `("$.steps[0].operation.agent_name", "unknown agent 'gpt-17'; registered: a, b")`;
+        empty when every name resolves.
+    """
+    known = {
+        "agent": agent_registry.names(),
+        "callable": callable_registry.names(),
+        "agent_or_callable": [*agent_registry.names(), *callable_registry.names()],
+    }
+    out: list[tuple[str, str]] = []
+    for path, kind, name in validate_names(
+        spec, callable_registry=callable_registry, agent_registry=agent_registry
+    ):
+        names = sorted(known.get(kind, callable_registry.names()))
+        what = kind.replace("_", " ")
+        out.append((path, f"unknown {what} {name!r}; registered: {', '.join(names) or '(none)'}"))
+    return out
+
+
 def validate_text(
-    text: str, limits: SpecLimits | None = None
+    text: str,
+    limits: SpecLimits | None = None,
+    *,
+    callable_registry: CallableRegistry | None = None,
+    agent_registry: AgentRegistry | None = None,
 ) -> tuple[TopologySpec | None, list[tuple[str, str]]]:
-    """Parse the JSON tab's text.
+    """Parse the JSON tab's text and, given the problem's registries, check every name.
+
+    Args:
+        text: the JSON text.
+        limits: the spec limits (the IR's defaults when None).
+        callable_registry: the problem's functions; with `agent_registry`, unknown names are
+            errors too (`unknown_name_errors`).
+        agent_registry: the problem's agents.
 
     Returns:
         `(spec, [])` when valid, else `(None, errors)` with one `(json path, message)` per
@@ -450,9 +503,16 @@ def validate_text(
     except ValueError as exc:
         return None, [("$", f"not JSON: {exc}")]
     try:
-        return parse_topology(data, limits), []
+        spec = parse_topology(data, limits)
     except SpecError as exc:
         return None, list(exc.errors) or [("$", str(exc))]
+    if callable_registry is not None and agent_registry is not None:
+        unknown = unknown_name_errors(
+            spec, callable_registry=callable_registry, agent_registry=agent_registry
+        )
+        if unknown:
+            return None, unknown
+    return spec, []
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,7 +521,7 @@ class CostEstimate:
 
     Attributes:
         usd_per_example: the estimate (NaN when a model has no price).
-        calls: agent calls counted, per model name.
+        calls: model calls counted, per model name (requests times calls per request).
         unpriced: agents or models with no price (sorted).
         assumptions: the rule, in words, for the page.
     """
@@ -483,6 +543,27 @@ def _model_of(ref: str | AgentSpec, prices: Mapping[str, ModelPrice]) -> str:
     return matches[0] if len(matches) == 1 else ref
 
 
+def calls_per_request(params: Mapping[str, Any]) -> dict[str, float]:
+    """Model calls per agent request, from a problem's `[params.runs.<agent>]` tables.
+
+    A problem may declare that one request of an agent stands for several model calls (for
+    `gsm8k_replay` a `*_verification` agent is 100 samples and 100 verifier passes:
+    `calls_per_request = 200`, see its `problem.toml` and README). Agents not listed count 1.
+
+    Returns:
+        agent name -> calls per request, e.g. `{"6b_verification": 200.0, ...}`; empty when the
+        problem declares none.
+    """
+    runs = params.get("runs")
+    out: dict[str, float] = {}
+    if not isinstance(runs, Mapping):
+        return out
+    for name, table in runs.items():  # type: ignore[misc]
+        if isinstance(table, Mapping) and isinstance(table.get("calls_per_request"), int | float):  # type: ignore[misc]
+            out[str(name)] = float(table["calls_per_request"])  # type: ignore[index]
+    return out
+
+
 def estimate_cost(
     spec: AnyNode,
     prices: Mapping[str, ModelPrice],
@@ -490,13 +571,15 @@ def estimate_cost(
     input_tokens: int = 200,
     output_tokens: int = 300,
     agent_names: Sequence[str] | None = None,
+    calls: Mapping[str, float] | None = None,
 ) -> CostEstimate:
-    """An upper-bound cost per example: every agent call once, at the table's prices.
+    """A rough static cost per example (not a bound: real token counts differ per example).
 
     Rule: a pipeline and a parallel run all their steps; a router runs its most expensive route
     (or the fallback) plus its classifier; a refinement loop runs its step and evaluator
-    `max_iterations` times. Each agent call is priced at `input_tokens` in and `output_tokens`
-    out with the price of its model (`_model_of`). String classifiers and evaluators count as
+    `max_iterations` times. Each agent request makes `calls[agent]` model calls (1 when not
+    listed; see `calls_per_request`), each priced at `input_tokens` in and `output_tokens` out
+    with the price of its model (`_model_of`). String classifiers and evaluators count as
     agents only when named in `agent_names` (when given).
 
     Args:
@@ -505,19 +588,22 @@ def estimate_cost(
         input_tokens: assumed prompt tokens per call.
         output_tokens: assumed completion tokens per call.
         agent_names: the registered agent names, if known.
+        calls: agent name -> model calls per request (a problem's usage model).
     """
     unpriced: set[str] = set()
+    per_request = dict(calls or {})
 
     def call(ref: str | AgentSpec) -> tuple[float, dict[str, float]]:
         model = _model_of(ref, prices)
+        k = per_request.get(ref, 1.0) if isinstance(ref, str) else 1.0
         price = prices.get(model)
         if price is None:
             unpriced.add(model)
-            return math.nan, {model: 1.0}
+            return math.nan, {model: k}
         usd = (
             input_tokens * price.input_usd_per_1k + output_tokens * price.output_usd_per_1k
         ) / 1000
-        return usd, {model: 1.0}
+        return usd * k, {model: k}
 
     def is_agent(ref: str | AgentSpec | None) -> bool:
         if ref is None:
@@ -539,43 +625,146 @@ def estimate_cost(
         if isinstance(node, FunctionStepSpec):
             return 0.0, {}
         if isinstance(node, PipelineSpec | ParallelSpec):
-            total, calls = 0.0, {}
+            total, counted = 0.0, {}
             for _, child in child_slots(node):
                 c, n = cost(child)
                 total += c
-                calls = add(calls, n)
-            return total, calls
+                counted = add(counted, n)
+            return total, counted
         if isinstance(node, RouterSpec):
             best = (0.0, {})
             for _, child in child_slots(node):
                 c, n = cost(child)
                 if math.isnan(c) or c >= best[0]:
                     best = (c, n)
-            total, calls = best
+            total, counted = best
             if is_agent(node.classifier):
                 c, n = call(node.classifier)  # type: ignore[arg-type]
                 total += c
-                calls = add(calls, n)
-            return total, calls
+                counted = add(counted, n)
+            return total, counted
         assert isinstance(node, RefinementLoopSpec)
         c, n = cost(node.step)
-        total, calls = c, dict(n)
+        total, counted = c, dict(n)
         if is_agent(node.evaluator):
             ce, ne = call(node.evaluator)
             total += ce
-            calls = add(calls, ne)
-        return total * node.max_iterations, {m: k * node.max_iterations for m, k in calls.items()}
+            counted = add(counted, ne)
+        k = node.max_iterations
+        return total * k, {m: x * k for m, x in counted.items()}
 
-    usd, calls = cost(spec)
+    usd, counted = cost(spec)
+    many = sorted(a for a, k in per_request.items() if k != 1)
     return CostEstimate(
         usd_per_example=math.nan if unpriced else usd,
-        calls=dict(sorted(calls.items())),
+        calls=dict(sorted(counted.items())),
         unpriced=tuple(sorted(unpriced)),
         assumptions=(
-            f"upper bound: every agent call once ({input_tokens} tokens in, {output_tokens} out), "
-            "a router's dearest route, loops to max_iterations"
+            f"a rough guess, not a bound: every model call at {input_tokens} tokens in and "
+            f"{output_tokens} out, a router's dearest route, loops to max_iterations"
+            + (
+                "; " + ", ".join(f"{a} = {per_request[a]:g} calls a request" for a in many)
+                if many
+                else "; one model call per agent request"
+            )
         ),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredCost:
+    """What a search measured for the same topology (same `spec_hash`).
+
+    Attributes:
+        usd_per_example: mean model cost per example, USD.
+        n_examples: how many examples that mean is over.
+        split: the split it was measured on (`validation` or `minibatch`).
+        run_id: the run that measured it.
+        candidate_idx: the candidate in that run.
+    """
+
+    usd_per_example: float
+    n_examples: int
+    split: str
+    run_id: str
+    candidate_idx: int
+
+
+def measured_cost(archives: Mapping[str, Any], spec_hash: str) -> MeasuredCost | None:
+    """The best measured cost of the topology with `spec_hash` in some run archives.
+
+    Args:
+        archives: run id -> that run's archive (`RunStore.archive`, a DataFrame with
+            `spec_hash, candidate_idx, objective_split, n_examples, cost_usd`), newest run first.
+        spec_hash: the topology's `core.ir.spec_hash` (ids do not change it).
+
+    Returns:
+        The measurement over the most examples (the full validation split before a minibatch;
+        the newest run among equals), or None when no archive has a finite cost for it.
+    """
+    best: tuple[tuple[int, int, int], MeasuredCost] | None = None
+    for order, (run_id, frame) in enumerate(archives.items()):
+        if frame is None or len(frame) == 0 or "spec_hash" not in frame.columns:
+            continue
+        rows = frame[frame["spec_hash"] == spec_hash]
+        for row in rows.itertuples(index=False):
+            usd = float(getattr(row, "cost_usd", math.nan))
+            n = getattr(row, "n_examples", 0)
+            if not math.isfinite(usd) or n is None or (isinstance(n, float) and math.isnan(n)):
+                continue
+            split = str(getattr(row, "objective_split", ""))
+            rank = (int(split == "validation"), int(n), -order)
+            found = MeasuredCost(usd, int(n), split, str(run_id), int(row.candidate_idx))
+            if best is None or rank > best[0]:
+                best = (rank, found)
+    return None if best is None else best[1]
+
+
+def accuracy_interval(accuracy: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of an accuracy measured on `n` examples (95% for z = 1.96).
+
+    Wilson (1927): centre `(p + z²/2n) / (1 + z²/n)`, half-width
+    `z·sqrt(p(1-p)/n + z²/4n²) / (1 + z²/n)`; it stays inside [0, 1] and is honest at small n.
+
+    Returns:
+        `(low, high)`; `(nan, nan)` when `n < 1` or the accuracy is not finite.
+    """
+    if n < 1 or not math.isfinite(accuracy):
+        return math.nan, math.nan
+    p = min(max(accuracy, 0.0), 1.0)
+    d = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / d
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def compact_value(name: str, value: Any) -> str:
+    """A metric short enough for a narrow tile: `$0.812`, `$12.3`, `5.4 s`, `55.0%`, `0.458`.
+
+    Costs keep three significant digits (`$0.00798`), latencies over a second are seconds with
+    one decimal (`5,420 ms` -> `5.4 s`), shares are percentages with one decimal.
+    """
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    v = float(value)
+    if "usd" in name:
+        if v == 0:
+            return "$0"
+        if abs(v) >= 100:
+            return f"${v:,.0f}"
+        if abs(v) < 1e-6:
+            return "<$0.000001" if v > 0 else "-<$0.000001"
+        decimals = min(6, max(0, 2 - math.floor(math.log10(abs(v)))))
+        return f"${v:.{decimals}f}"
+    if name in ("accuracy", "error_rate", "blank_rate"):
+        return f"{v:.1%}"
+    if name.endswith("_ms"):
+        return f"{v:,.0f} ms" if abs(v) < 1000 else f"{v / 1000:,.1f} s"
+    if isinstance(value, float) and not v.is_integer():
+        return f"{v:.3f}"
+    return f"{int(v)}"
 
 
 def static_metrics(

@@ -5,16 +5,23 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from core.errors import SpecError
 from core.evaluation.pricing import ModelPrice
+from core.hydrate import AgentRegistry, CallableRegistry
 from core.ir import parse_topology
 from studio.views.editor import (
+    MeasuredCost,
+    accuracy_interval,
+    calls_per_request,
+    compact_value,
     delete_node,
     edit_node,
     estimate_cost,
     insert_step,
+    measured_cost,
     move_node,
     new_atomic,
     node_fields,
@@ -23,6 +30,7 @@ from studio.views.editor import (
     spec_to_text,
     static_metrics,
     tree_rows,
+    unknown_name_errors,
     validate_text,
     wrap_node,
 )
@@ -159,3 +167,162 @@ def test_static_metrics_and_cost_estimate() -> None:
         # default 200 tokens in, 300 out: solver 0.2 + 0.6, big 2.0 + 3.0
         "est_cost_usd": pytest.approx(5.8),
     }
+
+
+def test_labels_pluralize_counts() -> None:
+    one = parse_topology(
+        '{"kind": "pipeline", "id": "p", "steps": [{"operation": {"kind": "parallel", "id": "v",'
+        ' "steps": [{"kind": "agent_step", "id": "a", "agent_name": "a"}]}}]}'
+    )
+    assert [r.label for r in tree_rows(one)][:2] == [
+        "pipeline [p]  pipeline: 1 step",
+        "parallel [v]  parallel: 1 branch, merge collect_all",
+    ]
+    two = insert_step(one, "$.steps[0].operation", new_atomic("agent_step", "b"), where="inside")
+    assert tree_rows(two)[1].label == "parallel [v]  parallel: 2 branches, merge collect_all"
+    assert tree_rows(SPEC)[0].label == "pipeline [p]  pipeline: 2 steps"
+
+
+def _registries() -> tuple[CallableRegistry, AgentRegistry]:
+    calls = CallableRegistry()
+    calls.register("fx", lambda s: s)
+    calls.register("pick", lambda s: "x")
+    agents = AgentRegistry()
+    agents.register("solver", lambda: object())
+    agents.register("big", lambda: object())
+    return calls, agents
+
+
+def test_validate_text_with_registries_reports_every_unknown_name_with_its_path() -> None:
+    calls, agents = _registries()
+    spec, errors = validate_text(spec_to_text(SPEC), callable_registry=calls, agent_registry=agents)
+    assert spec == SPEC and errors == []
+    text = spec_to_text(SPEC).replace('"solver"', '"gpt-17"').replace('"fx"', '"nope"')
+    spec, errors = validate_text(text, callable_registry=calls, agent_registry=agents)
+    assert spec is None
+    assert errors == [
+        ("$.steps[0].operation.agent_name", "unknown agent 'gpt-17'; registered: big, solver"),
+        (
+            "$.steps[1].operation.routes[0].step.callable_name",
+            "unknown callable 'nope'; registered: fx, pick",
+        ),
+    ]
+    # without registries only the structure is checked
+    assert validate_text(text)[1] == []
+    assert (
+        unknown_name_errors(parse_topology(text), callable_registry=calls, agent_registry=agents)
+        == errors
+    )
+
+
+def test_calls_per_request_reads_the_problems_runs_table() -> None:
+    params = {
+        "chars_per_token": 4.0,
+        "runs": {
+            "6b_finetuning": {"calls_per_request": 1},
+            "175b_verification": {"calls_per_request": 200, "latency_passes": 2.0},
+            "odd": {"description": "no multiplier"},
+        },
+    }
+    assert calls_per_request(params) == {"6b_finetuning": 1.0, "175b_verification": 200.0}
+    assert calls_per_request({}) == {}
+    assert calls_per_request({"runs": "not a table"}) == {}
+
+
+def test_cost_estimate_counts_every_model_call_of_a_request() -> None:
+    """The gsm8k_replay case: a verification agent is 200 calls; its seed costs $0.03."""
+    prices = {
+        "replay:175b_finetuning": ModelPrice(input_usd_per_1k=0.06, output_usd_per_1k=0.06),
+        "replay:175b_verification": ModelPrice(input_usd_per_1k=0.06, output_usd_per_1k=0.06),
+    }
+    calls = {"175b_finetuning": 1.0, "175b_verification": 200.0}
+    names = ["175b_finetuning", "175b_verification"]
+    seed = parse_topology(
+        '{"kind": "pipeline", "steps": [{"operation": '
+        '{"kind": "agent_step", "agent_name": "175b_finetuning"}}]}'
+    )
+    est = estimate_cost(seed, prices, agent_names=names, calls=calls)
+    assert est.usd_per_example == pytest.approx(0.03)  # (200 + 300) tokens x $0.06 / 1K
+    # the search's best: long questions to 175b_finetuning, the rest to 175b_verification
+    best = parse_topology(
+        '{"kind": "pipeline", "steps": [{"operation": {"kind": "router", "routes": ['
+        '{"name": "long", "condition_name": "question_is_long", "step": '
+        '{"kind": "agent_step", "agent_name": "175b_finetuning"}}], "fallback_step": '
+        '{"kind": "agent_step", "agent_name": "175b_verification"}}}]}'
+    )
+    est = estimate_cost(best, prices, agent_names=names, calls=calls)
+    assert est.usd_per_example == pytest.approx(6.0)  # 200 calls x $0.03, the dearer route
+    assert est.calls == {"replay:175b_verification": 200.0}
+    assert est.assumptions == (
+        "a rough guess, not a bound: every model call at 200 tokens in and 300 out, a "
+        "router's dearest route, loops to max_iterations; 175b_verification = 200 calls a "
+        "request"
+    )
+    plain = estimate_cost(best, prices, agent_names=names)
+    assert plain.usd_per_example == pytest.approx(0.03)
+    assert plain.assumptions.endswith("; one model call per agent request")
+    assert "upper bound" not in plain.assumptions
+
+
+def _arch(*rows: tuple[int, str, str, int, float]) -> pd.DataFrame:
+    return pd.DataFrame(
+        rows, columns=["candidate_idx", "spec_hash", "objective_split", "n_examples", "cost_usd"]
+    )
+
+
+def test_measured_cost_prefers_the_full_validation_split_then_the_newest_run() -> None:
+    archives = {
+        "run-new": _arch((3, "h", "minibatch", 20, 0.9), (4, "other", "validation", 300, 0.1)),
+        "run-old": _arch((28, "h", "validation", 300, 1.0612), (29, "h", "validation", 100, 2.0)),
+        "run-empty": _arch(),
+    }
+    assert measured_cost(archives, "h") == MeasuredCost(1.0612, 300, "validation", "run-old", 28)
+    assert measured_cost({"a": _arch((1, "h", "minibatch", 20, 0.5))}, "h") == MeasuredCost(
+        0.5, 20, "minibatch", "a", 1
+    )
+    same = {
+        "a": _arch((1, "h", "validation", 300, 0.5)),
+        "b": _arch((2, "h", "validation", 300, 0.7)),
+    }
+    assert measured_cost(same, "h") == MeasuredCost(0.5, 300, "validation", "a", 1)
+    assert measured_cost({"a": _arch((1, "h", "validation", 300, math.nan))}, "h") is None
+    assert measured_cost(archives, "unknown") is None
+
+
+def test_accuracy_interval_is_the_wilson_95_percent_interval() -> None:
+    lo, hi = accuracy_interval(0.55, 20)
+    assert (round(lo, 4), round(hi, 4)) == (0.3421, 0.7418)
+    lo, hi = accuracy_interval(0.0, 20)
+    assert (lo, round(hi, 4)) == (0.0, 0.1611)
+    lo, hi = accuracy_interval(1.0, 5)
+    assert (round(lo, 4), hi) == (0.5655, 1.0)
+    lo, hi = accuracy_interval(0.53, 300)
+    assert (round(lo, 4), round(hi, 4)) == (0.4735, 0.5857)
+    assert all(math.isnan(x) for x in accuracy_interval(0.5, 0))
+    assert all(math.isnan(x) for x in accuracy_interval(math.nan, 20))
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "text"),
+    [
+        ("cost_usd", 0.8123, "$0.812"),
+        ("cost_usd", 1.0612, "$1.06"),
+        ("cost_usd", 12.345, "$12.3"),
+        ("cost_usd", 0.0079833, "$0.00798"),
+        ("cost_usd", 0.03, "$0.0300"),
+        ("cost_usd", 5e-05, "$0.000050"),
+        ("cost_usd", 1234.5, "$1,234"),
+        ("cost_usd", 0.0, "$0"),
+        ("cost_usd", 2e-07, "<$0.000001"),
+        ("latency_ms", 5420.0, "5.4 s"),
+        ("latency_ms", 999.0, "999 ms"),
+        ("latency_ms", 123456.0, "123.5 s"),
+        ("accuracy", 0.55, "55.0%"),
+        ("aggregate_score", 0.45801, "0.458"),
+        ("n_agents", 2, "2"),
+        ("accuracy", math.nan, "-"),
+        ("accuracy", None, "-"),
+    ],
+)
+def test_compact_values_fit_a_narrow_tile(name: str, value: float | None, text: str) -> None:
+    assert compact_value(name, value) == text
