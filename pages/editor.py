@@ -10,17 +10,21 @@ from typing import Any, cast
 import streamlit as st
 
 from core.errors import SpecError
-from core.ir import TopologySpec, assign_ids, node_at, to_dot
+from core.ir import TopologySpec, assign_ids, node_at, spec_hash, to_dot
 from studio._st_common import get_manager, guard, page, show_error, store_banner
-from studio._st_render import format_value, graph, metric_row
+from studio._st_render import graph
 from studio.views.candidate import parse_stored_spec
 from studio.views.editor import (
     EDITABLE_FIELDS,
     WRAP_KINDS,
+    accuracy_interval,
+    calls_per_request,
+    compact_value,
     delete_node,
     edit_node,
     estimate_cost,
     insert_step,
+    measured_cost,
     move_node,
     new_atomic,
     node_fields,
@@ -28,6 +32,7 @@ from studio.views.editor import (
     spec_to_text,
     static_metrics,
     tree_rows,
+    unknown_name_errors,
     validate_text,
     wrap_node,
 )
@@ -129,6 +134,24 @@ if "ed_spec" not in ss:
     st.stop()
 
 spec, spec_problem = parse_stored_spec(ss["ed_spec"])
+unknown: list[tuple[str, str]] = []
+if spec is not None and problem is not None:
+    unknown = unknown_name_errors(
+        spec,
+        callable_registry=problem.callable_registry,
+        agent_registry=problem.agent_registry,
+    )
+
+
+def _unknown_text(items: list[tuple[str, str]]) -> str:
+    head = (
+        f"This topology names {len(items)} thing(s) the problem "
+        f"{problem.name if problem is not None else ''} does not register; it cannot be "
+        "evaluated until they are fixed:\n\n"
+    )
+    return head + "\n".join(f"- `{p}`: {m}" for p, m in items[:5])
+
+
 st.caption(f"Editing: {ss.get('ed_source', 'a topology')}")
 msg = ss.pop("ed_msg", None)
 if msg:
@@ -136,10 +159,58 @@ if msg:
 
 left, right = st.columns([3, 2])
 
+
+def _measured(spec_: TopologySpec) -> str | None:
+    """The measured cost of this topology (same spec hash) in the store's recent runs."""
+    if problem is None:
+        return None
+    try:
+        runs = manager.store.list_runs()
+        if len(runs) == 0:
+            return None
+        mine = [
+            (str(started), str(run_id))
+            for run_id, prob, started in zip(
+                runs["run_id"], runs["problem"], runs["started_at"], strict=True
+            )
+            if prob == problem.name
+        ]
+        newest = [run_id for _, run_id in sorted(mine, reverse=True)[:20]]
+        archives = {run_id: manager.store.archive(run_id) for run_id in newest}
+    except Exception:  # noqa: BLE001 (a store problem must not hide the editor; the banner says)
+        return None
+    found = measured_cost(archives, spec_hash(spec_))
+    if found is None:
+        return None
+    return (
+        f"**Measured cost per example: {compact_value('usd', found.usd_per_example)}** "
+        f"(mean over {found.n_examples} {found.split} examples, run {found.run_id} "
+        f"candidate {found.candidate_idx})."
+    )
+
+
+def _cost_text(spec_: TopologySpec) -> str:
+    """The measured cost when a run evaluated this topology, then the static estimate."""
+    prices = problem.prices if problem is not None else {}
+    calls = calls_per_request(problem.config.params) if problem is not None else {}
+    est = estimate_cost(spec_, prices, agent_names=agents or None, calls=calls)
+    line = (
+        f"Static estimate: {compact_value('usd', est.usd_per_example)} per example ("
+        f"{est.assumptions}; prices from the problem's table"
+        + (f"; unpriced: {', '.join(est.unpriced)}" if est.unpriced else "")
+        + ")."
+    )
+    measured = _measured(spec_)
+    if measured is None:
+        return f"**{line}** No run has measured this exact topology yet."
+    return f"{measured}\n\n{line}"
+
+
 # ---- left: tree + node form + actions, or the JSON tab ------------------------------------------
 
 with left:
-    tab_tree, tab_json = st.tabs(["Tree", "JSON"])
+    # keyed and stateful: a message above the tabs (after an edit) must not reset them to Tree
+    tab_tree, tab_json = st.tabs(["Tree", "JSON"], key="ed_tab", on_change="rerun")
     with tab_tree:
         if spec is None:
             st.error(f"The working copy is not valid ({spec_problem}); fix it in the JSON tab.")
@@ -178,6 +249,15 @@ with left:
                         values[name] = st.number_input(
                             f"{name} (0 = none)", min_value=0.0, value=float(cur or 0.0), key=key
                         )
+                    elif name == "classifier" and cur is None:
+                        values[name] = st.text_input(
+                            name,
+                            value="",
+                            key=key,
+                            placeholder="none: the routes' conditions decide",
+                            help="Blank: the first route whose condition holds runs (else the "
+                            "fallback). Or name a classifier agent or function.",
+                        )
                     else:
                         values[name] = st.text_input(
                             name, value="" if cur is None else str(cur), key=key
@@ -187,43 +267,55 @@ with left:
                     st.rerun()
 
             st.markdown("**Change the structure**")
-            a1, a2, a3 = st.columns(3)
+            # two columns at most and buttons that wrap: the left column is narrow at 1000 px
+            a1, a2 = st.columns(2)
             new_kind = a1.selectbox(
                 "New step kind", ["agent_step", "function_step"], key="ed_new_kind"
             )
             choices = agents if new_kind == "agent_step" else (roles.get("step") or callables)
             new_name = a2.selectbox("Name", choices or ["(none registered)"], key="ed_new_name")
-            where = a3.selectbox("Where", ["after", "before", "inside"], key="ed_where")
-            b1, b2, b3, b4, b5 = st.columns(5)
-            if b1.button("Insert step", key="ed_insert", type="primary"):
+            where = st.radio(
+                "Where (relative to the selected node)",
+                ["after", "before", "inside"],
+                key="ed_where",
+                horizontal=True,
+            )
+            with st.container(horizontal=True, key="ed_actions"):
+                do_insert = st.button("Insert step", key="ed_insert", type="primary")
+                do_replace = st.button("Replace", key="ed_replace")
+                do_delete = st.button("Delete", key="ed_delete")
+                do_up = st.button("Move up", key="ed_up")
+                do_down = st.button("Move down", key="ed_down")
+            if do_insert:
                 _edit(
                     lambda s: insert_step(s, sel, new_atomic(new_kind, str(new_name)), where=where),
                     f"Inserted a {new_kind} ({new_name}) {where} {sel}.",
                 )
                 st.rerun()
-            if b2.button("Replace", key="ed_replace"):
+            if do_replace:
                 _edit(
                     lambda s: replace_node(s, sel, new_atomic(new_kind, str(new_name))),
                     f"Replaced {sel}.",
                 )
                 st.rerun()
-            if b3.button("Delete", key="ed_delete"):
+            if do_delete:
                 _edit(lambda s: delete_node(s, sel), f"Deleted {sel}.")
                 st.rerun()
-            if b4.button("Move up", key="ed_up"):
+            if do_up:
                 _edit(lambda s: move_node(s, sel, -1), f"Moved {sel} up.")
                 st.rerun()
-            if b5.button("Move down", key="ed_down"):
+            if do_down:
                 _edit(lambda s: move_node(s, sel, +1), f"Moved {sel} down.")
                 st.rerun()
-            w1, w2, w3, w4 = st.columns(4)
-            wrap_kind = w1.selectbox("Wrap in", WRAP_KINDS, key="ed_wrap_kind")
-            evaluators = roles.get("evaluator") or callables
-            updaters = roles.get("state_updater") or callables
-            ev_name = w2.selectbox("Loop evaluator", evaluators or [""], key="ed_wrap_eval")
-            up_name = w3.selectbox("Loop state updater", updaters or [""], key="ed_wrap_upd")
-            w4.write("")
-            if w4.button("Wrap", key="ed_wrap"):
+            wrap_kind = st.selectbox("Wrap the selected node in", WRAP_KINDS, key="ed_wrap_kind")
+            ev_name, up_name = "", ""
+            if wrap_kind == "refinement_loop":
+                evaluators = roles.get("evaluator") or callables
+                updaters = roles.get("state_updater") or callables
+                w1, w2 = st.columns(2)
+                ev_name = w1.selectbox("Loop evaluator", evaluators or [""], key="ed_wrap_eval")
+                up_name = w2.selectbox("Loop state updater", updaters or [""], key="ed_wrap_upd")
+            if st.button("Wrap", key="ed_wrap"):
                 _edit(
                     lambda s: wrap_node(
                         s, sel, wrap_kind, evaluator=str(ev_name), state_updater=str(up_name)
@@ -235,24 +327,37 @@ with left:
     with tab_json:
 
         def _on_json() -> None:
-            parsed, errors = validate_text(ss["ed_json"])
+            parsed, errors = validate_text(
+                ss["ed_json"],
+                callable_registry=problem.callable_registry if problem is not None else None,
+                agent_registry=problem.agent_registry if problem is not None else None,
+            )
             ss["ed_json_errors"] = errors
+            ss["ed_tab"] = "JSON"
             if parsed is not None:
                 ss["ed_spec"] = spec_to_text(parsed)
 
         st.text_area(
-            "Spec JSON (validated on every change)", key="ed_json", height=480, on_change=_on_json
+            "Spec JSON (validated on every change, names included)",
+            key="ed_json",
+            height=480,
+            on_change=_on_json,
         )
         errors = ss.get("ed_json_errors") or []
         if errors:
-            st.error(f"{len(errors)} problem(s); the working copy keeps the last valid version.")
+            st.error(
+                f"Not valid: {len(errors)} problem(s); the working copy keeps the last valid "
+                "version.\n\n" + "\n".join(f"- `{p}`: {m}" for p, m in errors[:5])
+            )
             st.dataframe(
                 [{"JSON path": p, "problem": m} for p, m in errors],
                 hide_index=True,
                 key="ed_errors",
             )
+        elif unknown:
+            st.error(_unknown_text(unknown))
         else:
-            st.success("Valid topology.")
+            st.success("Valid topology: every name is registered in the problem.")
 
 # ---- right: graph and metrics -----------------------------------------------------------------
 
@@ -263,21 +368,14 @@ with right:
         graph(to_dot(spec, highlight=hl, title=ss.get("ed_name", "")))
         prices = problem.prices if problem is not None else {}
         metrics = static_metrics(spec, prices, agent_names=agents or None)
-        metric_row(
-            {
-                "n_agents": metrics["n_agents"],
-                "depth": metrics["depth"],
-                "n_nodes": metrics["n_nodes"],
-            },
-            per_row=3,
-        )
-        est = estimate_cost(spec, prices, agent_names=agents or None)
-        st.markdown(f"**Estimated cost per example: {format_value('usd', est.usd_per_example)}**")
-        st.caption(
-            f"({est.assumptions}; prices from the problem's table"
-            + (f"; unpriced: {', '.join(est.unpriced)}" if est.unpriced else "")
-            + ")."
-        )
+        with st.container(horizontal=True, key="ed_static"):
+            for label, key in (
+                ("n agents", "n_agents"),
+                ("depth", "depth"),
+                ("n nodes", "n_nodes"),
+            ):
+                st.metric(label, compact_value(key, metrics[key]), width="content")
+        st.markdown(_cost_text(spec))
 
 # ---- save and evaluate ------------------------------------------------------------------------
 
@@ -303,7 +401,17 @@ with s2:
     e1, e2 = st.columns(2)
     split = e1.selectbox("Split", ["validation", "test"], key="ed_split")
     limit = e2.number_input("Examples (0 = all)", min_value=0, value=20, step=5, key="ed_limit")
-    if st.button("Evaluate", key="ed_eval", disabled=spec is None or problem is None):
+    pending = ss.get("ed_json_errors") or []
+    if pending:
+        st.error(
+            f"The JSON tab has {len(pending)} problem(s); Evaluate is off until it is fixed "
+            "(the working copy is the last valid version).\n\n"
+            + "\n".join(f"- `{p}`: {m}" for p, m in pending[:5])
+        )
+    elif unknown:
+        st.error(_unknown_text(unknown))
+    blocked = spec is None or problem is None or bool(unknown) or bool(pending)
+    if st.button("Evaluate", key="ed_eval", disabled=blocked):
         try:
             assert spec is not None and problem is not None
             with st.spinner("Evaluating..."):
@@ -313,20 +421,37 @@ with s2:
             ss["ed_eval_result"] = ev
         except Exception as exc:  # noqa: BLE001 (shown in the page)
             show_error(exc)
-    ev = ss.get("ed_eval_result")
-    if ev is not None:
+
+# the results take the page's full width: four numbers do not fit half of it at 1000 px
+ev = ss.get("ed_eval_result")
+if ev is not None:
+    st.markdown("**Evaluation**")
+    head = f"{ev.status} on {ev.n_examples} {ev.split} examples" + (
+        f": {ev.reason}" if ev.reason else ""
+    )
+    if ev.status == "ok":
+        st.caption(head)
+    else:
+        st.error(f"Evaluation {head}")
+    with st.container(horizontal=True, key="ed_eval_metrics"):
+        for label, key, value in (
+            ("accuracy", "accuracy", ev.accuracy),
+            ("cost / example", "cost_usd", ev.cost_usd),
+            ("latency", "latency_ms", ev.latency_ms),
+            ("score", "aggregate_score", ev.aggregate_score),
+        ):
+            st.metric(label, compact_value(key, value), width="content")
+    lo, hi = accuracy_interval(float(ev.accuracy), int(ev.n_examples))
+    if ev.n_examples and lo == lo:  # not NaN
         st.caption(
-            f"{ev.status} on {ev.n_examples} {ev.split} examples"
-            + (f": {ev.reason}" if ev.reason else "")
+            f"n = {ev.n_examples}: accuracy {compact_value('accuracy', ev.accuracy)}, 95% "
+            f"interval {compact_value('accuracy', lo)} to {compact_value('accuracy', hi)} "
+            "(Wilson)."
+            + (
+                " A small sample: set Examples to 0 to use the whole split."
+                if ev.n_examples < 100
+                else ""
+            )
         )
-        metric_row(
-            {
-                "accuracy": ev.accuracy,
-                "cost_usd": ev.cost_usd,
-                "latency_ms": ev.latency_ms,
-                "aggregate_score": ev.aggregate_score,
-            },
-            per_row=4,
-        )
-        if ev.results:
-            st.dataframe(evaluation_table(ev.results), hide_index=True, key="ed_eval_rows")
+    if ev.results:
+        st.dataframe(evaluation_table(ev.results), hide_index=True, key="ed_eval_rows")
