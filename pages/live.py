@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.search.pareto import DEFAULT_OBJECTIVES
 from studio._st_common import get_manager, guard, load_runs, page, pick_run, store_banner
 from studio._st_render import format_value, inspector
 from studio.views.candidate import candidate_view
@@ -12,11 +13,18 @@ from studio.views.links import parse_live_link
 from studio.views.pareto import (
     OBJECTIVE_LABELS,
     OBJECTIVES,
+    hypervolume_series,
     live_figure,
     progress_frame,
     selected_candidates,
 )
-from studio.views.tables import ARCHIVE_SORTS, archive_table, candidate_options, live_status
+from studio.views.tables import (
+    ARCHIVE_SORTS,
+    archive_table,
+    candidate_options,
+    full_split,
+    live_status,
+)
 
 REFRESH_S = 2.0
 """Seconds between live refreshes."""
@@ -99,6 +107,7 @@ def live_view() -> None:
         store = manager.store
         record = store.get_run(run_id)
         archive = store.archive(run_id, include_unevaluated=True)
+        archive = archive.assign(comparable=full_split(archive))  # the inspector reads it too
         st.session_state["live_archive"] = (run_id, archive)  # the inspector below reuses it
         search = manager.search(run_id)  # a search this studio runs: paused lives there
         label = (
@@ -130,8 +139,9 @@ def live_view() -> None:
 
         snaps = store.snapshots(run_id)
         frame = progress_frame(snaps, store.progress(run_id) if snaps.empty else None)
+        hv = hypervolume_series(snaps, archive, x, y)
         fig = live_figure(
-            archive, frame, x, y, selected=st.session_state.get("live_sel"), log_x=log_x
+            archive, frame, x, y, selected=st.session_state.get("live_sel"), log_x=log_x, hv=hv
         )
         fig.update_layout(height=440, margin={"t": 50})
         event = st.plotly_chart(
@@ -140,6 +150,20 @@ def live_view() -> None:
             on_select="rerun",
             selection_mode=("points",),
             config={"displaylogo": False},
+        )
+        front_objs = ", ".join(o.name for o in DEFAULT_OBJECTIVES)
+        st.caption(
+            f"**Pareto front**: no other candidate is at least as good on all of {front_objs} "
+            "and better on one, among candidates scored on the run's full validation split; "
+            "in this 2-D view a front point can therefore look dominated. **Hollow diamonds**: "
+            "minibatch estimates (scored on a few problems only), never on the front. "
+            + (
+                f"**{hv.label}**: over the validated candidates of each archive snapshot, "
+                f"reference point {hv.reference_text} (fixed for the run: 0 for accuracy, "
+                "else the worst value among the validated candidates)."
+                if hv.reference is not None
+                else "No hypervolume yet: no archive snapshot with validated candidates."
+            )
         )
         picked = selected_candidates(event.selection) if event else []
         if picked and picked != st.session_state.get("live_last_pick"):
@@ -151,7 +175,9 @@ def live_view() -> None:
             archive, text=text, only_front=only_front, sort_by=sort_by, descending=descending
         )
         st.caption(
-            f"Archive: {len(table)} of {len(archive)} candidates shown; select a row to inspect it."
+            f"Archive: {len(table)} of {len(archive)} candidates shown; select a row to inspect "
+            "it. Ranked by a score, candidates scored on the full validation split come first, "
+            "minibatch estimates (`scored on` minibatch) after them."
         )
         state = st.dataframe(
             table,
@@ -165,6 +191,11 @@ def live_view() -> None:
                 "cost_usd": st.column_config.NumberColumn(format="%.5f"),
                 "latency_ms": st.column_config.NumberColumn(format="%.0f"),
                 "aggregate_score": st.column_config.NumberColumn(format="%.4f"),
+                "scored_on": st.column_config.TextColumn(
+                    "scored on",
+                    help="the split and number of problems the scores rest on; minibatch "
+                    "estimates rank after full validation scores",
+                ),
             },
         )
         rows = list(state.selection.rows) if state else []

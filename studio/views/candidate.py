@@ -52,7 +52,9 @@ class CandidateView:
     Attributes:
         candidate_idx: the candidate.
         title: e.g. `"candidate 7 (generation 2, mutate insert_step of 3)"`.
-        status: e.g. `"on the Pareto front, best"` or `"invalid: nan_accuracy"`.
+        status: e.g. `"on the Pareto front, best aggregate score; scored on 300 problems of
+            the validation split"`, `"minibatch estimate: scored on 20 problems of the
+            minibatch split only, ..."` or `"not valid: nan_accuracy"`.
         thought: the designer's reasoning ("" when none).
         metrics: metric name -> value (`METRIC_FIELDS` present in the row; NaN kept).
         spec: the parsed spec, or None.
@@ -114,8 +116,13 @@ def candidate_view(
             tags.append("best aggregate score")
         status = ", ".join(tags)
         split = _value(data, "objective_split")
-        if split:
-            status += f"; scored on the {split} split"
+        n = _value(data, "n_examples")
+        on = f"{int(n)} problems of the {split} split" if n is not None else f"the {split} split"
+        comparable = _value(data, "comparable")  # numpy or Python bool, None when absent
+        if split and comparable is not None and not bool(comparable):
+            status = f"minibatch estimate: scored on {on} only, not ranked with full-split scores"
+        elif split:
+            status += f"; scored on {on}"
     else:
         status = f"not valid: {_value(data, 'invalid_reason') or 'unknown reason'}"
     spec, problem = parse_stored_spec(spec_json)

@@ -9,16 +9,24 @@ F11).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from core.search.pareto import DEFAULT_OBJECTIVES, hypervolume
+from studio.views.tables import full_split
+
 __all__ = [
+    "FRONT_NAME",
+    "HypervolumeSeries",
     "OBJECTIVES",
     "OBJECTIVE_LABELS",
+    "hypervolume_series",
     "live_figure",
+    "minibatch_name",
     "pareto_figure",
     "progress_figure",
     "progress_frame",
@@ -38,14 +46,29 @@ OBJECTIVE_LABELS: dict[str, str] = {
 OBJECTIVES: tuple[str, ...] = tuple(OBJECTIVE_LABELS)
 """The objectives a user can put on X and Y, in menu order."""
 
-_TRACES: tuple[tuple[str, str, str], ...] = (
-    ("Pareto front", "#d62728", "circle"),
-    ("dominated", "#7f7f7f", "circle-open"),
-)
+FRONT_NAME = f"Pareto front (over all {len(DEFAULT_OBJECTIVES)} objectives)"
+"""The front trace's legend entry: the store's front counts every objective (accuracy, cost,
+latency, agents, depth), so in a 2-D view a front point can look dominated."""
+
+_FRONT = (FRONT_NAME, "#d62728", "circle")
+_DOMINATED = ("dominated", "#7f7f7f", "circle")
+_MINIBATCH_STYLE = ("#ff7f0e", "diamond-open")
+
+_MAX_OBJECTIVES = frozenset({"accuracy", "aggregate_score"})
+"""Objectives (of `OBJECTIVES`) where more is better; the others are costs."""
+
+_HV_BOUNDED: dict[str, float] = {"accuracy": 0.0}
+"""Hypervolume reference values for bounded objectives (as `core.search.Archive.hypervolume`)."""
 
 
-def _group(row_on_front: bool) -> str:
-    return "Pareto front" if row_on_front else "dominated"
+def minibatch_name(n_examples: Sequence[float]) -> str:
+    """The legend entry of minibatch-only points, e.g. `"minibatch estimate (20 problems)"` or
+    `"minibatch estimate (5-20 problems)"` when minibatches differ in size."""
+    ns = sorted({int(n) for n in n_examples if n == n})
+    if not ns:
+        return "minibatch estimate"
+    size = str(ns[0]) if len(ns) == 1 else f"{ns[0]}-{ns[-1]}"
+    return f"minibatch estimate ({size} {'problem' if size == '1' else 'problems'})"
 
 
 def pareto_figure(
@@ -66,7 +89,10 @@ def pareto_figure(
         log_x: logarithmic X axis (useful for cost, which spans decades).
 
     Returns:
-        A figure with one trace per group ("Pareto front", "dominated"), each point carrying
+        A figure with one trace per group: `FRONT_NAME`, "dominated" (scored on the run's full
+        split, off the front), and, when there are any, valid candidates scored only on a
+        minibatch (hollow diamonds, `minibatch_name(...)`: `tables.full_split` is False for
+        them; they are never on the front). Each point carries
         `customdata = [candidate_idx]`.
 
     Raises:
@@ -76,11 +102,18 @@ def pareto_figure(
         if col not in archive.columns:
             raise KeyError(f"archive has no column {col!r}; columns: {list(archive.columns)}")
     valid: pd.DataFrame = archive.loc[archive["valid"].astype(bool)]
+    full = full_split(valid)
+    on_front = valid["on_front"].astype(bool)
+    minibatch: pd.DataFrame = valid.loc[~full & ~on_front]
+    groups: list[tuple[str, str, str, pd.DataFrame]] = [
+        (*_FRONT, valid.loc[on_front].sort_values(x)),
+        (*_DOMINATED, valid.loc[full & ~on_front]),
+    ]
+    if not minibatch.empty:
+        ns = minibatch["n_examples"].tolist() if "n_examples" in minibatch.columns else []
+        groups.append((minibatch_name(ns), *_MINIBATCH_STYLE, minibatch))
     fig = go.Figure()
-    for name, colour, symbol in _TRACES:
-        rows: pd.DataFrame = valid.loc[valid["on_front"].astype(bool) == (name == "Pareto front")]
-        if name == "Pareto front":
-            rows = rows.sort_values(x)
+    for name, colour, symbol, rows in groups:
         fig.add_trace(
             go.Scatter(
                 # numpy arrays: plotly validates them ~10x faster than lists (1,000 points in
@@ -88,8 +121,13 @@ def pareto_figure(
                 x=rows[x].to_numpy(dtype=np.float64),
                 y=rows[y].to_numpy(dtype=np.float64),
                 mode="markers",
-                line={"dash": "dot", "width": 1, "color": colour},
-                marker={"color": colour, "size": 11, "symbol": symbol},
+                marker={
+                    "color": colour,
+                    "size": 11,
+                    "symbol": symbol,
+                    "opacity": 0.55 if name == "dominated" else 1.0,
+                    "line": {"width": 2, "color": colour},
+                },
                 name=name,
                 customdata=rows["candidate_idx"].to_numpy(dtype=np.int64).reshape(-1, 1),
                 hovertemplate=(
@@ -181,7 +219,7 @@ def progress_figure(snapshots: pd.DataFrame) -> go.Figure:
                 go.Scatter(
                     x=snapshots["n_evaluations"].tolist(),
                     y=snapshots["hypervolume"].tolist(),
-                    name="hypervolume (accuracy, cost)",
+                    name="hypervolume (accuracy, cost_usd; as stored by the search)",
                     mode="lines+markers",
                     line={"shape": "hv"},
                     yaxis="y2",
@@ -190,7 +228,7 @@ def progress_figure(snapshots: pd.DataFrame) -> go.Figure:
     fig.update_layout(
         xaxis_title="example evaluations",
         yaxis_title="best aggregate score",
-        yaxis2={"title": "hypervolume", "overlaying": "y", "side": "right"},
+        yaxis2={"title": "hypervolume", "overlaying": "y", "side": "right", "rangemode": "tozero"},
         legend={"orientation": "h", "y": -0.25},
         margin={"l": 10, "r": 10, "t": 30, "b": 10},
     )
@@ -222,6 +260,100 @@ def progress_frame(snapshots: pd.DataFrame, progress: pd.DataFrame | None = None
     return df.sort_values("n_evaluations", kind="stable").reset_index(drop=True)
 
 
+@dataclass(frozen=True, slots=True)
+class HypervolumeSeries:
+    """The hypervolume of the chosen axes over a run's snapshots.
+
+    Attributes:
+        frame: columns `n_evaluations, hypervolume`, one row per snapshot, by evaluations.
+        objectives: the objectives it is computed over (the chart's X then Y; one if equal).
+        reference: the fixed reference point, one value per objective (None: nothing to draw).
+    """
+
+    frame: pd.DataFrame
+    objectives: tuple[str, ...]
+    reference: tuple[float, ...] | None
+
+    @property
+    def label(self) -> str:
+        """The legend entry, e.g. `"hypervolume (cost_usd, accuracy)"`."""
+        return f"hypervolume ({', '.join(self.objectives)})"
+
+    @property
+    def reference_text(self) -> str:
+        """The reference point in words, e.g. `"cost_usd = 0.5, accuracy = 0"`."""
+        if self.reference is None:
+            return ""
+        return ", ".join(
+            f"{o} = {v:g}" for o, v in zip(self.objectives, self.reference, strict=True)
+        )
+
+
+def hypervolume_series(
+    snapshots: pd.DataFrame, archive: pd.DataFrame, x: str, y: str
+) -> HypervolumeSeries:
+    """The hypervolume of the chart's two objectives after each archive snapshot.
+
+    Computed here, not read from the snapshot (which the search stores over accuracy and cost
+    with a reference that moves as worse candidates arrive), so that it is over the objectives
+    on screen and every snapshot uses the same reference point, hence comparable.
+
+    Points are the candidates of each snapshot (`entries`) that are valid and scored on the
+    run's full split (`tables.full_split`; minibatch estimates are left out), with their current
+    values. The reference is fixed for the run: 0 for accuracy (as `Archive.hypervolume`), else
+    the worst value among those candidates (a point at the worst value adds nothing along that
+    axis). Directions: more is better for accuracy and aggregate score, less for the others.
+
+    Args:
+        snapshots: `RunStore.snapshots(run_id)` (`n_evaluations`, `entries` columns).
+        archive: `RunStore.archive(run_id, ...)`.
+        x, y: the chart's objectives.
+
+    Returns:
+        The series; an empty frame and no reference without snapshots or scored candidates.
+    """
+    objs = (x,) if x == y else (x, y)
+    empty = HypervolumeSeries(pd.DataFrame({"n_evaluations": [], "hypervolume": []}), objs, None)
+    need = ("candidate_idx", "valid", *objs)
+    if snapshots.empty or "entries" not in snapshots.columns or archive.empty:
+        return empty
+    if any(c not in archive.columns for c in need):
+        return empty
+    valid = archive.loc[archive["valid"].astype(bool)]
+    valid = valid.loc[full_split(valid)]
+    values = valid[list(objs)].to_numpy(dtype=np.float64)
+    keep = np.isfinite(values).all(axis=1)
+    values = values[keep]
+    ids = valid["candidate_idx"].to_numpy(dtype=np.int64)[keep]
+    if values.shape[0] == 0:
+        return empty
+    dirs = ["max" if o in _MAX_OBJECTIVES else "min" for o in objs]
+    ref: list[float] = []
+    for j, o in enumerate(objs):
+        if o in _HV_BOUNDED:
+            ref.append(_HV_BOUNDED[o])
+        else:
+            col = values[:, j]
+            ref.append(float(col.min() if dirs[j] == "max" else col.max()))
+    evals: list[int] = []
+    hvs: list[float] = []
+    for n, entries in zip(
+        snapshots["n_evaluations"].tolist(), snapshots["entries"].tolist(), strict=True
+    ):
+        members = np.isin(
+            ids, np.asarray(list(entries if entries is not None else []), dtype=np.int64)
+        )
+        evals.append(int(n))
+        hvs.append(hypervolume(values[members], ref, dirs) if members.any() else 0.0)
+    frame = pd.DataFrame({"n_evaluations": evals, "hypervolume": hvs})
+    frame = frame.sort_values("n_evaluations", kind="stable").reset_index(drop=True)
+    return HypervolumeSeries(frame, objs, tuple(ref))
+
+
+def _progress_mode(n: int) -> str:
+    return "markers" if n == 1 else "lines"
+
+
 def live_figure(
     archive: pd.DataFrame,
     frame: pd.DataFrame,
@@ -230,36 +362,43 @@ def live_figure(
     *,
     selected: int | None = None,
     log_x: bool = False,
+    hv: HypervolumeSeries | None = None,
 ) -> go.Figure:
-    """The live page's one figure: the Pareto scatter (left) and best score and hypervolume
-    over evaluations (right), side by side.
+    """The live page's one figure: the Pareto scatter (left); on the right the best score over
+    evaluations (top) and the hypervolume of the chosen axes (bottom), each with its own axis.
 
-    One figure rather than two: the browser sets up one plot instead of two, which is most of
-    the live page's drawing time. Selection still maps through `customdata`: only the scatter's
-    points carry it, so `selected_candidates` ignores a progress point.
+    One figure rather than three: the browser sets up one plot, which is most of the live
+    page's drawing time. Selection still maps through `customdata`: only the scatter's points
+    carry it, so `selected_candidates` ignores a progress point. The progress series are drawn
+    as lines (a marker only while a series has one point), so the chart's clickable markers
+    are the candidates.
 
     Args:
         archive: as for `pareto_figure`.
-        frame: `progress_frame(...)`.
+        frame: `progress_frame(...)` (its best score is drawn).
         x, y, selected, log_x: as for `pareto_figure`.
+        hv: `hypervolume_series(...)`; None or empty draws no hypervolume.
     """
     fig = pareto_figure(archive, x, y, selected=selected, log_x=log_x)
+    title = {
+        "showarrow": False,
+        "xanchor": "left",
+        "xref": "paper",
+        "yref": "paper",
+        "font": {"size": 14},
+    }
     fig.update_layout(
         xaxis={"domain": [0.0, 0.56]},
-        xaxis2={"domain": [0.68, 1.0], "title": "example evaluations", "anchor": "y2"},
-        yaxis2={"anchor": "x2", "title": "best aggregate score"},
-        yaxis3={
-            "anchor": "x2",
-            "overlaying": "y2",
-            "side": "right",
-            "title": "hypervolume",
-            "showgrid": False,
-        },
+        xaxis2={"domain": [0.68, 1.0], "anchor": "y2", "matches": "x3", "showticklabels": False},
+        yaxis2={"anchor": "x2", "domain": [0.58, 1.0], "title": "best score"},
+        xaxis3={"domain": [0.68, 1.0], "anchor": "y3", "title": "example evaluations"},
+        yaxis3={"anchor": "x3", "domain": [0.0, 0.42], "title": "hypervolume",
+                "rangemode": "tozero"},
         annotations=[
-            {"text": "Pareto front", "x": 0.0, "xref": "paper", "y": 1.08, "yref": "paper",
-             "showarrow": False, "xanchor": "left", "font": {"size": 14}},
-            {"text": "Best score and hypervolume", "x": 0.68, "xref": "paper", "y": 1.08,
-             "yref": "paper", "showarrow": False, "xanchor": "left", "font": {"size": 14}},
+            {**title, "text": "Pareto front", "x": 0.0, "y": 1.08},
+            {**title, "text": "Best aggregate score", "x": 0.68, "y": 1.08},
+            {**title, "text": hv.label if hv is not None else "hypervolume", "x": 0.68,
+             "y": 0.47},
         ],
     )  # fmt: skip
     if not frame.empty:
@@ -268,23 +407,22 @@ def live_figure(
                 x=frame["n_evaluations"].to_numpy(dtype=np.float64),
                 y=frame["best_score"].to_numpy(dtype=np.float64),
                 name="best aggregate score",
-                mode="lines+markers",
+                mode=_progress_mode(len(frame)),
                 line={"shape": "hv", "color": "#1f77b4"},
                 xaxis="x2",
                 yaxis="y2",
             )
         )
-        hv = frame["hypervolume"].to_numpy(dtype=np.float64)
-        if np.isfinite(hv).any():
-            fig.add_trace(
-                go.Scatter(
-                    x=frame["n_evaluations"].to_numpy(dtype=np.float64),
-                    y=hv,
-                    name="hypervolume (accuracy, cost)",
-                    mode="lines+markers",
-                    line={"shape": "hv", "color": "#9467bd"},
-                    xaxis="x2",
-                    yaxis="y3",
-                )
+    if hv is not None and not hv.frame.empty:
+        fig.add_trace(
+            go.Scatter(
+                x=hv.frame["n_evaluations"].to_numpy(dtype=np.float64),
+                y=hv.frame["hypervolume"].to_numpy(dtype=np.float64),
+                name=hv.label,
+                mode=_progress_mode(len(hv.frame)),
+                line={"shape": "hv", "color": "#9467bd"},
+                xaxis="x3",
+                yaxis="y3",
             )
+        )
     return fig

@@ -24,9 +24,11 @@ __all__ = [
     "evaluation_table",
     "example_table",
     "format_time",
+    "full_split",
     "live_status",
     "run_label",
     "runs_table",
+    "scored_on",
 ]
 
 RUN_COLUMNS: tuple[str, ...] = (
@@ -57,13 +59,12 @@ ARCHIVE_COLUMNS: tuple[str, ...] = (
     "n_agents",
     "depth",
     "aggregate_score",
-    "objective_split",
-    "n_examples",
+    "scored_on",
     "error_rate",
     "invalid_reason",
     "parent_idx",
 )
-"""Columns of the archive table, in order."""
+"""Columns of the archive table, in order (`scored_on` is made by `archive_table`)."""
 
 ARCHIVE_SORTS: tuple[str, ...] = (
     "aggregate_score",
@@ -76,6 +77,9 @@ ARCHIVE_SORTS: tuple[str, ...] = (
     "generation",
 )
 """Columns the archive can be sorted by."""
+
+_SCORE_SORTS = frozenset(ARCHIVE_SORTS) - {"candidate_idx", "generation"}
+"""Sorts that rank by a score, where full-split scores come before minibatch estimates."""
 
 
 def format_time(ts: float | None) -> str:
@@ -133,6 +137,54 @@ def live_status(
     return label
 
 
+def scored_on(split: Any, n_examples: Any) -> str:
+    """What a candidate's scores rest on, e.g. `"validation (300)"` or `"minibatch (20)"`
+    ("" when it has no result)."""
+    split = _opt(split)
+    if not split:
+        return ""
+    n = _opt(n_examples)
+    return f"{split} ({int(n)})" if n is not None else str(split)
+
+
+_SPLIT_TIER: dict[str, int] = {"validation": 0, "minibatch": 1}
+"""How complete a split's scores are (lower is more; other splits 2), as the run store ranks
+them (`core.storage.queries._TIER`)."""
+
+
+def full_split(archive: pd.DataFrame) -> pd.Series:
+    """Per row: valid and scored on the run's most complete split present, i.e. the rows the
+    store's front and best are chosen among (compare like with like).
+
+    The store's `comparable` column when the frame has it; else derived from `valid` and
+    `objective_split` (validation before minibatch before any other split). A frame without
+    `objective_split` counts every valid row.
+
+    Returns:
+        A bool Series on `archive`'s index.
+    """
+    if "comparable" in archive.columns:
+        return pd.Series(archive["comparable"].astype(bool), index=archive.index)
+    valid = (
+        archive["valid"].astype(bool)
+        if "valid" in archive.columns
+        else pd.Series(True, index=archive.index, dtype=bool)
+    )
+    if "objective_split" not in archive.columns:
+        return pd.Series(valid, index=archive.index, dtype=bool)
+    tiers = [
+        _SPLIT_TIER.get(str(s), 2) if _opt(s) is not None else 3
+        for s in archive["objective_split"].tolist()
+    ]
+    valid_tiers = [t for t, v in zip(tiers, valid.tolist(), strict=True) if v]
+    best = min(valid_tiers) if valid_tiers else -1
+    return pd.Series(
+        [bool(v) and t == best for t, v in zip(tiers, valid.tolist(), strict=True)],
+        index=archive.index,
+        dtype=bool,
+    )
+
+
 def archive_table(
     archive: pd.DataFrame,
     *,
@@ -154,12 +206,20 @@ def archive_table(
         descending: sort direction.
 
     Returns:
-        `ARCHIVE_COLUMNS` (those present), rows sorted, index reset.
+        `ARCHIVE_COLUMNS` (those present; `scored_on` from `objective_split` and
+        `n_examples`, see `scored_on`), rows sorted, index reset. Sorted by a score
+        (`_SCORE_SORTS`), candidates scored on the run's full split (the store's
+        `comparable`) come first and minibatch estimates after them: an estimate on a few
+        problems is not ranked above a full validation score.
 
     Raises:
         ValueError: `sort_by` is not a column of the archive.
     """
-    cols = [c for c in ARCHIVE_COLUMNS if c in archive.columns]
+    cols = [
+        c
+        for c in ARCHIVE_COLUMNS
+        if c in archive.columns or (c == "scored_on" and "objective_split" in archive.columns)
+    ]
     if archive.empty:
         return pd.DataFrame({c: [] for c in cols})
     if sort_by not in archive.columns:
@@ -182,22 +242,38 @@ def archive_table(
             )
         ]
         df = df.loc[keep]
+    df = df.assign(
+        scored_on=[
+            scored_on(s, n)
+            for s, n in zip(
+                df["objective_split"].tolist()
+                if "objective_split" in df.columns
+                else [None] * len(df),
+                df["n_examples"].tolist() if "n_examples" in df.columns else [None] * len(df),
+                strict=True,
+            )
+        ],
+        _full=full_split(df) if sort_by in _SCORE_SORTS else True,
+    )
     df = df.sort_values(
-        [sort_by, "candidate_idx"], ascending=[not descending, True], na_position="last"
+        ["_full", sort_by, "candidate_idx"],
+        ascending=[False, not descending, True],
+        na_position="last",
     )
     return pd.DataFrame(df[cols]).reset_index(drop=True)
 
 
 def candidate_options(archive: pd.DataFrame, *, valid_only: bool = False) -> list[int]:
-    """Candidate numbers for a picker, front first, then by aggregate score (best first)."""
+    """Candidate numbers for a picker: front first, then valid ones scored on the full split,
+    then the rest, each by aggregate score (best first)."""
     if archive.empty:
         return []
     df = archive
     if valid_only:
         df = df.loc[df["valid"].astype(bool)]
-    df = df.sort_values(
-        ["on_front", "aggregate_score", "candidate_idx"],
-        ascending=[False, False, True],
+    df = df.assign(_full=full_split(df)).sort_values(
+        ["on_front", "_full", "aggregate_score", "candidate_idx"],
+        ascending=[False, False, False, True],
         na_position="last",
     )
     return [int(i) for i in df["candidate_idx"].tolist()]

@@ -104,3 +104,50 @@ def test_a_run_paused_in_this_studio_reads_paused_as_on_the_runs_page(
     search.state = "running"
     at.run()
     assert "**running, data as of 2025-01-02 00:00:09 UTC**" in _texts(at)
+
+
+def test_a_minibatch_estimate_is_labelled_and_ranked_after_full_scores(
+    app: AppTest, two_runs: Path
+) -> None:
+    from core.ir import parse_topology, spec_hash
+    from core.search.events import CandidateEvaluated, CandidateProposed
+    from studio._st_common import _manager
+
+    text = (
+        '{"kind": "pipeline", "id": "seed", "name": "seed", "steps": [{"operation": '
+        '{"kind": "agent_step", "id": "solve", "agent_name": "175b_finetuning"}}]}'
+    )
+    h = spec_hash(parse_topology(text))
+    t = 1_735_732_900.0
+    _manager(str(two_runs.resolve())).store.record_events(
+        [
+            CandidateProposed(
+                run_id=RUN_ID, seq=500, ts=t, candidate_idx=4, generation=1, spec_hash=h,
+                spec_json=text, parent_idx=1, operator="mutate:change_agent",
+            ),
+            CandidateEvaluated(
+                run_id=RUN_ID, seq=501, ts=t + 1, candidate_idx=4, spec_hash=h,
+                split="minibatch", n_examples=2, accuracy=1.0, cost_usd=0.3,
+                latency_ms=5000.0, n_agents=1, depth=1, aggregate_score=0.9, valid=True,
+            ),
+        ]
+    )  # fmt: skip
+    at = _live(app, run=RUN_ID)
+    table = [d.value for d in at.dataframe if "on_front" in d.value.columns][0]
+    # 0.9 on 2 problems does not outrank 0.45 on the full split of 4
+    assert table["candidate_idx"].tolist() == [1, 0, 2, 4, 3]
+    assert table["scored_on"].tolist() == [
+        "validation (4)",
+        "validation (4)",
+        "validation (4)",
+        "minibatch (2)",
+        "validation (4)",
+    ]
+    assert "objective_split" not in table.columns
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["best candidate"] == "1"
+    assert "Hollow diamonds" in _texts(at)
+    assert "reference point cost_usd = 0.5, accuracy = 0" in _texts(at)
+    box = [s for s in at.selectbox if s.label == "Inspect candidate"][0]
+    box.set_value(4).run()
+    assert "minibatch estimate: scored on 2 problems of the minibatch split only" in _texts(at)

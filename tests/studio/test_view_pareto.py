@@ -5,7 +5,16 @@ import json
 import pandas as pd
 import pytest
 
-from studio.views.pareto import live_figure, pareto_figure, progress_figure, selected_candidates
+from studio.views.pareto import (
+    FRONT_NAME,
+    HypervolumeSeries,
+    hypervolume_series,
+    live_figure,
+    minibatch_name,
+    pareto_figure,
+    progress_figure,
+    selected_candidates,
+)
 
 
 def _archive() -> pd.DataFrame:
@@ -35,7 +44,8 @@ def _archive() -> pd.DataFrame:
 
 def test_selection_of_trace_1_point_0_is_the_entry_drawn_there() -> None:
     fig = pareto_figure(_archive(), x="cost_usd", y="accuracy")
-    assert [t.name for t in fig.data] == ["Pareto front", "dominated"]
+    assert FRONT_NAME == "Pareto front (over all 5 objectives)"
+    assert [t.name for t in fig.data] == [FRONT_NAME, "dominated"]
     dominated = fig.data[1]
     # trace 1, point 0 is the first dominated entry: candidate 100 (i = 0)
     assert list(dominated.customdata[0]) == [100]
@@ -86,7 +96,11 @@ def test_progress_figure_has_two_series() -> None:
         {"n_evaluations": [10, 20], "best_score": [0.4, 0.5], "hypervolume": [0.1, 0.2]}
     )
     fig = progress_figure(snaps)
-    assert [t.name for t in fig.data] == ["best aggregate score", "hypervolume (accuracy, cost)"]
+    assert [t.name for t in fig.data] == [
+        "best aggregate score",
+        "hypervolume (accuracy, cost_usd; as stored by the search)",
+    ]
+    assert fig.layout.yaxis2.rangemode == "tozero"
     assert list(fig.data[0].y) == [0.4, 0.5]
 
 
@@ -104,20 +118,103 @@ def test_customdata_travels_as_a_compact_typed_array() -> None:
     assert dumped["shape"] == "4, 1" and dumped["dtype"] in ("i1", "i2", "i4")
 
 
-def test_live_figure_puts_progress_beside_the_scatter_and_only_scatter_points_select() -> None:
+def test_live_figure_gives_score_and_hypervolume_their_own_axes() -> None:
     frame = pd.DataFrame(
         {"n_evaluations": [10, 20], "best_score": [0.4, 0.5], "hypervolume": [0.1, 0.2]}
     )
-    fig = live_figure(_archive(), frame, x="cost_usd", y="accuracy", selected=101)
+    hv = HypervolumeSeries(
+        pd.DataFrame({"n_evaluations": [10, 20], "hypervolume": [0.25, 0.5]}),
+        ("cost_usd", "accuracy"),
+        (0.5, 0.0),
+    )
+    fig = live_figure(_archive(), frame, x="cost_usd", y="accuracy", selected=101, hv=hv)
     assert [t.name for t in fig.data] == [
-        "Pareto front",
+        FRONT_NAME,
         "dominated",
         "selected",
         "best aggregate score",
-        "hypervolume (accuracy, cost)",
+        "hypervolume (cost_usd, accuracy)",
     ]
-    assert [(t.xaxis, t.yaxis) for t in fig.data[3:]] == [("x2", "y2"), ("x2", "y3")]
+    assert [(t.xaxis, t.yaxis) for t in fig.data[3:]] == [("x2", "y2"), ("x3", "y3")]
+    assert list(fig.data[4].y) == [0.25, 0.5]  # the series given, not the stored column
+    assert [t.mode for t in fig.data[3:]] == ["lines", "lines"]  # no markers to mistake
+    # two small charts one above the other: no line hides under the other
+    assert fig.layout.yaxis2.domain == (0.58, 1.0) and fig.layout.yaxis3.domain == (0.0, 0.42)
+    assert fig.layout.yaxis3.rangemode == "tozero"  # no negative ticks for an all-zero start
+    assert [a.text for a in fig.layout.annotations] == [
+        "Pareto front",
+        "Best aggregate score",
+        "hypervolume (cost_usd, accuracy)",
+    ]
     assert fig.data[3].customdata is None  # a progress point never maps to a candidate
     assert selected_candidates({"points": [{"curve_number": 3, "point_index": 0}]}) == []
-    no_hv = live_figure(_archive(), frame.assign(hypervolume=float("nan")))
+    no_hv = live_figure(_archive(), frame)
     assert [t.name for t in no_hv.data][-1] == "best aggregate score"
+
+
+def _mixed() -> pd.DataFrame:
+    """A seed and a mutant on the full split (300), and two minibatch-only mutants (20)."""
+    return pd.DataFrame(
+        {
+            "candidate_idx": [0, 1, 2, 3, 4],
+            "accuracy": [0.3, 0.4, 0.45, 0.5, float("nan")],
+            "cost_usd": [0.001, 0.004, 0.002, 0.003, 0.001],
+            "on_front": [True, True, False, False, False],
+            "valid": [True, True, True, True, False],
+            "comparable": [True, True, False, False, False],
+            "objective_split": ["validation", "validation", "minibatch", "minibatch", None],
+            "n_examples": [300, 300, 20, 20, None],
+        }
+    )
+
+
+def test_minibatch_estimates_get_their_own_hollow_trace() -> None:
+    fig = pareto_figure(_mixed())
+    assert [t.name for t in fig.data] == [
+        FRONT_NAME,
+        "dominated",
+        "minibatch estimate (20 problems)",
+    ]
+    assert [c[0] for c in fig.data[0].customdata] == [0, 1]
+    assert len(fig.data[1].x) == 0
+    assert [c[0] for c in fig.data[2].customdata] == [2, 3]
+    assert fig.data[2].marker.symbol == "diamond-open"
+    assert fig.data[0].marker.symbol == "circle" and fig.data[1].marker.symbol == "circle"
+    # without a comparable column it is derived from the split; without a split, all count
+    derived = pareto_figure(_mixed().drop(columns="comparable"))
+    assert [c[0] for c in derived.data[2].customdata] == [2, 3]
+    plain = _mixed().drop(columns=["comparable", "objective_split"])
+    assert [t.name for t in pareto_figure(plain).data] == [FRONT_NAME, "dominated"]
+
+
+def test_minibatch_name_counts_problems() -> None:
+    assert minibatch_name([20, 20.0]) == "minibatch estimate (20 problems)"
+    assert minibatch_name([5, 20, float("nan")]) == "minibatch estimate (5-20 problems)"
+    assert minibatch_name([1]) == "minibatch estimate (1 problem)"
+    assert minibatch_name([]) == "minibatch estimate"
+
+
+def test_hypervolume_series_is_over_the_chosen_axes_with_a_fixed_reference() -> None:
+    snaps = pd.DataFrame(
+        {"n_evaluations": [300, 340, 640], "entries": [[0], [0, 2, 3], [0, 1, 2, 3]]}
+    )
+    hv = hypervolume_series(snaps, _mixed(), "cost_usd", "accuracy")
+    assert hv.objectives == ("cost_usd", "accuracy")
+    # full-split candidates only (0 and 1): accuracy from 0, cost from the worst, 0.004
+    assert hv.reference == (0.004, 0.0)
+    assert hv.label == "hypervolume (cost_usd, accuracy)"
+    assert hv.reference_text == "cost_usd = 0.004, accuracy = 0"
+    assert hv.frame["n_evaluations"].tolist() == [300, 340, 640]
+    # candidate 0 alone: (0.004 - 0.001) * 0.3; candidate 1 sits at the cost reference
+    assert hv.frame["hypervolume"].tolist() == pytest.approx([0.0009, 0.0009, 0.0009])
+    # other axes: latency is not in this archive -> nothing; one axis twice -> 1-D
+    one = hypervolume_series(snaps, _mixed(), "accuracy", "accuracy")
+    assert one.objectives == ("accuracy",) and one.reference == (0.0,)
+    assert one.frame["hypervolume"].tolist() == pytest.approx([0.3, 0.3, 0.4])
+    assert hypervolume_series(snaps, _mixed(), "latency_ms", "accuracy").reference is None
+    # n_agents is a cost: the worst (largest) value is the reference
+    agents = _mixed().assign(n_agents=[1, 3, 1, 1, 1])
+    hv_agents = hypervolume_series(snaps, agents, "n_agents", "accuracy")
+    assert hv_agents.reference == (3.0, 0.0)
+    assert hv_agents.frame["hypervolume"].tolist() == pytest.approx([0.6, 0.6, 0.6])
+    assert hypervolume_series(snaps.iloc[0:0], _mixed(), "cost_usd", "accuracy").frame.empty

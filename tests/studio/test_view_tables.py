@@ -20,9 +20,11 @@ from studio.views.tables import (
     archive_table,
     candidate_options,
     format_time,
+    full_split,
     live_status,
     run_label,
     runs_table,
+    scored_on,
 )
 
 RUN = "20250101-120000-abc123"
@@ -48,7 +50,13 @@ def test_archive_table_sorts_filters_and_puts_nan_last(store: DuckDBRunStore) ->
     archive = store.archive(RUN, include_unevaluated=True)
     assert archive_table(archive)["candidate_idx"].tolist() == [1, 0, 2, 3]
     assert archive_table(archive, descending=False)["candidate_idx"].tolist() == [2, 0, 1, 3]
-    assert archive_table(archive, sort_by="cost_usd")["candidate_idx"].tolist() == [1, 3, 2, 0]
+    # invalid 3 is not scored on the full split: after the others when ranking by a score
+    assert archive_table(archive, sort_by="cost_usd")["candidate_idx"].tolist() == [1, 2, 0, 3]
+    assert archive_table(archive, sort_by="candidate_idx")["candidate_idx"].tolist() == [3, 2, 1, 0]
+    assert archive_table(archive)["scored_on"].tolist() == ["validation (4)"] * 3 + [
+        "validation (4)"
+    ]
+    assert "objective_split" not in archive_table(archive).columns
     assert archive_table(archive, only_front=True)["candidate_idx"].tolist() == [1, 0]
     assert archive_table(archive, only_valid=True)["candidate_idx"].tolist() == [1, 0, 2]
     assert archive_table(archive, text="STRONGEST")["candidate_idx"].tolist() == [1]
@@ -67,7 +75,8 @@ def test_candidate_view_has_thought_status_metrics_and_graph(store: DuckDBRunSto
     )
     assert view.title == "candidate 1 (generation 0, mutate:change_agent of 0)"
     assert (
-        view.status == "on the Pareto front, best aggregate score; scored on the validation split"
+        view.status
+        == "on the Pareto front, best aggregate score; scored on 4 problems of the validation split"
     )
     assert view.thought == "Use the strongest run: accuracy matters most here."
     assert view.metrics["accuracy"] == 0.6
@@ -199,3 +208,68 @@ def test_live_status_shows_the_studio_pause_like_the_runs_page() -> None:
         "stopped: stopped from the studio"
     )
     assert live_status("completed", None, t, "finished") == "completed"
+
+
+def _mixed_archive() -> pd.DataFrame:
+    """The reviewer's case: the seed at 0.3223 on 300 problems, a mutant at 0.45 on 20."""
+    return pd.DataFrame(
+        {
+            "candidate_idx": [0, 1, 2, 3],
+            "operator": ["seed", "mutate", "mutate", "mutate"],
+            "on_front": [True, False, False, False],
+            "valid": [True, True, True, False],
+            "comparable": [True, False, True, False],
+            "aggregate_score": [0.3223, 0.45, 0.21, float("nan")],
+            "accuracy": [0.33, 0.45, 0.22, float("nan")],
+            "objective_split": ["validation", "minibatch", "validation", "minibatch"],
+            "n_examples": [300, 20, 300, 20],
+        }
+    )
+
+
+def test_archive_ranks_full_split_scores_above_minibatch_estimates() -> None:
+    archive = _mixed_archive()
+    table = archive_table(archive)
+    assert table["candidate_idx"].tolist() == [0, 2, 1, 3]
+    assert table["scored_on"].tolist() == [
+        "validation (300)",
+        "validation (300)",
+        "minibatch (20)",
+        "minibatch (20)",
+    ]
+    asc = archive_table(archive, descending=False)
+    assert asc["candidate_idx"].tolist() == [2, 0, 1, 3]
+    # sorting by number or generation is not a ranking: no grouping
+    assert archive_table(archive, sort_by="candidate_idx")["candidate_idx"].tolist() == [3, 2, 1, 0]
+    assert candidate_options(archive) == [0, 2, 1, 3]
+    # the store's archive has no comparable column: derived from valid and the split
+    assert full_split(archive.drop(columns="comparable")).tolist() == [True, False, True, False]
+    assert archive_table(archive.drop(columns="comparable"))["candidate_idx"].tolist() == [
+        0,
+        2,
+        1,
+        3,
+    ]
+    # only minibatch results so far: those are the most complete split
+    early = archive.assign(objective_split="minibatch").drop(columns="comparable")
+    assert full_split(early).tolist() == [True, True, True, False]
+    # without a split column every valid row counts
+    plain = archive.drop(columns=["comparable", "objective_split"])
+    assert full_split(plain).tolist() == [True, True, True, False]
+    assert archive_table(plain)["candidate_idx"].tolist() == [1, 0, 2, 3]
+
+
+def test_scored_on_names_split_and_size() -> None:
+    assert scored_on("minibatch", 20) == "minibatch (20)"
+    assert scored_on("validation", 300.0) == "validation (300)"
+    assert scored_on("validation", None) == "validation"
+    assert scored_on(None, 20) == "" and scored_on(math.nan, math.nan) == ""
+
+
+def test_candidate_view_says_a_minibatch_score_is_an_estimate() -> None:
+    row = _mixed_archive().iloc[1]
+    view = candidate_view(row, None)
+    assert view.status == (
+        "minibatch estimate: scored on 20 problems of the minibatch split only, "
+        "not ranked with full-split scores"
+    )
