@@ -419,6 +419,7 @@ with s2:
                     problem.name, spec, split=str(split), limit=int(limit) or None
                 )
             ss["ed_eval_result"] = ev
+            ss["ed_eval_of"] = ss.get("ed_spec")
         except Exception as exc:  # noqa: BLE001 (shown in the page)
             show_error(exc)
 
@@ -426,6 +427,8 @@ with s2:
 ev = ss.get("ed_eval_result")
 if ev is not None:
     st.markdown("**Evaluation**")
+    if ss.get("ed_eval_of") != ss.get("ed_spec"):
+        st.caption("Of an earlier version of the working copy: evaluate again for this one.")
     head = f"{ev.status} on {ev.n_examples} {ev.split} examples" + (
         f": {ev.reason}" if ev.reason else ""
     )

@@ -593,9 +593,13 @@ def estimate_cost(
     unpriced: set[str] = set()
     per_request = dict(calls or {})
 
+    used: set[str] = set()
+
     def call(ref: str | AgentSpec) -> tuple[float, dict[str, float]]:
         model = _model_of(ref, prices)
         k = per_request.get(ref, 1.0) if isinstance(ref, str) else 1.0
+        if isinstance(ref, str):
+            used.add(ref)
         price = prices.get(model)
         if price is None:
             unpriced.add(model)
@@ -654,7 +658,7 @@ def estimate_cost(
         return total * k, {m: x * k for m, x in counted.items()}
 
     usd, counted = cost(spec)
-    many = sorted(a for a, k in per_request.items() if k != 1)
+    many = sorted(a for a, k in per_request.items() if k != 1 and a in used)
     return CostEstimate(
         usd_per_example=math.nan if unpriced else usd,
         calls=dict(sorted(counted.items())),

@@ -109,7 +109,7 @@ def test_cost_is_the_measured_one_when_a_run_evaluated_the_same_topology(
     at = editor
     seed_text = _markdown(at)
     assert "**Static estimate: $0.0300 per example (a rough guess, not a bound:" in seed_text
-    assert "175b_verification = 200 calls a request" in seed_text
+    assert "max_iterations; one model call per agent request; prices from" in seed_text
     assert "No run has measured this exact topology yet." in seed_text
     assert "upper bound" not in seed_text
     # ids do not matter: the store's candidate 1 has the same spec hash
@@ -120,6 +120,7 @@ def test_cost_is_the_measured_one_when_a_run_evaluated_the_same_topology(
         "20250101-120000-abc123 candidate 1)."
     ) in text
     assert "Static estimate: $6.00 per example (a rough guess, not a bound:" in text
+    assert "max_iterations; 175b_verification = 200 calls a request; prices from" in text
 
 
 def test_evaluation_numbers_are_short_with_n_and_a_95_percent_interval(editor: AppTest) -> None:

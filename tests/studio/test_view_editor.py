@@ -243,6 +243,7 @@ def test_cost_estimate_counts_every_model_call_of_a_request() -> None:
     )
     est = estimate_cost(seed, prices, agent_names=names, calls=calls)
     assert est.usd_per_example == pytest.approx(0.03)  # (200 + 300) tokens x $0.06 / 1K
+    assert est.assumptions.endswith("; one model call per agent request")  # only agents used
     # the search's best: long questions to 175b_finetuning, the rest to 175b_verification
     best = parse_topology(
         '{"kind": "pipeline", "steps": [{"operation": {"kind": "router", "routes": ['
