@@ -53,18 +53,19 @@ ARCHIVE_COLUMNS: tuple[str, ...] = (
     "on_front",
     "is_best",
     "valid",
+    "scored_on",
     "accuracy",
     "cost_usd",
     "latency_ms",
     "n_agents",
     "depth",
     "aggregate_score",
-    "scored_on",
     "error_rate",
     "invalid_reason",
     "parent_idx",
 )
-"""Columns of the archive table, in order (`scored_on` is made by `archive_table`)."""
+"""Columns of the archive table, in order (`scored_on` is made by `archive_table`; it comes
+before the scores it qualifies, so it is in view without scrolling)."""
 
 ARCHIVE_SORTS: tuple[str, ...] = (
     "aggregate_score",
