@@ -84,13 +84,14 @@ def _label(node: AnyNode) -> str:
         if node.name:
             body += f"\nname: {node.name}"
     elif isinstance(node, PipelineSpec):
-        body = f"{len(node.steps)} steps"
+        n = len(node.steps)
+        body = f"{n} step" if n == 1 else f"{n} steps"
     elif isinstance(node, ParallelSpec):
         body = f"merge: {node.merge}"
         if node.timeout is not None:
             body += f"\ntimeout: {node.timeout:g} s"
     elif isinstance(node, RouterSpec):
-        clf = "conditions" if node.classifier is None else _agent_ref(node.classifier)
+        clf = "none (route conditions)" if node.classifier is None else _agent_ref(node.classifier)
         body = f"classifier: {clf}"
     else:
         body = f"max {node.max_iterations} iterations"

@@ -125,3 +125,14 @@ def test_highlight_and_hostile_labels() -> None:
     assert agent.get("penwidth") == "3"
     assert agent.get("tooltip") == '"n0\\"]"'
     assert len(edges(graph)) == 1
+
+
+def test_a_one_step_pipeline_and_a_router_without_classifier_read_right() -> None:
+    pipe = PipelineSpec(steps=[PipelineStepEntry(operation=A)], name="main")
+    router = RouterSpec(routes=[RouteSpec(name="math", step=A, condition_name="is_math")])
+    assert {n.get_name(): n.get_label() for n in dot_nodes(parse(to_dot(pipe)))}["n0"] == (
+        '"pipeline\\nmain\\n1 step"'
+    )
+    assert {n.get_name(): n.get_label() for n in dot_nodes(parse(to_dot(router)))}["n0"] == (
+        '"router\\nclassifier: none (route conditions)"'
+    )
