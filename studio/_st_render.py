@@ -9,6 +9,7 @@ from typing import Any
 import streamlit as st
 
 from studio.views.candidate import CandidateView
+from studio.views.compare import distinct_dot
 from studio.views.tables import example_table
 
 __all__ = ["format_value", "graph", "inspector", "metric_row"]
@@ -43,9 +44,10 @@ def metric_row(metrics: Mapping[str, Any], *, per_row: int = 6) -> None:
 
 
 def graph(dot: str, *, empty: str = "No topology to draw.") -> None:
-    """A topology graph (DOT rendered in the browser by `st.graphviz_chart`)."""
+    """A topology graph (DOT rendered in the browser by `st.graphviz_chart`; node names made
+    unique per graph, see `distinct_dot`, so switching candidates keeps every node's shape)."""
     if dot:
-        st.graphviz_chart(dot)
+        st.graphviz_chart(distinct_dot(dot))
     else:
         st.caption(empty)
 
