@@ -120,15 +120,16 @@ with guard():
         "Graphs side by side",
         value=False,
         key="cmp_side",
-        help="One below the other keeps every graph at the page's width, legible on any screen.",
+        help="One below the other gives every graph the page's width, legible on any screen.",
     )
     graph_cols = st.columns(len(views)) if side else [st.container() for _ in views]
     for col, view, label in zip(graph_cols, views, slot_labels, strict=True):
         with col:
             st.markdown(f"**{label}**  \n{view.title}")
             if view.dot:
-                # names salted per graph: a swapped topology never inherits another's shapes
-                st.graphviz_chart(distinct_dot(view.dot), width="stretch")
+                # names salted per graph: a swapped topology never inherits another's shapes;
+                # stacked, a graph keeps its own size (stretched, a 2-node graph is enormous)
+                st.graphviz_chart(distinct_dot(view.dot), width="stretch" if side else "content")
             else:
                 st.caption("No topology to draw.")
 
