@@ -8,7 +8,7 @@ spec = parse_topology('{"kind": "pipeline", "steps": [{"operation": {"kind": "ag
 ```
 """
 
-from core.ir.canonical import canonical_dict, canonical_json, spec_hash
+from core.ir.canonical import canonical_dict, canonical_json, spec_hash, strip_node_ids
 from core.ir.design import (
     SPEC_LIMITS_CONTEXT_KEY,
     TopologyDesign,
@@ -92,6 +92,7 @@ __all__ = [
     "replace_at",
     "spec_hash",
     "spec_metrics",
+    "strip_node_ids",
     "to_dot",
     "topology_json_schema",
     "NodeChange",

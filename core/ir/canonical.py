@@ -16,12 +16,16 @@ from typing import Any, cast
 
 from core.ir.models import AnyNode
 
-__all__ = ["canonical_dict", "canonical_json", "spec_hash"]
+__all__ = ["canonical_dict", "canonical_json", "spec_hash", "strip_node_ids"]
 
 
-def _strip_ids(data: dict[str, Any]) -> dict[str, Any]:
-    """Remove `id` from every node object (objects with a `kind`) and write every `-0.0` as
-    `0.0`, iteratively, in place."""
+def strip_node_ids(data: dict[str, Any]) -> dict[str, Any]:
+    """Remove `id` from every node object (objects with a `kind`) of plain spec data (e.g. a
+    `model_dump(mode="json")`) and write every `-0.0` as `0.0`, iteratively, in place.
+
+    Returns:
+        `data` itself.
+    """
     stack: list[Any] = [data]
     while stack:
         current = stack.pop()
@@ -47,7 +51,7 @@ def _strip_ids(data: dict[str, Any]) -> dict[str, Any]:
 def canonical_dict(spec: AnyNode) -> dict[str, Any]:
     """The canonical form as plain data: `spec.model_dump(mode="json")` without node ids (and
     `-0.0` as `0.0`)."""
-    return _strip_ids(spec.model_dump(mode="json"))
+    return strip_node_ids(spec.model_dump(mode="json"))
 
 
 def canonical_json(spec: AnyNode) -> str:

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import pandas as pd
 
-from core.ir import TopologySpec, assign_ids, to_dot
+from core.ir import TopologySpec, assign_ids, strip_node_ids, to_dot
 from core.ir.diff import diff_highlight, structural_diff, unified_json_diff
 from core.search.registry import VersionRecord
 from studio.views.compare import distinct_dot
@@ -67,18 +67,7 @@ def _without_ids(spec: TopologySpec | None) -> dict[str, Any] | None:
     """The spec's set fields (as `unified_json_diff` dumps them) without any node `id`."""
     if spec is None:
         return None
-    data: dict[str, Any] = spec.model_dump(mode="json", exclude_defaults=True)
-    stack: list[Any] = [data]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, dict):
-            obj = cast(dict[str, Any], current)
-            if "kind" in obj:
-                obj.pop("id", None)
-            stack.extend(v for v in obj.values() if isinstance(v, dict | list))
-        elif isinstance(current, list):
-            stack.extend(v for v in cast(list[Any], current) if isinstance(v, dict | list))
-    return data
+    return strip_node_ids(spec.model_dump(mode="json", exclude_defaults=True))
 
 
 def _changed_lines(unified: str) -> int:

@@ -49,6 +49,7 @@ IR_NAMES = [
     "replace_at",
     "spec_hash",
     "spec_metrics",
+    "strip_node_ids",
     "to_dot",
     "topology_json_schema",
     "NodeChange",

@@ -278,3 +278,21 @@ def test_json_schemas() -> None:
     assert len(operation_json_schema()["anyOf"]) == 6
     step_item = schema["$defs"]["ParallelSpec"]["properties"]["steps"]["items"]
     assert len(step_item["anyOf"]) == 6
+
+
+def test_strip_node_ids_drops_ids_of_nodes_only_in_place() -> None:
+    from core.ir import strip_node_ids
+
+    data = {
+        "kind": "pipeline",
+        "id": "p",
+        "steps": [{"operation": {"kind": "agent_step", "id": "a", "agent_name": "x"}}],
+        "meta": {"id": "kept: not a node", "weight": -0.0},
+    }
+    out = strip_node_ids(data)
+    assert out is data
+    assert data == {
+        "kind": "pipeline",
+        "steps": [{"operation": {"kind": "agent_step", "agent_name": "x"}}],
+        "meta": {"id": "kept: not a node", "weight": 0.0},
+    }
