@@ -63,6 +63,10 @@ class CheckResult(BaseModel):
     """The spec's agent count (section 6), when it parsed."""
     depth: int | None = None
     """The spec's nesting depth (section 6), when it parsed."""
+    behaviour_hash: str = ""
+    """The canonical hash of its behavioural normal form (`core.ir.dataflow.behaviour_hash`):
+    equal for candidates that must behave the same; set by the search's checker ("" when not
+    computed)."""
 
     @property
     def ok(self) -> bool:

@@ -27,6 +27,7 @@ from core.errors import DatasetError, ProblemError, SpecError, UnknownNamesError
 from core.evaluation.metrics import GoldExample, ScoreFn
 from core.hydrate import validate_names
 from core.ir import TopologySpec, parse_topology
+from core.ir.dataflow import EffectTable
 from core.problems._errors import problem_error_from_validation
 from core.problems.config import ProblemConfig
 from core.problems.parts import CALLABLE_ROLES, ProblemContext, ProblemParts
@@ -356,6 +357,19 @@ def _load_seed(path: Path, parts: ProblemParts) -> TopologySpec:
     return spec
 
 
+def _check_effects(parts: ProblemParts, module_path: Path) -> EffectTable:
+    """`parts.effects`, every name in it registered (an agent or a callable)."""
+    known = set(parts.callable_registry.names()) | set(parts.agent_registry.names())
+    unknown = sorted(set(parts.effects.names) - known)
+    if unknown:
+        raise ProblemError(
+            f"effects declared for unregistered name(s) {unknown}",
+            file=str(module_path),
+            field="effects",
+        )
+    return parts.effects
+
+
 def _check_roles(parts: ProblemParts, module_path: Path) -> dict[str, list[str]]:
     known = set(parts.callable_registry.names())
     roles: dict[str, list[str]] = {r: [] for r in CALLABLE_ROLES}
@@ -462,4 +476,5 @@ def load_problem(
         roles=roles,
         code_sha256=_code_sha256(_module_files(module_path)),
         is_blank=parts.is_blank,
+        effects=_check_effects(parts, module_path),
     )

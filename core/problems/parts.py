@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 from core.errors import ProblemError
 from core.evaluation.metrics import GoldExample, ScoreFn
 from core.hydrate import AgentRegistry, CallableRegistry
+from core.ir.dataflow import EffectTable
 from core.problems._errors import problem_error_from_validation
 from core.problems.config import ProblemConfig
 from core.problems.datasets import fetch_dataset_file
@@ -74,6 +75,10 @@ class ProblemParts:
         is_blank: whether a topology output is blank (no real answer: the evaluator counts it
             apart from wrong answers, F5); None uses the evaluator's default (None, empty text
             or collections). Structured outputs need their own.
+        effects: what each registered name reads and produces (`core.ir.dataflow`): the
+            search's static rejections, its no-op normalisation and its structure operators
+            use it. Default: nothing declared (no name is rejected or rewritten for its
+            dataflow).
     """
 
     callable_registry: CallableRegistry
@@ -83,6 +88,7 @@ class ProblemParts:
     split_key: Callable[[GoldExample], str] | None = None
     roles: Mapping[str, Sequence[str]] = field(default_factory=dict[str, Sequence[str]])
     is_blank: Callable[[Any], bool] | None = None
+    effects: EffectTable = field(default_factory=EffectTable)
 
 
 @dataclass(frozen=True, slots=True)

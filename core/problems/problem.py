@@ -15,6 +15,7 @@ from core.evaluation.metrics import GoldExample, MetricWeights, ScoreFn
 from core.evaluation.pricing import ModelPrice, Pricer
 from core.hydrate import AgentRegistry, CallableRegistry
 from core.ir import TopologySpec
+from core.ir.dataflow import EffectTable
 from core.problems.config import ProblemConfig, SearchDefaults
 
 __all__ = ["Problem"]
@@ -50,6 +51,8 @@ class Problem:
         roles: callable role -> registered names usable in it (see `core.problems.CallableRole`);
             every role is present, possibly empty.
         is_blank: the problem's blank-output test for the evaluator, or None for its default.
+        effects: what each registered name reads and produces (`core.ir.dataflow.EffectTable`,
+            from `ProblemParts.effects`).
         latency_source: `[models] latency_source`, where a run's latency comes from.
 
     Build the evaluator of any run of this problem with `evaluator()`: it carries every hook the
@@ -73,7 +76,9 @@ class Problem:
         roles: Mapping[str, Sequence[str]],
         code_sha256: str,
         is_blank: Callable[[Any], bool] | None = None,
+        effects: EffectTable | None = None,
     ) -> None:
+        self.effects = effects if effects is not None else EffectTable()
         self.config = config
         self.name = config.name
         self.description = config.description

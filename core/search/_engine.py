@@ -19,6 +19,7 @@ from core.evaluation.evaluator import TopologyEvaluator
 from core.evaluation.metrics import GoldExample, aggregate_score
 from core.hydrate import AgentRegistry, CallableRegistry
 from core.ir import TopologySpec
+from core.ir.dataflow import EffectTable
 from core.search._checker import CandidateChecker
 from core.search._resume import plan_resume
 from core.search._space import build_search_space, minibatch_indices
@@ -121,6 +122,8 @@ class SearchRun:
         agent_registry: registered agents.
         test: a held-out split; the winner is evaluated on it once, at the end.
         roles: callable role -> names (a problem's `roles`), for the designer and operators.
+        effects: what each registered name reads and produces (a problem's `effects`): static
+            rejections, no-op normalisation and the structure operators use it.
         problem: the problem's name (run records).
         problem_description: shown to the designer.
         problem_config: the problem's settings as JSON, for `RunStarted.problem_config`.
@@ -149,6 +152,7 @@ class SearchRun:
         agent_registry: AgentRegistry,
         test: Sequence[GoldExample] | None = None,
         roles: Mapping[str, Sequence[str]] | None = None,
+        effects: EffectTable | None = None,
         problem: str = "",
         problem_description: str = "",
         problem_config: Mapping[str, Any] | None = None,
@@ -181,8 +185,9 @@ class SearchRun:
             agent_registry=agent_registry,
             roles=roles,
             problem_description=problem_description,
+            effects=effects,
         )
-        self.check = CandidateChecker(evaluator, gene)
+        self.check = CandidateChecker(evaluator, gene, effects)
         self.archive = Archive(
             self.config.archive_strategy, self.config.archive_size, objectives=objectives
         )
@@ -502,7 +507,7 @@ class SearchRun:
         )
         if not check.ok:
             raise SearchError(f"the seed topology is rejected: {check.reason}")
-        self._by_hash[check.spec_hash] = idx
+        self._remember(check, idx)
         self._log(f"evaluating the seed on {len(self.validation)} validation examples")
         ev = await self._evaluate(idx, seed, self.validation, "validation")
         self.tracker.evaluations += 1
@@ -655,8 +660,8 @@ class SearchRun:
             status=status,
             reason=reason,
         )
-        if check.spec_hash and check.spec_hash not in self._by_hash:
-            self._by_hash[check.spec_hash] = idx
+        if check.spec_hash and self._known(check) is None:
+            self._remember(check, idx)
         if status == "rejected":
             self._log(f"candidate {idx} rejected: {reason.splitlines()[0]}", "warning")
         return self._record(
@@ -693,7 +698,7 @@ class SearchRun:
         check = self.check(proposal.spec if proposal.spec is not None else proposal.text or "")
         if not check.ok or check.spec is None:
             return self._rejected(proposal, generation, check.reason or "invalid", check), None
-        if check.spec_hash in self._by_hash:
+        if self._known(check) is not None:
             return self._duplicate(proposal, generation, check), None
         stop = self._stop_reason(next_evaluation=True)
         if stop is not None:
@@ -707,15 +712,34 @@ class SearchRun:
     def _duplicate(
         self, proposal: Proposal, generation: int, check: CheckResult
     ) -> CandidateRecord:
-        of = self._by_hash[check.spec_hash]
+        of = self._known(check)
+        assert of is not None
+        same = check.spec_hash in self._by_hash
         return self._unevaluated(
             proposal,
             generation,
             check,
             status="duplicate",
-            reason=f"duplicate of candidate {of}",
+            reason=(
+                f"duplicate of candidate {of}"
+                if same
+                else f"duplicate of candidate {of}: the same behaviour once no-ops are removed "
+                "(normalised form)"
+            ),
             duplicate_of=of,
         )
+
+    def _known(self, check: CheckResult) -> int | None:
+        """The candidate with this spec's canonical hash, or else its behavioural hash."""
+        found = self._by_hash.get(check.spec_hash)
+        if found is None and check.behaviour_hash:
+            found = self._by_hash.get(check.behaviour_hash)
+        return found
+
+    def _remember(self, check: CheckResult, idx: int) -> None:
+        self._by_hash.setdefault(check.spec_hash, idx)
+        if check.behaviour_hash:
+            self._by_hash.setdefault(check.behaviour_hash, idx)
 
     async def _evaluate_proposal(
         self,
@@ -728,7 +752,7 @@ class SearchRun:
         spec = check.spec
         idx = len(self._history)
         spec_json = spec.model_dump_json()
-        self._by_hash[check.spec_hash] = idx
+        self._remember(check, idx)
         parent = self._parent_of(proposal)
         self._announce(
             idx,

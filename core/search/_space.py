@@ -6,6 +6,7 @@ import random
 from collections.abc import Mapping, Sequence
 
 from core.hydrate import AgentRegistry, CallableRegistry
+from core.ir.dataflow import EffectTable
 from core.search.gene import TopologyGene
 from core.search.strategies.base import NameInfo, SearchSpace
 
@@ -32,6 +33,7 @@ def build_search_space(
     agent_registry: AgentRegistry,
     roles: Mapping[str, Sequence[str]] | None = None,
     problem_description: str = "",
+    effects: EffectTable | None = None,
 ) -> SearchSpace:
     """The names a candidate may use, with their descriptions and roles, sorted by name.
 
@@ -42,6 +44,7 @@ def build_search_space(
         roles: role -> callable names usable in it (a problem's `roles`). None: every callable
             has the role `"step"`.
         problem_description: shown to the designer.
+        effects: what each name reads and produces (default: nothing declared).
     """
     by_name: dict[str, list[str]] = {}
     if roles is None:
@@ -64,5 +67,9 @@ def build_search_space(
         for name in sorted(agent_registry.names())
     )
     return SearchSpace(
-        gene=gene, agents=agents, callables=callables, problem_description=problem_description
+        gene=gene,
+        agents=agents,
+        callables=callables,
+        problem_description=problem_description,
+        effects=effects if effects is not None else EffectTable(),
     )

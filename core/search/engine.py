@@ -204,6 +204,7 @@ def build_search(
         callable_registry=problem.callable_registry,
         agent_registry=problem.agent_registry,
         roles=problem.roles,
+        effects=problem.effects,
         problem=problem.name,
         problem_description=problem.description,
         problem_config=problem.to_dict(),

@@ -45,6 +45,7 @@ from core.errors import SearchError, SpecError
 from core.evaluation.checks import check_allowed_kinds, normalize_allowed_kinds
 from core.hydrate import BUILTIN_MERGES
 from core.ir.canonical import canonical_dict, spec_hash
+from core.ir.dataflow import EffectTable, analyse
 from core.ir.limits import SpecLimits, parse_operation, parse_topology
 from core.ir.metrics import spec_metrics
 from core.ir.models import (
@@ -130,6 +131,9 @@ class MutationContext(BaseModel):
     (`collect_all` returns a list; add it here if the next step takes one)."""
     loop_max_iterations: int = Field(default=3, ge=1)
     """`max_iterations` of a loop made by `wrap_in_loop`."""
+    effects: EffectTable = Field(default_factory=EffectTable)
+    """What each registered name reads and produces: the structure operators place a condition
+    only where its input exists, and reject what `core.ir.dataflow.analyse` rejects."""
 
     @field_validator("agent_names", "builtin_merges")
     @classmethod
@@ -169,6 +173,7 @@ class MutationContext(BaseModel):
             "callables": dict(space.names_by_role()),
             "allowed_step_kinds": tuple(space.gene.allowed_step_kinds),
             "max_depth": int(space.gene.max_depth),
+            "effects": space.effects,
         }
         data.update(overrides)
         return cls.model_validate(data)
@@ -234,7 +239,9 @@ def is_valid_candidate(spec: AnyNode, ctx: MutationContext) -> TopologySpec | No
     """`spec` as a validated topology when it meets every rule of `ctx`, else None.
 
     Rules: a composite root, the IR's parse limits (`ctx.limits`), depth at most
-    `ctx.max_depth`, and every kind allowed by `ctx.allowed_step_kinds`.
+    `ctx.max_depth`, every kind allowed by `ctx.allowed_step_kinds`, and no static issue
+    (`core.ir.dataflow.analyse` with `ctx.effects`: no condition before its input, no `fastest`
+    branch without an answer, an agent where answers need one, no router that matches nothing).
     """
     try:
         parsed = parse_topology(spec, ctx.limits)
@@ -244,6 +251,8 @@ def is_valid_candidate(spec: AnyNode, ctx: MutationContext) -> TopologySpec | No
         return None
     allowed = None if ctx.allowed_step_kinds is None else tuple(ctx.allowed_step_kinds)
     if check_allowed_kinds(parsed, allowed) is not None:
+        return None
+    if not analyse(parsed, ctx.effects).ok:
         return None
     return parsed
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.evaluation.checks import CheckResult
 from core.evaluation.metrics import MetricWeights
+from core.ir.dataflow import EffectTable
 from core.ir.models import TopologySpec
 from core.problems.config import RandomSeed
 from core.search.gene import TopologyGene
@@ -94,6 +95,9 @@ class SearchSpace(BaseModel):
     """Registered callables, sorted by name, each with its roles."""
     problem_description: str = ""
     """What the problem is, in words (shown to the designer)."""
+    effects: EffectTable = Field(default_factory=EffectTable)
+    """What each registered name reads and produces (`core.ir.dataflow`): static rejections,
+    no-op normalisation and the structure operators use it."""
 
     def names_by_role(self) -> dict[str, list[str]]:
         """Role -> callable names usable in it, sorted; every role present."""
@@ -172,8 +176,9 @@ class AskContext:
         check: checks a spec or raw text exactly as the engine will (the evaluator's
             `check`: parse with limits, depth, allowed kinds, registered names, hydration),
             before anything runs.
-        known_hashes: canonical hashes of every candidate so far (a proposal with one of these
-            is a duplicate and is not evaluated again).
+        known_hashes: canonical hashes of every candidate so far, and the hashes of their
+            behavioural normal forms (`CheckResult.behaviour_hash`): a proposal with either is a
+            duplicate and is not evaluated again.
         recorded: for a resumed run, recorded proposals by candidate index: a strategy that
             calls a model returns the recorded proposal for an index instead of calling it.
         max_proposals: the most proposals the engine can still evaluate under the budget

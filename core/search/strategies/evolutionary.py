@@ -115,7 +115,8 @@ class EvolutionarySearch(Strategy):
             return specs[a_idx]
 
         def accept(spec: TopologySpec) -> bool:
-            return ctx.check(spec).ok
+            check = ctx.check(spec)
+            return check.ok and check.behaviour_hash not in avoid
 
         for _ in range(n):
             a = self._tournament(population)
@@ -127,7 +128,7 @@ class EvolutionarySearch(Strategy):
                     child = crossover(spec_of(a[0]), spec_of(b[0]), mctx, self._rng)
                     if child is not None:
                         check = ctx.check(child)
-                        if not check.ok or check.spec_hash in avoid:
+                        if not check.ok or avoid & {check.spec_hash, check.behaviour_hash}:
                             child = None
                         else:
                             operator = "crossover"
@@ -144,8 +145,8 @@ class EvolutionarySearch(Strategy):
                 except SearchError:
                     continue
                 operator = f"mutate:{op}"
-            digest = ctx.check(child).spec_hash
-            avoid.add(digest)
+            done = ctx.check(child)
+            avoid.update(h for h in (done.spec_hash, done.behaviour_hash) if h)
             out.append(
                 Proposal(spec=child, parent_idx=ctx.archive_candidates[a[0]], operator=operator)
             )

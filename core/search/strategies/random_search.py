@@ -79,9 +79,9 @@ class RandomSearch(Strategy):
                 except SearchError:
                     continue
                 check = ctx.check(spec)
-                if not check.ok or check.spec_hash in avoid:
+                if not check.ok or avoid & {check.spec_hash, check.behaviour_hash}:
                     continue
-                avoid.add(check.spec_hash)
+                avoid.update(h for h in (check.spec_hash, check.behaviour_hash) if h)
                 out.append(Proposal(spec=spec, parent_idx=None if fresh else 0, operator=operator))
                 break
         return out

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from core.ir.dataflow import NameEffect
 from core.runtime import EvalResult
 
 from .answers import answers_equal, majority, parse_number, vote_answer
@@ -36,6 +37,7 @@ __all__ = [
     "eval_agreement",
     "eval_arithmetic",
     "extract_final_answer",
+    "keep_answer",
     "last_answer_suspect",
     "last_fails_arithmetic",
     "last_passes_arithmetic",
@@ -67,6 +69,11 @@ def extract_final_answer(state: Any) -> MathState:
     off)."""
     s = coerce_state(state)
     return s.with_final_answer(s.candidates[-1].answer if s.candidates else None)
+
+
+def keep_answer(state: Any) -> MathState:
+    """The state unchanged: accept the current answer (the accept route of a cascade)."""
+    return coerce_state(state)
 
 
 def majority_vote(state: Any) -> MathState:
@@ -234,12 +241,14 @@ def carry_state(current_input: Any, output: Any, eval_result: Any) -> MathState:
 
 @dataclass(frozen=True, slots=True)
 class RegisteredFunction:
-    """One function as registered: name, callable, roles, one-line description."""
+    """One function as registered: name, callable, roles, one-line description, and what it
+    reads and produces (`core.ir.dataflow.NameEffect`: candidates needed, merge kind, verdict)."""
 
     name: str
     fn: Callable[..., Any]
     roles: tuple[str, ...]
     description: str
+    effect: NameEffect = NameEffect()
 
 
 def make_functions(params: ReplayParams) -> list[RegisteredFunction]:
@@ -253,72 +262,93 @@ def make_functions(params: ReplayParams) -> list[RegisteredFunction]:
             extract_final_answer,
             ("step",),
             "Set the final answer to the last candidate's answer (the text after 'A:'; none if cut off).",
+            NameEffect(needs_candidates=2),
+        ),
+        R(
+            "keep_answer",
+            keep_answer,
+            ("step",),
+            "Keep the state as it is: accept the current answer (a cascade's accept route).",
+            NameEffect(identity=True),
         ),
         R(
             "majority_vote",
             majority_vote,
             ("step",),
             "Set the final answer to the most common candidate answer (numeric; ties go to the earliest).",
+            NameEffect(needs_candidates=2),
         ),
         R(
             "vote_arithmetic_checked",
             vote_arithmetic_checked,
             ("step",),
             "Majority vote over candidates whose <<a*b=c>> annotations recompute correctly (all if none do).",
+            NameEffect(needs_candidates=2),
         ),
         R(
             "merge_candidates",
             merge_candidates,
             ("merge",),
             "Parallel merge: one state with every branch's candidates in branch order, no final answer.",
+            NameEffect(combine="all"),
         ),
         R(
             "merge_vote",
             merge_vote,
             ("merge",),
             "Parallel merge: combine every branch's candidates, then majority-vote the final answer.",
+            NameEffect(combine="all"),
         ),
         R(
             "answer_is_nonnegative_integer",
             answer_is_nonnegative_integer,
             ("condition",),
             "The current answer is a whole number >= 0 (GSM8K answers always are).",
+            NameEffect(needs_candidates=1, verdict="accept"),
         ),
         R(
             "answer_is_missing",
             answer_is_missing,
             ("condition",),
             "No answer yet: no candidate, or the last solution was cut off.",
+            NameEffect(needs_candidates=1, verdict="reject"),
         ),
         R(
             "last_passes_arithmetic",
             last_passes_arithmetic,
             ("condition",),
             "The last solution has an answer and all its calculator annotations recompute correctly.",
+            NameEffect(needs_candidates=1, verdict="accept"),
         ),
         R(
             "last_fails_arithmetic",
             last_fails_arithmetic,
             ("condition",),
             "The last solution is missing, cut off, or has a calculator annotation that recomputes wrong.",
+            NameEffect(
+                needs_candidates=1, verdict="reject", complement_of="last_passes_arithmetic"
+            ),
         ),
         R(
             "last_answer_suspect",
             last_answer_suspect,
             ("condition",),
             "The answer is missing, not a non-negative integer, or the last solution fails the arithmetic check.",
+            NameEffect(needs_candidates=1, verdict="reject"),
         ),
         R(
             "candidates_agree",
             candidates_agree,
             ("condition",),
             "At least two candidates and all their answers are the same number.",
+            NameEffect(needs_candidates=2, verdict="accept"),
         ),
         R(
             "candidates_disagree",
             candidates_disagree,
             ("condition",),
             "At least two candidates whose answers are not all the same number.",
+            NameEffect(needs_candidates=2, verdict="reject", complement_of="candidates_agree"),
         ),
         R(
             "question_is_long",
@@ -331,6 +361,7 @@ def make_functions(params: ReplayParams) -> list[RegisteredFunction]:
             route_by_check,
             ("classifier",),
             "Routes 'escalate' when the last answer is suspect (missing, not a non-negative integer, bad arithmetic), else 'accept'.",
+            NameEffect(needs_candidates=1),
         ),
         R(
             "route_by_question_length",
@@ -343,18 +374,21 @@ def make_functions(params: ReplayParams) -> list[RegisteredFunction]:
             _next_unused_run(order),
             ("classifier",),
             f"Routes to the first run of {', '.join(order)} that has no candidate yet, else 'done'.",
+            NameEffect(needs_candidates=1),
         ),
         R(
             "eval_arithmetic",
             eval_arithmetic,
             ("evaluator",),
             "Loop evaluator: passes when the last answer is not suspect; score = share of annotations right.",
+            NameEffect(needs_candidates=1),
         ),
         R(
             "eval_agreement",
             eval_agreement,
             ("evaluator",),
             "Loop evaluator: passes when two or more candidates give the majority answer; score = its share.",
+            NameEffect(needs_candidates=1),
         ),
         R(
             "carry_state",

@@ -14,6 +14,7 @@ from functools import partial
 
 from core.evaluation.metrics import GoldExample
 from core.hydrate import AgentRegistry, CallableRegistry
+from core.ir.dataflow import EffectTable, NameEffect
 from core.problems import ProblemContext, ProblemParts
 
 from . import answers, arith, functions, replay, state
@@ -80,10 +81,13 @@ def build(ctx: ProblemContext) -> ProblemParts:
 
     callables = CallableRegistry()
     roles: dict[str, list[str]] = {}
+    effects: dict[str, NameEffect] = {}
     for f in make_functions(params):
         callables.register(f.name, f.fn, f.description)
         for role in f.roles:
             roles.setdefault(role, []).append(f.name)
+        if f.effect != NameEffect():
+            effects[f.name] = f.effect
 
     return ProblemParts(
         callable_registry=callables,
@@ -93,4 +97,6 @@ def build(ctx: ProblemContext) -> ProblemParts:
         split_key=_question_of,
         roles=roles,
         is_blank=is_blank,
+        # every answer comes from a replayed run: a topology of functions alone answers nothing
+        effects=EffectTable(names=effects, answer_needs_agent=True),
     )
