@@ -110,6 +110,8 @@ class RunContext:
     is_blank: BlankFn
     timeout_s: float | None
     latency_source: LatencySource = "auto"
+    capture_traces: bool = True
+    """Keep the run's spans in `ExampleResult.trace`; False: `[]` (`EvaluatorConfig`)."""
 
 
 def _describe(value: float) -> str:
@@ -219,7 +221,7 @@ async def run_example(
         requests=sum(u.requests for u in usage),
         blank=blank,
         output_summary="" if error is not None else summarize(output),
-        trace=trace.to_list(),
+        trace=trace.to_list() if ctx.capture_traces else [],
         n_agents=ctx.n_agents,
         depth=ctx.depth,
     )

@@ -22,8 +22,9 @@ One `evaluate(spec, examples)` call:
    | `hydration_error`        | anything else hydration raised                             |
 
 2. **Runs.** Every (example, trial) not in the cache runs under one
-   `asyncio.Semaphore(concurrency)`, each in its own `capture_trace()`, through the hydrated
-   topology's `execute` (a top-level `Parallel` yields its merged value, a loop its output). A run
+   `asyncio.Semaphore(concurrency)`, each in its own `capture_trace()` (the spans give its
+   usage and model time; they are kept in the result only with `capture_traces`), through the
+   hydrated topology's `execute` (a top-level `Parallel` yields its merged value, a loop its output). A run
    never raises (see `core.evaluation._run`): exceptions and `example_timeout_s` become status
    `error`; blank outputs status `degenerate` (not scored); a NaN, infinite or out-of-range
    score, a failing score function, or a non-finite or unpriced cost status `invalid`.
@@ -118,6 +119,10 @@ class EvaluatorConfig(BaseModel):
     latency_source: LatencySource = "auto"
     """Where a run's latency comes from: `"auto"` model time if recorded else wall time,
     `"model"` model time (0 when none recorded), `"wall"` wall time (see the module docstring)."""
+    capture_traces: bool = False
+    """Keep each run's spans in `ExampleResult.trace` (what a run journal records per example,
+    about 2.6 KB a run on gsm8k_replay); off: `trace` is `[]`. Usage and model time are read
+    from the spans either way, so cost and latency do not change (issue 10, item 10)."""
 
     @field_validator("allowed_step_kinds", mode="before")
     @classmethod
@@ -381,6 +386,7 @@ class TopologyEvaluator:
             is_blank=self._is_blank,
             timeout_s=cfg.example_timeout_s,
             latency_source=cfg.latency_source,
+            capture_traces=cfg.capture_traces,
         )
         n_trials = cfg.n_trials
         slots: list[ExampleResult | None] = [None] * (len(examples) * n_trials)

@@ -739,7 +739,7 @@ def test_n_trials_stdev_exact() -> None:
 
 
 def test_records_carry_structure_tokens_and_traces() -> None:
-    ev = make_evaluator({"f": identity, "g": identity})
+    ev = make_evaluator({"f": identity, "g": identity}).with_options(capture_traces=True)
     result = evaluate(ev, pipeline(fn_step("f"), fn_step("g")), examples(1), split="minibatch")
     assert result.split == "minibatch"
     assert (result.n_agents, result.depth) == (0, 1)
