@@ -115,6 +115,10 @@ class SearchDefaults(BaseModel):
     """Stop after this many evaluations without a new best (None: never)."""
     minibatch_size: int = Field(default=20, ge=1)
     """Validation examples per candidate evaluation during the search."""
+    minibatch_margin: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
+    """One fixed minibatch per run, sized from the seed's measured variance so that an accuracy
+    estimate is within this margin (95% half-width; `StrategyConfig.minibatch_margin`); None:
+    a new `minibatch_size` draw each generation."""
     seed: RandomSeed = 42
     """Random seed of the strategy and the minibatch draws (0 to 2**63 - 1)."""
     concurrency: int = Field(default=8, ge=1)
@@ -125,6 +129,10 @@ class SearchDefaults(BaseModel):
     """Step kinds a candidate may use (semantics section 8, `TopologyGene.allowed_step_kinds`)."""
     max_depth: int = Field(default=4, ge=1)
     """Maximum nesting depth of a candidate topology (`TopologyGene.max_depth`)."""
+    traces: bool = False
+    """Record every run's spans (the per-example trace the studio draws) in the run journal
+    (`EvaluatorConfig.capture_traces`; `search --traces` sets it for one run, and a resumed run
+    keeps what it recorded). Off: about a tenth of the journal's size (issue 10, item 10)."""
     weights: MetricWeights = Field(default_factory=MetricWeights)
     """`[search.weights]`: the metric weights of the aggregate score the search ranks
     candidates by (`MetricWeights`: `accuracy`, `cost_usd` per USD per example, `latency_ms` per

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from core.errors import BudgetError, DegenerateSeedError, SearchError
 from core.evaluation._records import CandidateEvaluation, ExampleResult
+from core.evaluation._run import example_key
 from core.evaluation.evaluator import TopologyEvaluator
 from core.evaluation.metrics import GoldExample, aggregate_score
 from core.hydrate import AgentRegistry, CallableRegistry
@@ -22,7 +23,7 @@ from core.ir import TopologySpec
 from core.ir.dataflow import EffectTable
 from core.search._checker import CandidateChecker
 from core.search._resume import plan_resume
-from core.search._space import build_search_space, minibatch_indices
+from core.search._space import build_search_space, minibatch_indices, minibatch_size_for
 from core.search._stream import EventKey, EventStream, Subscriber
 from core.search.archive import Archive, ArchiveEntry, ObjectiveLike
 from core.search.budget import Budget, BudgetTracker, StopSignal
@@ -216,6 +217,10 @@ class SearchRun:
         self._best_full: tuple[float, int] | None = None
         self._snapshots = 0
         self._started = False
+        # one fixed minibatch per run (config.minibatch_margin), set after the seed
+        self._fixed_minibatch: list[GoldExample] | None = None
+        self._fingerprints: dict[tuple[Any, ...], int] = {}
+        self._mb_points: dict[int, tuple[float, float, float]] = {}
 
     # -- public ------------------------------------------------------------------------------
 
@@ -379,7 +384,13 @@ class SearchRun:
         return ev.valid and math.isfinite(score)
 
     def _emit_evaluated(
-        self, idx: int, ev: CandidateEvaluation, split: str, score: float, valid: bool
+        self,
+        idx: int,
+        ev: CandidateEvaluation,
+        split: str,
+        score: float,
+        valid: bool,
+        same_as: int | None = None,
     ) -> None:
         self._emit(
             CandidateEvaluated,
@@ -399,6 +410,7 @@ class SearchRun:
             error_rate=ev.error_rate,
             blank_rate=ev.blank_rate,
             stdev=ev.stdev,
+            same_as=same_as,
         )
 
     def _archive_entry(
@@ -554,7 +566,64 @@ class SearchRun:
             )
         )
         self._log(f"seed: score {score:.4f}, accuracy {ev.accuracy:.3f}")
+        self._fix_minibatch(ev)
         self._snapshot(-1)
+
+    def _fix_minibatch(self, seed_ev: CandidateEvaluation) -> None:
+        """With `minibatch_margin`: draw the run's one minibatch, sized from the seed's measured
+        accuracy (`minibatch_size_for`), and fingerprint the seed on it."""
+        margin = self.config.minibatch_margin
+        if margin is None:
+            return
+        n_val = len(self.validation)
+        size = minibatch_size_for(seed_ev.accuracy, margin, self.config.minibatch_size, n_val)
+        idx = minibatch_indices(n_val, size, self.config.seed, -1)
+        self._fixed_minibatch = [self.validation[i] for i in idx]
+        self._log(
+            f"fixed minibatch: {size} of {n_val} validation examples for every candidate (seed "
+            f"accuracy {seed_ev.accuracy:.3f}, 95% margin {margin:g}: "
+            f"ceil(1.96^2 p(1-p) / margin^2), at least {self.config.minibatch_size})"
+        )
+        ids = {_example_id(e) for e in self._fixed_minibatch}
+        self._remember_behaviour(0, seed_ev, ids)
+
+    def _remember_behaviour(
+        self, idx: int, ev: CandidateEvaluation, ids: set[str] | None = None
+    ) -> int | None:
+        """Fingerprint `ev` on the fixed minibatch's examples; the earlier candidate with the same
+        per-example results, or None (then `idx` is remembered under it)."""
+        rows = sorted(
+            (r.example_id, r.trial, r.status, r.accuracy, r.cost_usd, r.latency_ms)
+            for r in ev.results
+            if ids is None or r.example_id in ids
+        )
+        key = tuple(rows)
+        twin = self._fingerprints.get(key)
+        if twin is None:
+            self._fingerprints[key] = idx
+            pts = [r for r in ev.results if ids is None or r.example_id in ids]
+            if pts:
+                n = len(pts)
+                self._mb_points[idx] = (
+                    math.fsum(r.accuracy for r in pts) / n,
+                    math.fsum(r.cost_usd for r in pts) / n,
+                    math.fsum(r.latency_ms for r in pts) / n,
+                )
+        return twin
+
+    def _non_dominated_on_minibatch(self, idx: int) -> bool:
+        """No other distinct candidate is at least as good on the fixed minibatch's accuracy,
+        cost and latency and better on one."""
+        mine = self._mb_points.get(idx)
+        if mine is None:
+            return False
+        for other, pt in self._mb_points.items():
+            if other == idx:
+                continue
+            ge = pt[0] >= mine[0] and pt[1] <= mine[1] and pt[2] <= mine[2]
+            if ge and pt != mine:
+                return False
+        return True
 
     def _context(self, generation: int) -> AskContext:
         remaining = None
@@ -581,10 +650,13 @@ class SearchRun:
         """Ask, then process each proposal; the number evaluated, or the stop that ended it."""
         ctx = self._context(generation)
         proposals = await self.strategy.ask(ctx)
-        examples_idx = minibatch_indices(
-            len(self.validation), self.config.minibatch_size, self.config.seed, generation
-        )
-        minibatch = [self.validation[i] for i in examples_idx]
+        if self._fixed_minibatch is not None:
+            minibatch = self._fixed_minibatch
+        else:
+            examples_idx = minibatch_indices(
+                len(self.validation), self.config.minibatch_size, self.config.seed, generation
+            )
+            minibatch = [self.validation[i] for i in examples_idx]
         records: list[CandidateRecord] = []
         stop: tuple[StopKind, str] | None = None
         evaluated = 0
@@ -709,6 +781,46 @@ class SearchRun:
             return None, stop
         return await self._evaluate_proposal(proposal, generation, minibatch, check)
 
+    def _same_as(
+        self,
+        idx: int,
+        generation: int,
+        parent: _Cand,
+        proposal: Proposal,
+        check: CheckResult,
+        ev: CandidateEvaluation,
+        mb_score: float,
+        twin: int,
+    ) -> tuple[CandidateRecord | None, tuple[StopKind, str] | None]:
+        """Record a candidate whose per-example results equal candidate `twin`'s on the fixed
+        minibatch: evaluated once, never promoted, never re-scored, not in the archive."""
+        assert check.spec is not None
+        self.tracker.since_improvement += 1
+        self._log(
+            f"candidate {idx} ({proposal.operator}): the same per-example answers, costs and "
+            f"latencies as candidate {twin} on the minibatch; recorded as same_as {twin}"
+        )
+        record = _proposal_record(
+            idx,
+            generation,
+            parent.idx,
+            proposal,
+            check.spec_hash,
+            check.spec.model_dump_json(),
+            status="evaluated",
+            split="minibatch" if len(ev.results) < len(self.validation) else "validation",
+            minibatch_score=_finite_or_none(mb_score),
+            score=_finite_or_none(mb_score),
+            accuracy=_finite_or_none(ev.accuracy),
+            cost_usd=_finite_or_none(ev.cost_usd),
+            latency_ms=_finite_or_none(ev.latency_ms),
+            n_agents=ev.n_agents,
+            depth=ev.depth,
+            valid=True,
+            same_as=twin,
+        )
+        return self._record(record), None
+
     def _duplicate(
         self, proposal: Proposal, generation: int, check: CheckResult
     ) -> CandidateRecord:
@@ -782,10 +894,17 @@ class SearchRun:
             return self._record(record), None
         mb_score = self._score(ev, minibatch)
         valid = self._valid(ev, mb_score)
-        self._emit_evaluated(idx, ev, mb_split, mb_score, valid)
+        fixed = self._fixed_minibatch is not None
+        twin = self._remember_behaviour(idx, ev) if fixed and valid else None
+        self._emit_evaluated(idx, ev, mb_split, mb_score, valid, same_as=twin)
+        if twin is not None:
+            return self._same_as(idx, generation, parent, proposal, check, ev, mb_score, twin)
         parent_ev = await self._evaluate(parent.idx, parent.spec, minibatch, "validation")
         parent_score = self._score(parent_ev, minibatch)
-        beats = valid and (not math.isfinite(parent_score) or mb_score > parent_score)
+        if fixed:  # like with like: promote what no distinct candidate dominates
+            beats = valid and self._non_dominated_on_minibatch(idx)
+        else:
+            beats = valid and (not math.isfinite(parent_score) or mb_score > parent_score)
         final_ev, final_score, split, promoted = ev, mb_score, mb_split, False
         stop: tuple[StopKind, str] | None = None
         if beats and whole:
@@ -857,79 +976,108 @@ class SearchRun:
                 wanted.append(cand.idx)
         return wanted
 
-    async def _rescore(self) -> None:
+    async def _rescore(self) -> str | None:
         """Re-score on the full validation split the minibatch-only entries that are best or on
         the front on their own scores (compare like with like before reporting), until none is
         left: a re-scored entry can do worse on the full split and leave the front, putting
         another minibatch-only entry on it. Each round re-scores at least one entry, so this
-        ends after at most one round per minibatch-only entry."""
+        ends after at most one round per minibatch-only entry. Only what is left is re-scored:
+        promoted candidates are already on the full split, and `same_as` candidates are not in
+        the archive. A stop (Ctrl-C, the stop file, the studio) is honoured between two
+        candidates, as during the search.
+
+        Returns:
+            None when done, else the stop's reason (the report then spends nothing more).
+        """
         rescored = 0
         while wanted := self._rescore_wanted():
-            await self._rescore_round(wanted)
-            rescored += len(wanted)
+            for idx in wanted:
+                reason = self.stop.reason()
+                if reason is not None:
+                    self._log(
+                        f"stopped during the re-scoring ({reason}) after {rescored} candidate(s)",
+                        "warning",
+                    )
+                    return reason
+                await self._rescore_one(idx)
+                rescored += 1
         if rescored:
             self._log(f"re-scored {rescored} candidate(s) on the full validation split")
+        return None
 
-    async def _rescore_round(self, wanted: list[int]) -> None:
-        for idx in wanted:
-            cand = self._cands[idx]
-            ev = await self._evaluate(idx, cand.spec, self.validation, "validation")
-            score = self._score(ev, self.validation)
-            valid = self._valid(ev, score)
-            self._emit_evaluated(idx, ev, "validation", score, valid)
-            old = self._history[idx]
-            entry = self._archive_entry(
-                generation=old.generation,
-                spec=cand.spec,
-                ev=ev,
-                score=score,
-                valid=valid,
-                split="validation",
-                thought=old.thought,
-                parent_idx=old.parent_idx,
-            )
-            self.archive.add(entry)
-            cand.full, cand.valid = True, valid
-            self._note_full_score(idx, score, valid)
-            self._record(
-                old.model_copy(
-                    update={
-                        "split": "validation",
-                        "rescored": True,
-                        "score": _finite_or_none(score),
-                        "accuracy": _finite_or_none(ev.accuracy),
-                        "cost_usd": _finite_or_none(ev.cost_usd),
-                        "latency_ms": _finite_or_none(ev.latency_ms),
-                        "valid": valid,
-                        "reason": None if valid else (ev.reason or "non_finite_score"),
-                    }
-                )
-            )
-
-    async def _test_split(self, best_idx: int) -> dict[str, Any] | None:
-        if not self.test:
-            return None
-        cand = self._cands[best_idx]
-        ev = await self._evaluate(best_idx, cand.spec, self.test, "test")
-        score = self._score(ev, self.test)
+    async def _rescore_one(self, idx: int) -> None:
+        cand = self._cands[idx]
+        ev = await self._evaluate(idx, cand.spec, self.validation, "validation")
+        score = self._score(ev, self.validation)
         valid = self._valid(ev, score)
-        self._emit_evaluated(best_idx, ev, "test", score, valid)
-        return {
-            "candidate_idx": best_idx,
-            "n_examples": ev.n_examples,
-            "accuracy": ev.accuracy,
-            "cost_usd": ev.cost_usd,
-            "latency_ms": ev.latency_ms,
-            "aggregate_score": score,
-            "valid": valid,
-            "reason": ev.reason,
-        }
+        self._emit_evaluated(idx, ev, "validation", score, valid)
+        old = self._history[idx]
+        entry = self._archive_entry(
+            generation=old.generation,
+            spec=cand.spec,
+            ev=ev,
+            score=score,
+            valid=valid,
+            split="validation",
+            thought=old.thought,
+            parent_idx=old.parent_idx,
+        )
+        self.archive.add(entry)
+        cand.full, cand.valid = True, valid
+        self._note_full_score(idx, score, valid)
+        self._record(
+            old.model_copy(
+                update={
+                    "split": "validation",
+                    "rescored": True,
+                    "score": _finite_or_none(score),
+                    "accuracy": _finite_or_none(ev.accuracy),
+                    "cost_usd": _finite_or_none(ev.cost_usd),
+                    "latency_ms": _finite_or_none(ev.latency_ms),
+                    "valid": valid,
+                    "reason": None if valid else (ev.reason or "non_finite_score"),
+                }
+            )
+        )
+
+    async def _test_split(self, best_idx: int, front: Sequence[int]) -> list[dict[str, Any]]:
+        """Score the winner, then every other validation-front candidate, once each on the
+        held-out test split (reported only: nothing is chosen by a test score). A stop is
+        honoured between two candidates. Returns one record per candidate scored, the winner's
+        first."""
+        if not self.test:
+            return []
+        out: list[dict[str, Any]] = []
+        for idx in [best_idx, *[i for i in front if i != best_idx]]:
+            if out and self.stop.reason() is not None:
+                self._log("stopped during the held-out test of the front", "warning")
+                break
+            cand = self._cands[idx]
+            ev = await self._evaluate(idx, cand.spec, self.test, "test")
+            score = self._score(ev, self.test)
+            valid = self._valid(ev, score)
+            self._emit_evaluated(idx, ev, "test", score, valid)
+            out.append(
+                {
+                    "candidate_idx": idx,
+                    "n_examples": ev.n_examples,
+                    "accuracy": ev.accuracy,
+                    "cost_usd": ev.cost_usd,
+                    "latency_ms": ev.latency_ms,
+                    "aggregate_score": score,
+                    "valid": valid,
+                    "reason": ev.reason,
+                }
+            )
+        return out
 
     async def _finish(self, kind: StopKind, reason: str) -> OptimizationResult:
         report = kind in _REPORT_ALLOWED
-        test: dict[str, Any] | None = None
+        test: list[dict[str, Any]] = []
         if report:
-            await self._rescore()
+            stopped = await self._rescore()
+            if stopped is not None:
+                kind, reason, report = "user", f"{stopped} (during the re-scoring)", False
         else:
             self._log(
                 f"stopped ({reason}): the report compares only candidates already scored on the "
@@ -941,7 +1089,7 @@ class SearchRun:
         best_idx = self._archive_to_cand[best_a]
         front = [self._archive_to_cand[i] for i in self.archive.pareto_indices("validation")]
         if report:
-            test = await self._test_split(best_idx)
+            test = await self._test_split(best_idx, front)
         self._snapshot(self._history[-1].generation if self._history else -1)
         status = "completed" if kind == "completed" else "stopped"
         gene = self.gene.name
@@ -962,7 +1110,8 @@ class SearchRun:
                 "archive_candidates": list(self._archive_to_cand),
                 "best_idx": best_idx,
                 "pareto_idx": front,
-                "test": test,
+                "test": test[0] if test else None,
+                "test_front": test,
                 "budget_used": self.tracker.used(),
             },
         )
@@ -993,3 +1142,7 @@ def _proposal_record(
         design_requests=proposal.design_requests,
         **outcome,
     )
+
+
+def _example_id(example: GoldExample) -> str:
+    return example_key(example)

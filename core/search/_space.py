@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping, Sequence
 
@@ -10,7 +11,24 @@ from core.ir.dataflow import EffectTable
 from core.search.gene import TopologyGene
 from core.search.strategies.base import NameInfo, SearchSpace
 
-__all__ = ["build_search_space", "minibatch_indices"]
+__all__ = ["build_search_space", "minibatch_indices", "minibatch_size_for"]
+
+_Z95 = 1.96
+"""The 95% two-sided normal quantile."""
+
+
+def minibatch_size_for(seed_accuracy: float, margin: float, floor: int, n_validation: int) -> int:
+    """The fixed minibatch size for a run whose seed scored `seed_accuracy` on validation.
+
+    The smallest n >= `floor` with `1.96 * sqrt(p * (1 - p) / n) <= margin`, i.e.
+    `ceil(1.96**2 * p * (1 - p) / margin**2)`, with p clamped to [0.05, 0.95] (a seed that
+    is always right or always wrong says little about the others' variance), at most
+    `n_validation`. Example: p = 0.3267 (GSM8K replay's seed), margin 0.05 -> 338 -> the whole
+    300-example split; margin 0.1 -> 85.
+    """
+    p = min(0.95, max(0.05, seed_accuracy))
+    n = math.ceil(_Z95**2 * p * (1 - p) / margin**2 - 1e-9)
+    return max(1, min(n_validation, max(floor, n)))
 
 
 def minibatch_indices(n_validation: int, size: int, seed: int, generation: int) -> list[int]:
@@ -18,7 +36,8 @@ def minibatch_indices(n_validation: int, size: int, seed: int, generation: int) 
 
     Drawn with `random.Random(f"minibatch:{seed}:{generation}")` (string seeds are hashed with
     SHA-512 by `random`, so the draw is the same in every process), `size` of them without
-    replacement; all positions when `size >= n_validation`.
+    replacement; all positions when `size >= n_validation`. A run with one fixed minibatch
+    (`StrategyConfig.minibatch_margin`) draws with `generation = -1` once.
     """
     if size >= n_validation:
         return list(range(n_validation))

@@ -103,6 +103,7 @@ def _strategy_for(
     cls = strategy_config_class(name)
     defaults: dict[str, Any] = {
         "minibatch_size": problem.search.minibatch_size,
+        "minibatch_margin": problem.search.minibatch_margin,
         "seed": problem.search.seed,
         "weights": problem.search.weights,
     }

@@ -207,6 +207,10 @@ class CandidateEvaluated(_EventBase):
     """Share of examples with blank output."""
     stdev: float | None = None
     """Standard deviation of the accuracy over trials, when `n_trials` > 1."""
+    same_as: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    """The earlier candidate whose per-example results (status, score, cost and latency of
+    every example of the run's fixed minibatch) this one equals: it behaves the same, so it is
+    never promoted or re-scored separately; None: a behaviour of its own."""
 
 
 class ArchiveSnapshot(_EventBase):

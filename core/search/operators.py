@@ -24,6 +24,22 @@ generator's state: names are used in sorted order and nodes in document order.
 | `change_function`     | a function step uses another `step` callable                          |
 | `change_merge`        | a parallel uses another merge                                         |
 | `change_condition`    | a route uses another registered condition                             |
+| `escalate_after`      | X becomes X, then a router that accepts X's answer on a condition     |
+|                       | (declared verdict, needing no more candidates than X surely leaves)   |
+|                       | and otherwise runs a dearer agent Y                                   |
+| `agreement_gate`      | an agent X becomes X and Z in parallel collecting candidates, then    |
+|                       | accept when a two-candidate condition holds (they agree), else Y      |
+| `k_vote`              | an agent X becomes a vote of `vote_k` different agents (dearest       |
+|                       | first, the tie-break order), collected, then a selection step         |
+| `replace_branch`      | a parallel branch, route step or fallback becomes another agent       |
+
+The four structure operators read the problem's declared effects (`ctx.effects`,
+`core.ir.dataflow`): an identity step for the accept route, conditions with a verdict, merges
+that collect candidates, selection steps (needing two candidates), and the agents' measured
+costs (`ctx.agent_costs`) so escalation goes only to dearer agents. `opening_specs` builds the
+same structures exhaustively from the registries for a strategy's first generations. Every
+operator's result also passes the static dataflow check, so no condition is ever placed where
+its input does not exist.
 
 New nodes carry no `id`. A result is valid when it parses within `ctx.limits`, its depth is at
 most `ctx.max_depth`, and its kinds pass `ctx.allowed_step_kinds` (the evaluator's rule:
@@ -33,7 +49,9 @@ canonical hash from its input (and from any hash to avoid), and tries until one 
 
 from __future__ import annotations
 
+import itertools
 import random
+import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -45,7 +63,7 @@ from core.errors import SearchError, SpecError
 from core.evaluation.checks import check_allowed_kinds, normalize_allowed_kinds
 from core.hydrate import BUILTIN_MERGES
 from core.ir.canonical import canonical_dict, spec_hash
-from core.ir.dataflow import EffectTable, analyse
+from core.ir.dataflow import EffectTable, analyse, behaviour_hash
 from core.ir.limits import SpecLimits, parse_operation, parse_topology
 from core.ir.metrics import spec_metrics
 from core.ir.models import (
@@ -62,8 +80,9 @@ from core.ir.models import (
     RouteSpec,
     TopologySpec,
     child_slots,
+    walk,
 )
-from core.ir.nodes import remove_at, replace_at
+from core.ir.nodes import node_at, remove_at, replace_at
 
 __all__ = [
     "BUILTIN_MERGES",
@@ -78,7 +97,17 @@ __all__ = [
     "change_condition",
     "change_function",
     "change_merge",
+    "accept_router",
+    "agent_cost_order",
+    "agreement_gate",
+    "cascade_spec",
     "crossover",
+    "escalate_after",
+    "gate_spec",
+    "k_vote",
+    "opening_specs",
+    "replace_branch",
+    "vote_spec",
     "insert_step",
     "is_valid_candidate",
     "mutate",
@@ -131,6 +160,13 @@ class MutationContext(BaseModel):
     (`collect_all` returns a list; add it here if the next step takes one)."""
     loop_max_iterations: int = Field(default=3, ge=1)
     """`max_iterations` of a loop made by `wrap_in_loop`."""
+    agent_costs: Mapping[str, float] = Field(default_factory=dict[str, float])
+    """Measured USD per example of each agent alone (e.g. from the archive's single-agent
+    candidates): the structure operators escalate only to dearer agents, and the opening orders
+    agents cheapest first. Empty: name order, and any other agent counts as dearer."""
+    vote_k: int = Field(default=3, ge=2)
+    """Branches of a vote made by `k_vote` and the opening (odd, so two-way ties need three
+    different answers)."""
     effects: EffectTable = Field(default_factory=EffectTable)
     """What each registered name reads and produces: the structure operators place a condition
     only where its input exists, and reject what `core.ir.dataflow.analyse` rejects."""
@@ -611,6 +647,376 @@ def change_condition(
     return _finish(build, ctx)
 
 
+# --- structure operators: cascades, agreement gates, votes (issue 10) ---------------------------
+
+
+def agent_cost_order(ctx: MutationContext) -> tuple[str, ...]:
+    """`ctx.agent_names` cheapest first: by `ctx.agent_costs` (measured USD per example), agents
+    without a measured cost after those with one, ties by name."""
+    costs = ctx.agent_costs
+    return tuple(sorted(ctx.agent_names, key=lambda a: (a not in costs, costs.get(a, 0.0), a)))
+
+
+def _keep_step(ctx: MutationContext) -> str | None:
+    """The first registered `step` callable declared an identity (`NameEffect.identity`)."""
+    return next((n for n in ctx.names("step") if ctx.effects.callable(n).identity), None)
+
+
+def _selection_steps(ctx: MutationContext) -> tuple[str, ...]:
+    """`step` callables that choose among two or more candidates (needs >= 2, adds none)."""
+    return tuple(
+        n
+        for n in ctx.names("step")
+        if ctx.effects.callable(n).needs_candidates >= 2
+        and ctx.effects.callable(n).adds_candidates == 0
+        and not ctx.effects.callable(n).identity
+    )
+
+
+def _collecting_merges(ctx: MutationContext) -> tuple[str, ...]:
+    """Merges that keep every branch's candidates (`NameEffect.combine == "all"`)."""
+    return tuple(n for n in ctx.merge_names() if ctx.effects.callable(n).combine == "all")
+
+
+def _verdict_conditions(
+    ctx: MutationContext, max_needs: int, min_needs: int = 0
+) -> tuple[str, ...]:
+    """Conditions with a declared verdict whose input need is in `min_needs..max_needs`; of a
+    declared complement pair only the positive one (the other gives the same router)."""
+    out: list[str] = []
+    for name in ctx.names("condition"):
+        effect = ctx.effects.callable(name)
+        if effect.verdict is None or not min_needs <= effect.needs_candidates <= max_needs:
+            continue
+        if effect.complement_of is not None and effect.complement_of in ctx.names("condition"):
+            continue
+        out.append(name)
+    return tuple(out)
+
+
+def _agent(name: str) -> AgentStepSpec:
+    return AgentStepSpec(agent_name=name)
+
+
+def accept_router(condition: str, keep: str, escalate: AnyNode, ctx: MutationContext) -> RouterSpec:
+    """Accept the current answer when `condition` says so, else run `escalate`.
+
+    A condition whose verdict is `"accept"` routes to `keep` (the identity step) with
+    `escalate` as the fallback; a `"reject"` condition routes to `escalate` with `keep` as the
+    fallback.
+    """
+    keep_node = FunctionStepSpec(callable_name=keep)
+    if ctx.effects.callable(condition).verdict == "reject":
+        return RouterSpec(
+            routes=[RouteSpec(name="escalate", step=escalate, condition_name=condition)],
+            fallback_step=keep_node,
+        )
+    return RouterSpec(
+        routes=[RouteSpec(name="accept", step=keep_node, condition_name=condition)],
+        fallback_step=escalate,
+    )
+
+
+def cascade_spec(
+    first: AnyNode, then: AnyNode, condition: str, keep: str, ctx: MutationContext
+) -> PipelineSpec:
+    """`pipeline[first, router(accept on condition -> keep, else then)]` (FrugalGPT-style
+    escalation: the dearer `then` runs only when `condition` does not accept `first`'s
+    answer)."""
+    return PipelineSpec(
+        steps=[
+            PipelineStepEntry(operation=first),
+            PipelineStepEntry(operation=accept_router(condition, keep, then, ctx)),
+        ]
+    )
+
+
+def gate_spec(
+    a: AnyNode,
+    b: AnyNode,
+    escalate: AnyNode,
+    merge: str,
+    condition: str,
+    keep: str,
+    ctx: MutationContext,
+) -> PipelineSpec:
+    """`pipeline[parallel([a, b], merge), router(agree -> keep, else escalate)]`: run two
+    answers at once, accept when `condition` (e.g. they agree) holds, else escalate (AutoMix /
+    agreement cascades). 7 nodes when `a`, `b` and `escalate` are agent steps."""
+    return PipelineSpec(
+        steps=[
+            PipelineStepEntry(operation=ParallelSpec(steps=[a, b], merge=merge)),
+            PipelineStepEntry(operation=accept_router(condition, keep, escalate, ctx)),
+        ]
+    )
+
+
+def vote_spec(branches: Sequence[AnyNode], merge: str, select: str | None) -> AnyNode:
+    """`pipeline[parallel(branches, merge), select]`, or the parallel alone without `select`.
+
+    Tie-break order: the caller lists branches dearest agent first, so a selection step that
+    breaks ties by candidate order (the replay problem's `majority_vote`: ties to the earliest
+    candidate) sides with the strongest agent.
+    """
+    par = ParallelSpec(steps=list(branches), merge=merge)
+    if select is None:
+        return par
+    return PipelineSpec(
+        steps=[
+            PipelineStepEntry(operation=par),
+            PipelineStepEntry(operation=FunctionStepSpec(callable_name=select)),
+        ]
+    )
+
+
+_PIPELINE_SLOT = re.compile(r"^(?P<parent>.*)\.steps\[(?P<i>\d+)\]\.operation$")
+
+
+def _splice(spec: TopologySpec, path: str, new: PipelineSpec) -> AnyNode:
+    """Put the steps of `new` where the node at `path` is: spliced into its parent pipeline when
+    it has one (no extra nesting), appended to it when it is itself a pipeline whose steps
+    `new` starts with, else `new` itself replaces it."""
+    here = node_at(spec, path)
+    if isinstance(here, PipelineSpec) and new.steps[0].operation == here:
+        return replace_at(spec, path, _rebuild(here, steps=[*here.steps, *new.steps[1:]]))
+    m = _PIPELINE_SLOT.match(path)
+    if m is not None:
+        parent = node_at(spec, m.group("parent"))
+        if isinstance(parent, PipelineSpec):
+            i = int(m.group("i"))
+            entry = parent.steps[i]
+            if entry.config is None:
+                steps = [*parent.steps[:i], *new.steps, *parent.steps[i + 1 :]]
+                return replace_at(spec, m.group("parent"), _rebuild(parent, steps=steps))
+    return replace_at(spec, path, new)
+
+
+def _agents_in(node: AnyNode) -> list[str]:
+    return [
+        n.agent_name
+        for _, n in walk(node)
+        if isinstance(n, AgentStepSpec) and n.agent_name is not None
+    ]
+
+
+def _dearer_than(ctx: MutationContext, names: Collection[str]) -> list[str]:
+    """Agents dearer than every agent in `names` (by `agent_cost_order`); all agents not in
+    `names` when no cost is known."""
+    order = agent_cost_order(ctx)
+    if not ctx.agent_costs or not names:
+        return [a for a in order if a not in names]
+    top = max(order.index(n) for n in names if n in order) if any(n in order for n in names) else -1
+    return list(order[top + 1 :])
+
+
+def _answering_targets(spec: TopologySpec, ctx: MutationContext, min_lo: int) -> list[_Pos]:
+    """Nodes that surely leave at least `min_lo` candidates (from their own subtree) and hold an
+    agent, where one more pipeline level would not break `max_depth`."""
+    out: list[_Pos] = []
+    for pos in _positions(spec):
+        if not _agents_in(pos.node):
+            continue
+        if pos.level + 1 + pos.subtree_depth > ctx.max_depth + 1:
+            continue
+        if analyse(pos.node, ctx.effects).out.lo >= min_lo:
+            out.append(pos)
+    return out
+
+
+def escalate_after(
+    spec: TopologySpec, ctx: MutationContext, rng: random.Random
+) -> TopologySpec | None:
+    """X becomes X, then a router that accepts X's answer on a condition and otherwise runs Y.
+
+    X is a node that surely produces a candidate; the condition is one with a declared verdict
+    that needs no more candidates than X surely leaves (so it is never placed before its
+    input); Y is an agent dearer than every agent in X (by `ctx.agent_costs`); the accept route
+    runs the problem's identity step. The new steps are spliced into X's pipeline when X is a
+    pipeline step.
+    """
+    keep = _keep_step(ctx)
+    if keep is None or not ctx.kind_allowed("router") or not ctx.kind_allowed("function_step"):
+        return None
+    targets = _answering_targets(spec, ctx, 1)
+    if not targets:
+        return None
+    target = rng.choice(targets)
+    lo = analyse(target.node, ctx.effects).out.lo
+    conditions = _verdict_conditions(ctx, lo)
+    dearer = _dearer_than(ctx, set(_agents_in(target.node)))
+    if not conditions or not dearer:
+        return None
+    condition, y = rng.choice(conditions), rng.choice(dearer)
+    new = cascade_spec(target.node, _agent(y), condition, keep, ctx)
+    return _finish(lambda: _splice(spec, target.path, new), ctx)
+
+
+def agreement_gate(
+    spec: TopologySpec, ctx: MutationContext, rng: random.Random
+) -> TopologySpec | None:
+    """An agent step X becomes X and Z in parallel collecting candidates, then a router that
+    accepts when a two-candidate condition (e.g. they agree) holds, else runs Y.
+
+    Z is another agent, Y an agent dearer than both; the merge keeps every branch's candidates
+    (`combine == "all"`); the condition needs two candidates (declared verdict).
+    """
+    keep = _keep_step(ctx)
+    merges = _collecting_merges(ctx)
+    conditions = _verdict_conditions(ctx, 2, 2)
+    if keep is None or not merges or not conditions:
+        return None
+    if not (ctx.kind_allowed("parallel") and ctx.kind_allowed("router")):
+        return None
+    targets = [
+        p for p in _positions(spec) if isinstance(p.node, AgentStepSpec) and p.node.agent_name
+    ]
+    if not targets:
+        return None
+    target = rng.choice(targets)
+    x = cast(AgentStepSpec, target.node).agent_name
+    assert x is not None
+    others = [a for a in agent_cost_order(ctx) if a != x]
+    if not others:
+        return None
+    z = rng.choice(others)
+    dearer = _dearer_than(ctx, {x, z})
+    if not dearer:
+        return None
+    y = rng.choice(dearer)
+    new = gate_spec(
+        _agent(x), _agent(z), _agent(y), rng.choice(merges), rng.choice(conditions), keep, ctx
+    )
+    return _finish(lambda: _splice(spec, target.path, new), ctx)
+
+
+def k_vote(spec: TopologySpec, ctx: MutationContext, rng: random.Random) -> TopologySpec | None:
+    """An agent step X becomes a vote of `ctx.vote_k` agents (X and k-1 others, all different)
+    in parallel, collecting candidates, then a selection step (e.g. a majority vote).
+
+    Tie-break order: branches are listed dearest agent first (`agent_cost_order`), so a vote
+    that breaks ties by candidate order sides with the strongest agent.
+    """
+    merges = _collecting_merges(ctx)
+    selects = _selection_steps(ctx)
+    k = ctx.vote_k
+    if not merges or not ctx.kind_allowed("parallel") or len(ctx.agent_names) < k:
+        return None
+    targets = [
+        p for p in _positions(spec) if isinstance(p.node, AgentStepSpec) and p.node.agent_name
+    ]
+    if not targets:
+        return None
+    target = rng.choice(targets)
+    x = cast(AgentStepSpec, target.node).agent_name
+    assert x is not None
+    others = [a for a in ctx.agent_names if a != x]
+    chosen = {x, *rng.sample(others, k - 1)}
+    order = agent_cost_order(ctx)
+    branches = [_agent(a) for a in sorted(chosen, key=order.index, reverse=True)]
+    select = rng.choice(selects) if selects else None
+    new = vote_spec(branches, rng.choice(merges), select)
+    if isinstance(new, PipelineSpec):
+        return _finish(lambda: _splice(spec, target.path, new), ctx)
+    return _finish(lambda: replace_at(spec, target.path, new), ctx)
+
+
+def replace_branch(
+    spec: TopologySpec, ctx: MutationContext, rng: random.Random
+) -> TopologySpec | None:
+    """A parallel branch, a route's step or a router's fallback is replaced by a new agent step
+    (another agent than the one it held, if it was one)."""
+    slots: list[tuple[str, AnyNode]] = []
+    for pos in _positions(spec):
+        node = pos.node
+        if isinstance(node, ParallelSpec):
+            slots.extend((pos.path + f".steps[{i}]", s) for i, s in enumerate(node.steps))
+        elif isinstance(node, RouterSpec):
+            slots.extend(
+                (pos.path + f".routes[{i}].step", r.step) for i, r in enumerate(node.routes)
+            )
+            if node.fallback_step is not None:
+                slots.append((pos.path + ".fallback_step", node.fallback_step))
+    if not slots or not ctx.kind_allowed("agent_step"):
+        return None
+    path, old = rng.choice(slots)
+    current = old.agent_name if isinstance(old, AgentStepSpec) else None
+    options = [a for a in ctx.agent_names if a != current]
+    if not options:
+        return None
+    return _finish(lambda: replace_at(spec, path, _agent(rng.choice(options))), ctx)
+
+
+def opening_specs(ctx: MutationContext) -> list[tuple[TopologySpec, str]]:
+    """The structures a researcher tries first, built from the registries (generation 0).
+
+    In this order, each valid for `ctx` and distinct by behaviour (`behaviour_hash`):
+
+    1. every single agent, `pipeline[agent]` (operator `opening:single`);
+    2. agreement gates: for every agent Y and every pair X < Z of agents cheaper than Y
+       (`agent_cost_order`), `gate_spec(X, Z, Y)` with the first collecting merge and each
+       two-candidate verdict condition (`opening:gate`);
+    3. votes: every set of `ctx.vote_k` agents, dearest first, collecting merge, then each
+       selection step (`opening:vote`);
+    4. escalate-after cascades: for every pair X cheaper than Y, `cascade_spec(X, Y, c)` for
+       each one-candidate verdict condition c (`opening:cascade`), pairs adjacent in cost order
+       first, then wider ones.
+
+    The caller bounds how many it evaluates (the evolutionary strategy's `opening_share` of
+    the budget). Needs costs in `ctx.agent_costs` to order agents; without them, name order.
+    """
+    order = agent_cost_order(ctx)
+    keep = _keep_step(ctx)
+    merges = _collecting_merges(ctx)
+    selects = _selection_steps(ctx)
+    out: list[tuple[TopologySpec, str]] = []
+    seen: set[str] = set()
+
+    def add(node: AnyNode, op: str) -> None:
+        spec = is_valid_candidate(node, ctx)
+        if spec is None:
+            return
+        digest = behaviour_hash(spec, ctx.effects)
+        if digest not in seen:
+            seen.add(digest)
+            out.append((spec, op))
+
+    if ctx.kind_allowed("pipeline"):
+        for a in order:
+            add(PipelineSpec(steps=[PipelineStepEntry(operation=_agent(a))]), "opening:single")
+    if keep is not None and merges:
+        for yi, y in enumerate(order):
+            for xi in range(yi):
+                for zi in range(xi + 1, yi):
+                    for cond in _verdict_conditions(ctx, 2, 2):
+                        add(
+                            gate_spec(
+                                _agent(order[xi]),
+                                _agent(order[zi]),
+                                _agent(y),
+                                merges[0],
+                                cond,
+                                keep,
+                                ctx,
+                            ),
+                            "opening:gate",
+                        )
+    if merges and len(order) >= ctx.vote_k:
+        for combo in itertools.combinations(reversed(order), ctx.vote_k):
+            for select in selects or (None,):
+                add(vote_spec([_agent(a) for a in combo], merges[0], select), "opening:vote")
+    if keep is not None:
+        pairs = sorted(
+            ((i, j) for j in range(len(order)) for i in range(j)), key=lambda p: (p[1] - p[0], p)
+        )
+        for i, j in pairs:
+            for cond in _verdict_conditions(ctx, 1):
+                add(
+                    cascade_spec(_agent(order[i]), _agent(order[j]), cond, keep, ctx),
+                    "opening:cascade",
+                )
+    return out
+
+
 OPERATORS: Mapping[str, Operator] = MappingProxyType(
     {
         "insert_step": insert_step,
@@ -626,6 +1032,10 @@ OPERATORS: Mapping[str, Operator] = MappingProxyType(
         "change_function": change_function,
         "change_merge": change_merge,
         "change_condition": change_condition,
+        "escalate_after": escalate_after,
+        "agreement_gate": agreement_gate,
+        "k_vote": k_vote,
+        "replace_branch": replace_branch,
     }
 )
 """Every mutation operator by name, in a fixed order."""
@@ -808,9 +1218,15 @@ def _random_base(ctx: MutationContext, rng: random.Random) -> TopologySpec | Non
                 max_iterations=ctx.loop_max_iterations,
             )
         )
-    # pipelines first: the others only when pipelines are not allowed (or cannot be built)
+    # pipelines first: the others only when pipelines are not allowed (or cannot be built);
+    # a draw can fail the static dataflow check (e.g. a vote with no agent), so draw again
     for build in builders:
-        spec = _finish(build, ctx)
-        if spec is not None:
-            return spec
+        for _ in range(_BASE_DRAWS):
+            spec = _finish(build, ctx)
+            if spec is not None:
+                return spec
     return None
+
+
+_BASE_DRAWS = 20
+"""Draws per base shape in `random_spec` before trying the next shape."""

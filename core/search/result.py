@@ -48,7 +48,11 @@ class CandidateRecord(BaseModel):
     """Why it was rejected (or not valid), with a code first, e.g.
     `"unknown_names: ..."`, `"max_depth_exceeded: depth 5 > 4"`."""
     duplicate_of: int | None = None
-    """For a duplicate: the earlier candidate with the same canonical hash."""
+    """For a duplicate: the earlier candidate with the same canonical hash (or the same
+    behavioural normal form)."""
+    same_as: int | None = None
+    """For an evaluated candidate whose per-example results on the run's fixed minibatch equal
+    an earlier candidate's: that candidate (it is never promoted or re-scored separately)."""
     design_cost_usd: float = 0.0
     """USD spent designing it (every designer call, retries and debug rounds included)."""
     design_requests: int = 0

@@ -238,12 +238,15 @@ def test_minibatch_promotion_compares_with_the_parent_on_the_same_examples() -> 
     assert (1, "minibatch") in splits and (3, "validation") in splits
 
 
-def test_the_test_split_is_evaluated_once_for_the_winner() -> None:
+def test_every_front_candidate_is_evaluated_once_on_the_test_split_winner_first() -> None:
     world = toy_world(n_test=5)
     events: list[SearchEvent] = []
     result = world.run(Scripted([[p("a", "b")]]), events=events)
     test_events = [e for e in events if e.type == "candidate_evaluated" and e.split == "test"]
-    assert len(test_events) == 1 and test_events[0].candidate_idx == 1
+    assert result.raw["pareto_idx"] == [0, 1]
+    assert [e.candidate_idx for e in test_events] == [1, 0]  # the winner, then the rest
+    assert [t["candidate_idx"] for t in result.raw["test_front"]] == [1, 0]
+    assert result.raw["test_front"][0] == result.raw["test"]
     assert result.raw["test"] == {
         "candidate_idx": 1,
         "n_examples": 5,

@@ -54,12 +54,16 @@ def test_population_is_rank_then_crowding_then_archive_order() -> None:
         entry("f", math.nan, 0.0),  # invalid: never selected
     ):
         archive.add(e)
-    strategy = EvolutionarySearch(EvolutionaryConfig(population_size=8))
+    strategy = EvolutionarySearch(
+        EvolutionaryConfig(population_size=8, survival_objectives=("accuracy", "cost_usd"))
+    )
     population = strategy.population(context(archive))
     assert [(i, r) for i, r, _ in population] == [(1, 0), (2, 0), (0, 0), (3, 0), (4, 1)]
     crowding = [d for _, _, d in population]
     assert crowding[:2] == [math.inf, math.inf] and crowding[4] == math.inf
     assert math.isclose(crowding[2], 1.1875, rel_tol=1e-12)
     assert math.isclose(crowding[3], 1.0, rel_tol=1e-12)
-    small = EvolutionarySearch(EvolutionaryConfig(population_size=3)).population(context(archive))
+    small = EvolutionarySearch(
+        EvolutionaryConfig(population_size=3, survival_objectives=("accuracy", "cost_usd"))
+    ).population(context(archive))
     assert [i for i, _, _ in small] == [1, 2, 0]

@@ -103,6 +103,7 @@ def test_meta_agent_config_defaults_are_the_contracts() -> None:
     assert config.model_dump() == {
         "n_generations": 10,
         "minibatch_size": 5,
+        "minibatch_margin": None,
         "seed": 42,
         "weights": MetricWeights().model_dump(),
         "archive_strategy": "top_k",

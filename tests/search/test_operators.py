@@ -329,7 +329,10 @@ def test_all_operators_are_exercised() -> None:
     used: collections.Counter[str] = collections.Counter()
     for seed in range(25):
         used.update(op for _, op in chain(seed, RICH, n=12))
-    assert set(used) == set(OPERATORS)
+    # the structure operators need declared effects (an identity step, verdicts): their own
+    # tests are in test_structure_operators.py
+    structure = {"escalate_after", "agreement_gate", "k_vote"}
+    assert set(used) == set(OPERATORS) - structure
 
 
 def test_mutate_options_and_errors() -> None:

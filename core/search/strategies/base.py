@@ -56,6 +56,14 @@ class StrategyConfig(BaseModel):
     minibatch_size: int = Field(default=5, ge=1)
     """Validation examples per candidate evaluation during the search (all of them when the
     split is smaller). The same examples for every candidate of a generation."""
+    minibatch_margin: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
+    """When set, one fixed minibatch for the whole run, sized from the seed's measured
+    variance: the smallest n >= `minibatch_size` with 1.96 * sqrt(p * (1 - p) / n) <= margin
+    (the 95% normal-approximation half-width of an accuracy estimate; p = the seed's
+    validation accuracy, floored at 0.05 and capped at 0.95), at most the whole split (see
+    `core.search._space.minibatch_size_for`). Every candidate is then scored on the same
+    examples, so selection compares like with like. None: a new draw of `minibatch_size`
+    examples each generation."""
     seed: RandomSeed = 42
     """Seed of the strategy's random generator and of the minibatch draws: 0 to 2**63 - 1 (a
     run records it as a signed 64-bit integer; `core.problems.config.RandomSeed`)."""

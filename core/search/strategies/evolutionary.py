@@ -1,11 +1,22 @@
-"""`EvolutionarySearch`: structural mutations with NSGA-II selection; needs no model.
+"""`EvolutionarySearch`: an opening of known structures, then structural mutations with NSGA-II
+selection; needs no model.
 
-Per generation:
+**Opening** (`opening=True`, the default): before any mutation, the strategy proposes the
+structures a researcher tries first, built from the registries by
+`core.search.operators.opening_specs`: generation 0 proposes every single agent not yet
+evaluated (so each agent's cost per example is measured); the next generation proposes the
+agreement gates, votes and escalate-after cascades that the agents' cost order allows (cheap
+agents first, escalation only to dearer ones), interleaved kind by kind (gate, vote, cascade,
+gate, ...), at most `opening_share` of the run's evaluation budget in all (singles included).
+Each is new by behaviour (`CheckResult.behaviour_hash`).
+
+Then per generation:
 
 1. **Population** (NSGA-II environmental selection over the whole archive): the valid entries
-   are ranked by non-dominated sorting on the archive's objectives (accuracy up; cost,
-   latency, agents, depth down by default), and within a front by crowding distance (more
-   isolated first; ties by archive order); the first `population_size` form the population.
+   are ranked by non-dominated sorting on `survival_objectives` (accuracy up; cost and latency
+   down), within a front by crowding distance (more isolated first), then fewer agents, then
+   smaller depth (size and depth only break ties), then archive order; the first
+   `population_size` form the population.
 2. **Parents** by binary (or `tournament_size`) tournament on (rank, -crowding, archive index).
 3. **Offspring**, `population_size` of them: with probability `crossover_rate` a subtree
    crossover of two parents (`core.search.operators.crossover`), else (or when it fails) a
@@ -32,8 +43,10 @@ from pydantic import Field
 
 from core.errors import SearchError
 from core.ir import TopologySpec, parse_topology
-from core.search.operators import MutationContext, crossover, mutate
-from core.search.pareto import crowding_distance
+from core.ir.dataflow import normalize
+from core.ir.models import AgentStepSpec, PipelineSpec
+from core.search.operators import MutationContext, crossover, mutate, opening_specs
+from core.search.pareto import crowding_distance, non_dominated_sort
 from core.search.strategies.base import AskContext, Proposal, SearchSpace, Strategy, StrategyConfig
 
 __all__ = ["EvolutionaryConfig", "EvolutionarySearch"]
@@ -50,6 +63,14 @@ class EvolutionaryConfig(StrategyConfig):
     """Contestants per parent tournament."""
     n_tries: int = Field(default=20, ge=1)
     """Random operator draws per offspring before the operators' final sweep."""
+    opening: bool = True
+    """Start with the registries' singles, gates, votes and cascades (module docstring)."""
+    opening_share: float = Field(default=0.6, ge=0.0, le=1.0)
+    """The most of the evaluation budget the opening may take (singles included); with no
+    evaluation budget, the whole opening is proposed."""
+    survival_objectives: tuple[str, ...] = ("accuracy", "cost_usd", "latency_ms")
+    """What NSGA-II ranks on (archive objective names; accuracy is maximised, the rest
+    minimised); `n_agents` then `depth` break ties."""
 
 
 class EvolutionarySearch(Strategy):
@@ -62,31 +83,89 @@ class EvolutionarySearch(Strategy):
         super().__init__(config or EvolutionaryConfig())
         self._rng = random.Random(self.config.seed)
         self._mctx: MutationContext | None = None
+        self._opening_done = False
 
     def preflight(self, space: SearchSpace) -> None:
         """Reset the generator (a run starts from the seed) and build the operators' context."""
         self._rng = random.Random(self.config.seed)
         self._mctx = MutationContext.from_space(space)
+        self._opening_done = False
+
+    @staticmethod
+    def agent_costs(ctx: AskContext) -> dict[str, float]:
+        """USD per example of each agent measured alone: the archive's valid entries whose
+        normal form is a one-agent pipeline (the first such entry per agent)."""
+        effects = ctx.space.effects
+        out: dict[str, float] = {}
+        for entry in ctx.archive:
+            if entry.invalid_reason is not None:
+                continue
+            form = normalize(parse_topology(entry.spec_json), effects)
+            if isinstance(form, PipelineSpec) and len(form.steps) == 1:
+                op = form.steps[0].operation
+                if isinstance(op, AgentStepSpec) and op.agent_name is not None:
+                    out.setdefault(op.agent_name, entry.objective("cost_usd"))
+        return out
 
     def population(self, ctx: AskContext) -> list[tuple[int, int, float]]:
-        """The generation's population: `(archive index, rank, crowding distance)`, best first."""
+        """The generation's population: `(archive index, rank, crowding distance)`, best first
+        (NSGA-II on `survival_objectives`; ties: crowding, fewer agents, smaller depth, index)."""
         archive = ctx.archive
-        ranks = archive.ranks()
-        fronts: dict[int, list[int]] = {}
-        for a_idx, rank in enumerate(ranks):
-            if rank is not None:
-                fronts.setdefault(rank, []).append(a_idx)
-        names = [o.name for o in archive.objectives]
+        names = list(self.config.survival_objectives)
+        dirs = ["max" if n in ("accuracy", "confidence", "robustness") else "min" for n in names]
+        valid = [i for i, e in enumerate(archive) if e.invalid_reason is None]
+        if not valid:
+            return []
+        points = np.array(
+            [[archive[i].objective(n) for n in names] for i in valid], dtype=np.float64
+        )
         members: list[tuple[int, int, float]] = []
-        for rank in sorted(fronts):
-            idxs = fronts[rank]
-            points = np.array(
-                [[archive[i].objective(n) for n in names] for i in idxs], dtype=np.float64
-            )
-            dist = crowding_distance(points)
-            members.extend((i, rank, float(d)) for i, d in zip(idxs, dist, strict=True))
-        members.sort(key=lambda m: (m[1], -m[2], m[0]))
+        for rank, rows in enumerate(non_dominated_sort(points, dirs)):
+            dist = crowding_distance(points[rows])
+            members.extend((valid[int(r)], rank, float(d)) for r, d in zip(rows, dist, strict=True))
+
+        def key(m: tuple[int, int, float]) -> tuple[float, ...]:
+            entry = archive[m[0]]
+            return (m[1], -m[2], entry.objective("n_agents"), entry.objective("depth"), m[0])
+
+        members.sort(key=key)
         return members[: self.config.population_size]
+
+    def _opening(self, ctx: AskContext, mctx: MutationContext) -> list[Proposal] | None:
+        """The opening's proposals for this generation, or None when the opening is over."""
+        if not self.config.opening or self._opening_done:
+            return None
+        costs = self.agent_costs(ctx)
+        known: set[str] = set(ctx.known_hashes)
+        evaluated = sum(1 for r in ctx.history if r.status == "evaluated")
+        cap: int | None = None
+        if ctx.max_proposals is not None:
+            total = evaluated + ctx.max_proposals
+            cap = max(0, min(ctx.max_proposals, int(self.config.opening_share * total) - evaluated))
+        specs = opening_specs(mctx.model_copy(update={"agent_costs": costs}))
+
+        def fresh(wanted: list[tuple[TopologySpec, str]]) -> list[Proposal]:
+            out: list[Proposal] = []
+            for spec, op in wanted:
+                if cap is not None and len(out) >= cap:
+                    break
+                check = ctx.check(spec)
+                hashes = {h for h in (check.spec_hash, check.behaviour_hash) if h}
+                if not check.ok or hashes & known:
+                    continue
+                known.update(hashes)
+                out.append(Proposal(spec=spec, parent_idx=0, operator=op))
+            return out
+
+        singles = fresh([(s, op) for s, op in specs if op == "opening:single"])
+        if singles:  # measure every agent's cost first: the structures are ordered by it
+            return singles
+        self._opening_done = True
+        by_kind: dict[str, list[tuple[TopologySpec, str]]] = {}
+        for s, op in specs:
+            by_kind.setdefault(op, []).append((s, op))
+        kinds = ("opening:gate", "opening:vote", "opening:cascade")
+        return fresh(_interleave([by_kind[k] for k in kinds if k in by_kind]))
 
     def _tournament(self, population: list[tuple[int, int, float]]) -> tuple[int, int, float]:
         k = min(self.config.tournament_size, len(population))
@@ -98,7 +177,10 @@ class EvolutionarySearch(Strategy):
         if self._mctx is None:
             self.preflight(ctx.space)
         assert self._mctx is not None
-        mctx = self._mctx
+        mctx = self._mctx.model_copy(update={"agent_costs": self.agent_costs(ctx)})
+        opening = self._opening(ctx, mctx)
+        if opening:
+            return opening
         population = self.population(ctx)
         if not population:
             return []
@@ -151,3 +233,11 @@ class EvolutionarySearch(Strategy):
                 Proposal(spec=child, parent_idx=ctx.archive_candidates[a[0]], operator=operator)
             )
         return out
+
+
+def _interleave(groups: list[list[tuple[TopologySpec, str]]]) -> list[tuple[TopologySpec, str]]:
+    """Round-robin over `groups`: the first of each, then the second of each, ..."""
+    out: list[tuple[TopologySpec, str]] = []
+    for i in range(max((len(g) for g in groups), default=0)):
+        out.extend(g[i] for g in groups if i < len(g))
+    return out

@@ -1,0 +1,193 @@
+"""The structure operators (escalate-after, agreement gate, k-way vote, branch replacement) and
+the opening built from the registries (issue 10, items 1 and 2)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from core.ir import parse_topology, spec_hash
+from core.ir.dataflow import EffectTable, NameEffect, analyse
+from core.search.operators import (
+    MutationContext,
+    agent_cost_order,
+    agreement_gate,
+    escalate_after,
+    k_vote,
+    mutate,
+    opening_specs,
+    random_spec,
+    replace_branch,
+)
+
+EFFECTS = EffectTable(
+    names={
+        "keep": NameEffect(identity=True),
+        "vote": NameEffect(needs_candidates=2),
+        "collect": NameEffect(combine="all"),
+        "ok": NameEffect(needs_candidates=1, verdict="accept"),
+        "bad": NameEffect(needs_candidates=1, verdict="reject"),
+        "not_ok": NameEffect(needs_candidates=1, verdict="reject", complement_of="ok"),
+        "agree": NameEffect(needs_candidates=2, verdict="accept"),
+        "is_long": NameEffect(),
+    },
+    answer_needs_agent=True,
+)
+COSTS = {"cheap": 0.001, "mid": 0.01, "strong": 1.0}
+CTX = MutationContext(
+    agent_names=("strong", "cheap", "mid"),
+    callables={
+        "step": ["keep", "vote"],
+        "merge": ["collect"],
+        "condition": ["ok", "bad", "not_ok", "agree", "is_long"],
+    },
+    allowed_step_kinds=None,
+    max_depth=4,
+    effects=EFFECTS,
+    agent_costs=COSTS,
+)
+
+
+def A(name: str) -> dict[str, Any]:
+    return {"kind": "agent_step", "agent_name": name}
+
+
+def F(name: str) -> dict[str, Any]:
+    return {"kind": "function_step", "callable_name": name}
+
+
+def pipe(*ops: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": "pipeline", "steps": [{"operation": op} for op in ops]}
+
+
+def router(cond: str, step: dict[str, Any], fallback: dict[str, Any], name: str) -> dict[str, Any]:
+    return {
+        "kind": "router",
+        "routes": [{"name": name, "step": step, "condition_name": cond}],
+        "fallback_step": fallback,
+    }
+
+
+def same(spec: Any, expected: dict[str, Any]) -> bool:
+    return spec_hash(spec) == spec_hash(parse_topology(expected))
+
+
+SEED = parse_topology(pipe(A("cheap")))
+
+
+def test_agents_are_ordered_by_measured_cost_then_name() -> None:
+    assert agent_cost_order(CTX) == ("cheap", "mid", "strong")
+    unmeasured = CTX.model_copy(update={"agent_costs": {"strong": 0.5}})
+    assert agent_cost_order(unmeasured) == ("strong", "cheap", "mid")
+
+
+def test_escalate_after_accepts_on_a_one_candidate_condition_else_runs_a_dearer_agent() -> None:
+    seen: set[str] = set()
+    for seed in range(40):
+        child = escalate_after(SEED, CTX, random.Random(seed))
+        assert child is not None
+        data = child.model_dump(mode="json")
+        assert [s["operation"]["kind"] for s in data["steps"]] == ["agent_step", "router"]
+        route = data["steps"][1]["operation"]["routes"][0]
+        # never a condition that needs two candidates after one agent (agree), never one with
+        # no verdict (is_long), never the declared complement (not_ok: the same router as ok)
+        assert route["condition_name"] in ("ok", "bad")
+        seen.add(spec_hash(child))
+    expected = {
+        pipe(A("cheap"), router("ok", F("keep"), A(y), "accept")).__repr__()
+        for y in ("mid", "strong")
+    }
+    assert len(expected) == 2 and len(seen) == 4  # 2 conditions x 2 dearer agents
+    one = escalate_after(
+        SEED, CTX.model_copy(update={"agent_names": ("cheap", "mid")}), random.Random(0)
+    )
+    assert one is not None
+    assert same(one, pipe(A("cheap"), router("ok", F("keep"), A("mid"), "accept"))) or same(
+        one, pipe(A("cheap"), router("bad", A("mid"), F("keep"), "escalate"))
+    )
+
+
+def test_escalate_after_does_not_apply_without_a_dearer_agent_or_an_identity_step() -> None:
+    top = parse_topology(pipe(A("strong")))
+    assert escalate_after(top, CTX, random.Random(0)) is None
+    no_keep = CTX.model_copy(update={"callables": {**CTX.callables, "step": ("vote",)}})
+    assert escalate_after(SEED, no_keep, random.Random(0)) is None
+
+
+def test_agreement_gate_is_two_agents_collected_then_agree_or_escalate() -> None:
+    results = {
+        spec_hash(c) for s in range(30) if (c := agreement_gate(SEED, CTX, random.Random(s)))
+    }
+    gate = pipe(
+        {"kind": "parallel", "steps": [A("cheap"), A("mid")], "merge": "collect"},
+        router("agree", F("keep"), A("strong"), "accept"),
+    )
+    # the only gate from `cheap`: a partner and an escalation dearer than both
+    assert results == {spec_hash(parse_topology(gate))}
+    assert analyse(parse_topology(gate), EFFECTS).ok
+
+
+def test_k_vote_lists_branches_dearest_first_then_votes() -> None:
+    child = k_vote(SEED, CTX, random.Random(3))
+    assert child is not None
+    expected = pipe(
+        {"kind": "parallel", "steps": [A("strong"), A("mid"), A("cheap")], "merge": "collect"},
+        F("vote"),
+    )
+    assert same(child, expected)
+
+
+def test_replace_branch_swaps_a_branch_for_another_agent() -> None:
+    spec = parse_topology(
+        pipe({"kind": "parallel", "steps": [A("cheap"), A("mid")], "merge": "collect"}, F("vote"))
+    )
+    outcomes = {
+        spec_hash(c) for s in range(30) if (c := replace_branch(spec, CTX, random.Random(s)))
+    }
+    expected = set()
+    for first, second in [
+        ("strong", "mid"),
+        ("mid", "mid"),
+        ("cheap", "strong"),
+        ("cheap", "cheap"),
+    ]:
+        par = {"kind": "parallel", "steps": [A(first), A(second)], "merge": "collect"}
+        expected.add(spec_hash(parse_topology(pipe(par, F("vote")))))
+    assert outcomes == expected
+
+
+def test_no_operator_places_a_condition_before_its_input() -> None:
+    for seed in range(60):
+        rng = random.Random(seed)
+        spec = random_spec(CTX, rng)
+        for _ in range(6):
+            spec, op = mutate(spec, CTX, rng)
+            analysis = analyse(spec, EFFECTS)
+            assert analysis.ok, (op, [i.reason() for i in analysis.issues])
+
+
+def test_the_opening_is_singles_then_gates_votes_and_cascades_in_cost_order() -> None:
+    opening = opening_specs(CTX)
+    ops = [op for _, op in opening]
+    assert (
+        ops == ["opening:single"] * 3 + ["opening:gate", "opening:vote"] + ["opening:cascade"] * 6
+    )
+    singles = [pipe(A(a)) for a in ("cheap", "mid", "strong")]
+    gate = pipe(
+        {"kind": "parallel", "steps": [A("cheap"), A("mid")], "merge": "collect"},
+        router("agree", F("keep"), A("strong"), "accept"),
+    )
+    vote = pipe(
+        {"kind": "parallel", "steps": [A("strong"), A("mid"), A("cheap")], "merge": "collect"},
+        F("vote"),
+    )
+    cascades = [
+        pipe(A(x), r)
+        for x, y in (("cheap", "mid"), ("mid", "strong"), ("cheap", "strong"))
+        for r in (
+            router("bad", A(y), F("keep"), "escalate"),  # sorted condition names: bad, ok
+            router("ok", F("keep"), A(y), "accept"),
+        )
+    ]
+    expected = [*singles, gate, vote, *cascades]
+    assert [spec_hash(s) for s, _ in opening] == [spec_hash(parse_topology(e)) for e in expected]
