@@ -54,12 +54,17 @@ class CandidateChecker:
         self._evaluator = evaluator
         self._effects = effects if effects is not None else EffectTable()
         self._memo: dict[str, CheckResult] = {}
+        self.static_rejections: dict[str, int] = {}
+        """Distinct specs rejected by the static dataflow check, by issue code (what the
+        strategies asked about and the engine checked; text proposals counted each time)."""
 
     def _static(self, result: CheckResult) -> CheckResult:
         if not result.ok or result.spec is None:
             return result
         analysis = analyse(result.spec, self._effects)
         if analysis.issues:
+            code = analysis.issues[0].code
+            self.static_rejections[code] = self.static_rejections.get(code, 0) + 1
             return result.model_copy(update={"reason": analysis.issues[0].reason()})
         return result.model_copy(
             update={"behaviour_hash": behaviour_hash(result.spec, self._effects)}

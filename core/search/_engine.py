@@ -313,12 +313,21 @@ class SearchRun:
         )
 
     def _finished(self, status: str, reason: str, best_idx: int | None = None) -> None:
+        static = {
+            f"static_rejected:{code}": float(n)
+            for code, n in sorted(self.check.static_rejections.items())
+        }
+        if static:
+            self._log(
+                "rejected before any model call: "
+                + ", ".join(f"{k.split(':', 1)[1]} {int(v)}" for k, v in static.items())
+            )
         self._emit(
             RunFinished,
             status=status,
             reason=reason,
             best_idx=best_idx,
-            budget_used=self.tracker.used(),
+            budget_used={**self.tracker.used(), **static},
         )
 
     def _snapshot(self, generation: int) -> None:

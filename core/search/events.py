@@ -256,7 +256,9 @@ class RunFinished(_EventBase):
     best_idx: _Int32 | None = None
     """The winner (re-scored on the full validation set), if any."""
     budget_used: dict[str, float] = Field(default_factory=dict[str, float])
-    """Budget figures: `{"evaluations": ..., "usd": ..., "wall_s": ...}`."""
+    """Budget figures: `{"evaluations": ..., "usd": ..., "wall_s": ...}`, plus one
+    `"static_rejected:<code>"` count per static rejection code seen (`core.ir.dataflow`:
+    distinct specs refused before any model call)."""
 
 
 SearchEvent = Annotated[
