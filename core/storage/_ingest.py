@@ -19,19 +19,20 @@ which DuckDB happens to insert a parallel batch), across chunks the stored row s
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, cast
 
 import duckdb
 import pydantic
 
-from core.search.events import parse_event
-from core.storage.journal import encode_event
+from core.search.events import ExampleEvaluated, parse_event
+from core.storage.journal import COMPACT_KEYS, encode_event
 
 __all__ = [
     "Delta",
@@ -116,7 +117,46 @@ _COLUMNS: Final[dict[str, str]] = {
 }
 """Every event type's fields with their DuckDB types (shared names have the same meaning)."""
 
-_COLUMNS_SQL: Final = "{" + ", ".join(f"'{k}': '{v}'" for k, v in _COLUMNS.items()) + "}"
+_COMPACT_COLUMNS: Final[dict[str, str]] = {
+    key: _COLUMNS[field] for key, field in COMPACT_KEYS.items()
+} | {"sr": "BIGINT"}
+"""The short keys of compact per-example lines (`core.storage.journal.COMPACT_KEYS`), with the
+type of the field each holds; `sr`: the seq of the line whose summary it repeats."""
+
+_COLUMNS_SQL: Final = (
+    "{" + ", ".join(f"'{k}': '{v}'" for k, v in (_COLUMNS | _COMPACT_COLUMNS).items()) + "}"
+)
+
+
+def _normalised_select() -> str:
+    """The SELECT list that reads a compact per-example line as the event it stands for: its
+    short keys into the event's columns, `type` and (from `$run`, the journal's run) `run_id`;
+    `spec_hash` and a referenced summary are filled by `_RESOLVE` once the delta is complete."""
+    cols: list[str] = []
+    short = {field: key for key, field in COMPACT_KEYS.items()}
+    for name in _COLUMNS:
+        if name == "run_id":
+            cols.append('CASE WHEN "e" IS NOT NULL THEN $run ELSE run_id END AS run_id')
+        elif name == "type":
+            cols.append(
+                "CASE WHEN \"e\" IS NOT NULL THEN 'example_evaluated' ELSE type END AS type"
+            )
+        elif name == "trace":  # left out when empty: "[]", as the full form writes it
+            cols.append(
+                """CASE WHEN "e" IS NOT NULL THEN coalesce("tr", '[]') ELSE trace END AS trace"""
+            )
+        elif name in short:
+            cols.append(
+                f'CASE WHEN "e" IS NOT NULL THEN "{short[name]}" ELSE "{name}" END AS "{name}"'
+            )
+        else:
+            cols.append(f'"{name}"')
+    cols.append('"sr" AS summary_ref')
+    cols.append('"e" IS NOT NULL AS compact')
+    return ", ".join(cols)
+
+
+_SELECT_SQL: Final = _normalised_select()
 
 _LIFECYCLE: Final = "('run_started', 'run_finished')"
 
@@ -151,15 +191,15 @@ def split_complete_lines(data: bytes) -> bytes:
     return b"" if end < 0 else data[: end + 1]
 
 
-def _read_json_into_delta(con: duckdb.DuckDBPyConnection, path: str) -> None:
+def _read_json_into_delta(con: duckdb.DuckDBPyConnection, path: str, run_id: str | None) -> None:
     con.execute("DROP TABLE IF EXISTS _delta")
     for limit in (_USUAL_LINE_BYTES, MAX_LINE_BYTES):
         try:
             con.execute(
-                "CREATE TEMP TABLE _delta AS SELECT * FROM read_json(?, "
+                f"CREATE TEMP TABLE _delta AS SELECT {_SELECT_SQL} FROM read_json($path, "
                 f"format = 'newline_delimited', columns = {_COLUMNS_SQL}, "
                 f"maximum_object_size = {limit})",
-                [path],
+                {"path": path, "run": run_id},
             )
             return
         except duckdb.InvalidInputException as exc:
@@ -209,6 +249,13 @@ def _validated(chunk: bytes, run_id: str | None) -> tuple[list[_Line], list[tupl
         pos += len(raw) + 1
         if not raw.strip():
             continue
+        if raw.lstrip().startswith(_COMPACT_START):
+            why = _compact_error(raw, run_id)
+            if why is None:
+                good.append((start, raw + b"\n"))  # kept as written: `_RESOLVE` fills it in
+            else:
+                errors.append((start, why, _head(raw)))
+            continue
         try:
             event = parse_event(raw)
         except pydantic.ValidationError as exc:
@@ -230,6 +277,37 @@ def _validated(chunk: bytes, run_id: str | None) -> tuple[list[_Line], list[tupl
             continue
         good.append((start, encode_event(event) + b"\n"))
     return good, errors
+
+
+_COMPACT_START: Final = b'{"e":'
+"""How every compact per-example line begins (`core.storage.journal`)."""
+
+
+def _compact_error(raw: bytes, run_id: str | None) -> str | None:
+    """Why a compact per-example line cannot be stored, or None: it must be one JSON object
+    of known short keys whose values are valid for their fields, in a run's journal."""
+    if run_id is None:
+        return "a compact per-example line outside its run's journal"
+    try:
+        data: Any = json.loads(raw)
+    except ValueError as exc:
+        return f"not JSON: {exc}"
+    if not isinstance(data, dict):
+        return "a compact per-example line is not a JSON object"
+    fields: dict[str, Any] = {"run_id": run_id, "spec_hash": ""}
+    for key, value in cast(dict[str, Any], data).items():
+        if key == "sr":
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                return f"sr: not the seq of an earlier line (got {value!r})"
+        elif key in COMPACT_KEYS:
+            fields[COMPACT_KEYS[key]] = value
+        else:
+            return f"unknown key {key!r} in a compact per-example line"
+    try:
+        ExampleEvaluated.model_validate(fields)
+    except pydantic.ValidationError as exc:
+        return _first_error(exc)
+    return None
 
 
 _RANGE_ERRORS: Final = frozenset({"less_than_equal", "greater_than_equal", "finite_number"})
@@ -263,14 +341,31 @@ def _glued_event(raw: bytes) -> tuple[int, bytes] | None:
     """A complete event at the end of a line that is not one: a writer stopped mid-line and the
     next line was appended right after the torn part. Returns `(its offset in raw, its bytes)`
     for the first place an event starts from which the rest of the line parses."""
-    at = raw.find(_EVENT_START, 1)
-    while at > 0:
+    starts = sorted(
+        at for marker in (_EVENT_START, _COMPACT_START) for at in _find_all(raw, marker)
+    )
+    for at in starts:
+        tail = raw[at:]
+        if tail.startswith(_COMPACT_START):
+            if _compact_error(tail, "r") is None:  # any run id: only the shape is checked
+                return at, tail
+            continue
         try:
-            parse_event(raw[at:])
-            return at, raw[at:]
+            parse_event(tail)
+            return at, tail
         except pydantic.ValidationError:
-            at = raw.find(_EVENT_START, at + 1)
+            continue
     return None
+
+
+def _find_all(raw: bytes, marker: bytes) -> list[int]:
+    """Every offset after 0 where `marker` starts in `raw`."""
+    found: list[int] = []
+    at = raw.find(marker, 1)
+    while at > 0:
+        found.append(at)
+        at = raw.find(marker, at + 1)
+    return found
 
 
 def _head(raw: bytes) -> str:
@@ -285,7 +380,9 @@ def _write_lines(name: str, lines: list[_Line]) -> None:
         fh.write(b"".join(line for _, line in lines))
 
 
-def _rejected(con: duckdb.DuckDBPyConnection, name: str, lines: list[_Line]) -> dict[int, str]:
+def _rejected(
+    con: duckdb.DuckDBPyConnection, name: str, lines: list[_Line], run_id: str | None
+) -> dict[int, str]:
     """The lines `read_json` cannot read although they are events (a number out of a column's
     range, say), by offset with DuckDB's reason, found by halving the failing parts.
 
@@ -297,7 +394,7 @@ def _rejected(con: duckdb.DuckDBPyConnection, name: str, lines: list[_Line]) -> 
         part = parts.pop()
         _write_lines(name, part)
         try:
-            _read_json_into_delta(con, name)
+            _read_json_into_delta(con, name, run_id)
             continue
         except duckdb.Error as exc:
             if len(part) > 1:
@@ -326,7 +423,7 @@ def load_delta(con: duckdb.DuckDBPyConnection, chunk: bytes, *, run_id: str | No
     name = _write_temp(chunk)
     try:
         try:
-            _read_json_into_delta(con, name)
+            _read_json_into_delta(con, name, run_id)
             if _all_rows_are_events(con, run_id):
                 return delta
         except duckdb.Error:
@@ -335,18 +432,18 @@ def load_delta(con: duckdb.DuckDBPyConnection, chunk: bytes, *, run_id: str | No
         delta.number_lines(chunk)
         _write_lines(name, good)
         try:
-            _read_json_into_delta(con, name)
+            _read_json_into_delta(con, name, run_id)
             return delta
         except duckdb.Error:
             pass
-        rejected = _rejected(con, name, good)
+        rejected = _rejected(con, name, good, run_id)
         raw = {start: line for start, line in good}
         delta.errors = sorted(
             [*delta.errors, *((at, why, _head(raw[at])) for at, why in rejected.items())]
         )
         delta.number_lines(chunk)
         _write_lines(name, [line for line in good if line[0] not in rejected])
-        _read_json_into_delta(con, name)
+        _read_json_into_delta(con, name, run_id)
         return delta
     finally:
         Path(name).unlink(missing_ok=True)
@@ -364,7 +461,7 @@ def load_delta_from_file(
     `load_delta`.
     """
     try:
-        _read_json_into_delta(con, os.fspath(path))
+        _read_json_into_delta(con, os.fspath(path), run_id)
     except duckdb.Error:
         return False
     return _all_rows_are_events(con, run_id)
@@ -585,6 +682,42 @@ def _evaluations(con: duckdb.DuckDBPyConnection, src: str) -> dict[str, str]:
     }
 
 
+_RESOLVE: Final[tuple[str, ...]] = (
+    # a compact line without `h`: the hash its candidate was first proposed with
+    """
+    UPDATE _delta SET spec_hash = m.spec_hash FROM (
+        SELECT run_id, candidate_idx, arg_min(spec_hash, seq) AS spec_hash FROM (
+            SELECT run_id, candidate_idx, coalesce(spec_hash, '') AS spec_hash, seq FROM _delta
+            WHERE type = 'candidate_proposed' AND candidate_idx IS NOT NULL
+            UNION ALL
+            SELECT c.run_id, c.candidate_idx, c.spec_hash, -1 FROM candidates c
+            WHERE c.run_id IN (SELECT DISTINCT run_id FROM _delta WHERE compact)
+        ) GROUP BY run_id, candidate_idx
+    ) m
+    WHERE _delta.compact AND _delta.spec_hash IS NULL
+      AND _delta.run_id = m.run_id AND _delta.candidate_idx = m.candidate_idx
+    """,
+    # a compact line with `sr`: the summary of the line it names (in this delta, or stored)
+    """
+    UPDATE _delta SET output_summary = m.output_summary FROM (
+        SELECT run_id, seq, arg_min(output_summary, rank) AS output_summary FROM (
+            SELECT run_id, seq, output_summary, 1 AS rank FROM _delta
+            WHERE type = 'example_evaluated' AND output_summary IS NOT NULL
+              AND seq IN (SELECT summary_ref FROM _delta)
+            UNION ALL
+            SELECT v.run_id, v.seq, v.output_summary, 0 FROM evaluations v
+            WHERE v.run_id IN (SELECT DISTINCT run_id FROM _delta WHERE summary_ref IS NOT NULL)
+              AND v.seq IN (SELECT summary_ref FROM _delta)
+        ) GROUP BY run_id, seq
+    ) m
+    WHERE _delta.summary_ref IS NOT NULL AND _delta.run_id = m.run_id
+      AND _delta.summary_ref = m.seq
+    """,
+)
+"""What compact per-example lines leave out, filled in before the delta is stored (a reference
+to no line found leaves `output_summary` empty; a missing candidate leaves `spec_hash` "")."""
+
+
 def apply_delta(con: duckdb.DuckDBPyConnection, *, journal: str | None = None) -> int:
     """Store the events of `_delta` that are new; call inside a transaction.
 
@@ -595,6 +728,9 @@ def apply_delta(con: duckdb.DuckDBPyConnection, *, journal: str | None = None) -
     Returns:
         How many events were new.
     """
+    if _count(con, "SELECT count(*) FROM _delta WHERE compact"):
+        for stmt in _RESOLVE:
+            con.execute(stmt)
     for stmt in _KEYS:
         con.execute(stmt)
     n_new = _count(con, "SELECT count(*) FROM _new")

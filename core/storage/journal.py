@@ -17,6 +17,17 @@ written as U+FFFD) with NaN and infinities as the bare constants `NaN`, `Infinit
 NaN so the store can mark it invalid, field case F7). `parse_event` and DuckDB's `read_json`
 both read these constants.
 
+Per-example lines are compact (issue 10, item 10: a 48-evaluation gsm8k_replay run wrote 32 MB,
+now about 1.6 MB without traces). `RunJournal` writes an `ExampleEvaluated` as short keys
+(`COMPACT_KEYS`), leaving out what the journal already holds: `run_id` (the journal's run),
+`spec_hash` when it is the hash its candidate was proposed with (the first `CandidateProposed`
+of that `candidate_idx`), fields at their defaults (an empty trace, status `ok`, ...), and an
+`output_summary` that an earlier line of the journal already holds in full (`sr`: that line's
+`seq`; on gsm8k_replay the summary of one problem is the same for most candidates).
+`read_journal`, `scan_journal` and the store's ingest put them back, so the events read are
+the events written. `encode_event` (one event on its own) always writes the full form, which
+every reader also accepts.
+
 Crash tolerance: a process killed mid-write leaves at most one torn last line (no newline).
 `read_journal` drops it (or keeps it, if it happens to be a complete event), and
 `RunJournal.resume` cuts it off before appending, continuing `seq` after the last recorded
@@ -27,6 +38,7 @@ it is open, so resuming a run that is still running fails with `StoreBusyError`,
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -41,10 +53,11 @@ import pydantic
 import pydantic_core
 
 from core.errors import StoreBusyError, StoreError
-from core.search.events import SearchEvent, parse_event
+from core.search.events import CandidateProposed, ExampleEvaluated, SearchEvent, parse_event
 from core.storage import _filelock
 
 __all__ = [
+    "COMPACT_KEYS",
     "FSYNC_TYPES",
     "JOURNAL_SUFFIX",
     "JournalScan",
@@ -67,6 +80,42 @@ FSYNC_TYPES: Final[frozenset[str]] = frozenset(
 )
 """Event types after which the journal is fsynced (the points a resume restarts from). Every
 line is flushed anyway, which survives a killed process; fsync also survives a machine crash."""
+
+COMPACT_KEYS: Final[dict[str, str]] = {
+    "e": "seq",
+    "t": "ts",
+    "c": "candidate_idx",
+    "h": "spec_hash",
+    "s": "split",
+    "x": "example_id",
+    "n": "trial",
+    "a": "accuracy",
+    "u": "cost_usd",
+    "l": "latency_ms",
+    "i": "input_tokens",
+    "o": "output_tokens",
+    "r": "requests",
+    "st": "status",
+    "er": "error",
+    "os": "output_summary",
+    "k": "cached",
+    "tr": "trace",
+}
+"""Short key of a compact per-example line -> the `ExampleEvaluated` field it holds. A line
+with the key `e` is one; `sr` (not a field) is the `seq` of the earlier line whose
+`output_summary` it repeats."""
+
+_FIELD_KEYS: Final = {field: key for key, field in COMPACT_KEYS.items()}
+
+_COMPACT_START: Final = b'{"e":'
+"""How every compact per-example line begins."""
+
+_SUMMARY_REF_MIN: Final = 16
+"""Summaries shorter than this are written out again (a reference would not be shorter)."""
+
+_MAX_INTERNED: Final = 100_000
+"""Distinct summaries a writer remembers for references (bounds its memory; later ones are
+written in full)."""
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -125,11 +174,7 @@ def encode_event(event: SearchEvent) -> bytes:
     model's output) is written with U+FFFD in its place (a proper surrogate pair becomes its
     character), so one odd output never stops a search from recording.
     """
-    data = event.model_dump()
-    try:
-        return pydantic_core.to_json(data, inf_nan_mode="constants")
-    except pydantic_core.PydanticSerializationError:
-        return pydantic_core.to_json(_utf8_safe(data), inf_nan_mode="constants")
+    return _to_json(event.model_dump())
 
 
 def _utf8_safe(value: Any) -> Any:
@@ -142,6 +187,90 @@ def _utf8_safe(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_utf8_safe(v) for v in cast(list[Any] | tuple[Any, ...], value)]
     return value
+
+
+def _to_json(data: Any) -> bytes:
+    try:
+        return pydantic_core.to_json(data, inf_nan_mode="constants")
+    except pydantic_core.PydanticSerializationError:
+        return pydantic_core.to_json(_utf8_safe(data), inf_nan_mode="constants")
+
+
+def _compact(event: ExampleEvaluated, spec_hash: str | None, summary_ref: int | None) -> bytes:
+    """The compact line of a per-example event (see the module docstring): `spec_hash` is the
+    hash its candidate was proposed with (left out when equal), `summary_ref` the seq of an
+    earlier line holding the same summary (then it is left out)."""
+    data = event.model_dump(exclude_defaults=True)
+    out: dict[str, Any] = {"e": event.seq}
+    for field, value in data.items():
+        if field in ("seq", "type", "run_id"):  # `type`: the serializer always adds it
+            continue
+        if field == "spec_hash" and value == spec_hash:
+            continue
+        if field == "output_summary" and summary_ref is not None:
+            out["sr"] = summary_ref
+            continue
+        out[_FIELD_KEYS[field]] = value
+    return _to_json(out)
+
+
+class _Context:
+    """What a journal's earlier lines say that a compact line leaves out."""
+
+    def __init__(self, run_id: str | None) -> None:
+        self.run_id = run_id
+        self.hashes: dict[int, str] = {}
+        self.summaries: dict[int, str] = {}
+
+    def learn(self, event: SearchEvent) -> None:
+        if self.run_id is None:
+            self.run_id = event.run_id
+        if isinstance(event, CandidateProposed):
+            self.hashes.setdefault(event.candidate_idx, event.spec_hash)
+        elif isinstance(event, ExampleEvaluated) and len(event.output_summary) >= _SUMMARY_REF_MIN:
+            self.summaries.setdefault(event.seq, event.output_summary)
+
+    def expand(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """The event fields of a compact line."""
+        data: dict[str, Any] = {"type": "example_evaluated", "run_id": self.run_id}
+        for key, value in raw.items():
+            if key == "sr":
+                if not isinstance(value, int) or value not in self.summaries:
+                    raise ValueError(f"sr: no earlier line with seq {value!r} holds a summary")
+                data["output_summary"] = self.summaries[value]
+            elif key in COMPACT_KEYS:
+                data[COMPACT_KEYS[key]] = value
+            else:
+                raise ValueError(f"unknown key {key!r} in a compact per-example line")
+        if "spec_hash" not in data:
+            candidate = data.get("candidate_idx")
+            data["spec_hash"] = self.hashes.get(candidate, "") if isinstance(candidate, int) else ""
+        return data
+
+
+def _parse_line(line: bytes, ctx: _Context) -> SearchEvent:
+    """One journal line as its event (full or compact form), learning what later lines need.
+
+    Raises:
+        ValueError: not a valid event (`pydantic.ValidationError` naming the field, or a
+            compact line that is not JSON, has an unknown key or refers to no earlier line).
+    """
+    if line.lstrip().startswith(_COMPACT_START):
+        raw: Any = json.loads(line)
+        if not isinstance(raw, dict):
+            raise ValueError("a compact per-example line is not a JSON object")
+        event: SearchEvent = ExampleEvaluated.model_validate(ctx.expand(cast(dict[str, Any], raw)))
+    else:
+        event = parse_event(line)
+    ctx.learn(event)
+    return event
+
+
+def _why(exc: ValueError) -> str:
+    if isinstance(exc, pydantic.ValidationError) and exc.errors():
+        first = exc.errors()[0]
+        return f"{first['loc']}: {first['msg']}"
+    return str(exc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +316,7 @@ def scan_journal(path: str | os.PathLike[str]) -> JournalScan:
     """
     data = Path(path).read_bytes()
     events: list[SearchEvent] = []
+    ctx = _Context(None)
     lineno = 0
     for start, line, has_newline in _iter_lines(data):
         lineno += 1
@@ -194,20 +324,18 @@ def scan_journal(path: str | os.PathLike[str]) -> JournalScan:
             if not line.strip():
                 return JournalScan(events, start, data[start:], False)
             try:
-                last = parse_event(line)
-            except pydantic.ValidationError:
+                last = _parse_line(line, ctx)
+            except ValueError:
                 return JournalScan(events, start, data[start:], False)
             events.append(last)
             return JournalScan(events, len(data), b"", True)
         if line.strip():
             try:
-                events.append(parse_event(line))
-            except pydantic.ValidationError as exc:
-                first = exc.errors()[0] if exc.errors() else None
-                why = f"{first['loc']}: {first['msg']}" if first else str(exc)
+                events.append(_parse_line(line, ctx))
+            except ValueError as exc:  # pydantic.ValidationError, bad JSON, a bad reference
                 raise StoreError(
                     f"{path}: line {lineno} is not a valid search event (the journal is "
-                    f"damaged): {why}"
+                    f"damaged): {_why(exc)}"
                 ) from exc
     return JournalScan(events, len(data), b"", False)
 
@@ -253,6 +381,27 @@ class RunJournal:
         self.recorded = recorded
         self._fh: IO[bytes] | None = fh
         self._lock = threading.Lock()
+        self._hashes: dict[int, str] = {}
+        self._summary_seq: dict[str, int] = {}
+        for event in recorded:
+            self._learn(event)
+
+    def _learn(self, event: SearchEvent) -> None:
+        """Remember what later compact lines may leave out (the readers' `_Context` rules)."""
+        if isinstance(event, CandidateProposed):
+            self._hashes.setdefault(event.candidate_idx, event.spec_hash)
+        elif (
+            isinstance(event, ExampleEvaluated)
+            and len(event.output_summary) >= _SUMMARY_REF_MIN
+            and len(self._summary_seq) < _MAX_INTERNED
+        ):
+            self._summary_seq.setdefault(event.output_summary, event.seq)
+
+    def _encode(self, event: SearchEvent) -> bytes:
+        if not isinstance(event, ExampleEvaluated) or self.run_id is None:
+            return encode_event(event)  # the first line names the run: always in full
+        ref = self._summary_seq.get(event.output_summary)
+        return _compact(event, self._hashes.get(event.candidate_idx, ""), ref)
 
     @classmethod
     def create(cls, path: str | os.PathLike[str]) -> Self:
@@ -331,9 +480,9 @@ class RunJournal:
             ValueError: `event.seq` is not `next_seq`, or its run id is not this journal's.
             StoreError: the journal is closed.
         """
-        line = encode_event(event) + b"\n"
         with self._lock:
             fh = self._require_open()
+            line = self._encode(event) + b"\n"
             if self.run_id is not None and event.run_id != self.run_id:
                 raise ValueError(
                     f"event of run {event.run_id!r} appended to the journal of {self.run_id!r}"
@@ -347,6 +496,7 @@ class RunJournal:
             fh.flush()
             if event.type in FSYNC_TYPES:
                 os.fsync(fh.fileno())
+            self._learn(event)
             self.run_id = event.run_id
             self.next_seq += 1
 
