@@ -98,6 +98,8 @@ def _problem_overrides(args: argparse.Namespace) -> dict[str, Any]:
     overrides = parse_overrides(list(getattr(args, "overrides", []) or []))
     if getattr(args, "meta_model", None):
         overrides["search.meta_model"] = args.meta_model  # recorded, so a resume can check it
+    if getattr(args, "traces", False):
+        overrides["search.traces"] = True  # recorded: a resume keeps it
     overrides.update(_speed_overrides(args))
     return overrides
 
@@ -242,6 +244,13 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
+def _recorded_traces(started: RunStarted) -> bool:
+    """Whether the run records per-example traces: its `search.traces`; a run recorded before
+    that setting existed always did."""
+    found, traces = _recorded_setting(started.problem_config, "search.traces")
+    return bool(traces) if found else True
+
+
 def _changed_options(args: argparse.Namespace, started: RunStarted) -> list[str]:
     """The options given with `--resume` that differ from the recorded run's, each as
     `--flag VALUE (recorded: VALUE)`; speed settings and equal values are not listed."""
@@ -268,6 +277,8 @@ def _changed_options(args: argparse.Namespace, started: RunStarted) -> list[str]
         found, model = _recorded_setting(started.problem_config, "search.meta_model")
         if found and model is not None:
             differs("--meta-model", args.meta_model, model)
+    if getattr(args, "traces", False) and not _recorded_traces(started):
+        changed.append("--traces (recorded: traces off)")
     for item in args.overrides or []:
         ((key, value),) = parse_overrides([item]).items()
         if key in _SPEED_SETTINGS:
@@ -304,6 +315,7 @@ def _resume_setup(args: argparse.Namespace, db: Path, out: Output) -> _SearchSet
     evaluator_cfg = started.config.get("evaluator") or {}
     if "concurrency" in evaluator_cfg and "search.concurrency" not in overrides:
         overrides["search.concurrency"] = evaluator_cfg["concurrency"]
+    overrides["search.traces"] = _recorded_traces(started)  # whatever the TOML says now
     if args.meta_model and "search.meta_model" not in overrides:
         overrides["search.meta_model"] = args.meta_model  # not recorded before: record it now
     toml = recorded_problem.get("toml_path")

@@ -215,6 +215,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-test", action="store_true", help="skip the held-out test evaluation of the winner"
     )
+    p.add_argument(
+        "--traces",
+        action="store_true",
+        help="record every example's trace (spans) in the run journal, for the studio's "
+        "drill-down; off by default (the journal is about ten times smaller), the problem's "
+        "[search] traces = true turns it on; a resumed run keeps what it recorded",
+    )
     _add_budget(p)
     _add_problem_overrides(p)
     _add_db(p)

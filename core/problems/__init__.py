@@ -51,6 +51,7 @@ concurrency = 8
 meta_model = "openai:gpt-4o-mini"   # meta_agent only
 allowed_step_kinds = ["agent_step", "function_step"]
 max_depth = 4
+traces = false                      # per-example spans in the run journal (search --traces)
 
 [models]
 time_scale = 1.0                    # replayed latency is slept times this (0: no sleep)

@@ -118,8 +118,8 @@ class Problem:
         """A `TopologyEvaluator` for this problem, with every hook the problem defines.
 
         It gets the registries, the score function, `Pricer(prices)`, the problem's `is_blank`
-        (F5: a blank output is degenerate, not a wrong answer) and `latency_source`; the
-        arguments add what a caller decides.
+        (F5: a blank output is degenerate, not a wrong answer), `latency_source`, and
+        `capture_traces` from `[search] traces`; the arguments add what a caller decides.
 
         Args:
             cache: the evaluation cache (None: no caching).
@@ -142,7 +142,7 @@ class Problem:
             allowed_step_kinds=allowed_step_kinds,
             is_blank=self.is_blank,
             latency_source=self.latency_source,
-        )
+        ).with_options(capture_traces=self.search.traces)
 
     def _identity(self) -> dict[str, Any]:
         config = self.config.model_dump(mode="json", exclude={"search": True})
