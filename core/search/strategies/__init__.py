@@ -5,6 +5,7 @@
 | `meta_agent` (`meta-agent`)   | `MetaAgentSearch`   | `MetaAgentConfig`    | yes           |
 | `evolutionary`                | `EvolutionarySearch`| `EvolutionaryConfig` | no            |
 | `random`                      | `RandomSearch`      | `RandomConfig`       | no            |
+| `exhaustive`                  | `ExhaustiveSearch`  | `ExhaustiveConfig`   | no            |
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from core.search.strategies.base import (
     StrategyConfig,
 )
 from core.search.strategies.evolutionary import EvolutionaryConfig, EvolutionarySearch
+from core.search.strategies.exhaustive import ExhaustiveConfig, ExhaustiveSearch
 from core.search.strategies.meta_agent import MetaAgentConfig, MetaAgentSearch
 from core.search.strategies.random_search import RandomConfig, RandomSearch
 
@@ -33,6 +35,8 @@ __all__ = [
     "AskContext",
     "CheckResult",
     "EvolutionaryConfig",
+    "ExhaustiveConfig",
+    "ExhaustiveSearch",
     "EvolutionarySearch",
     "MetaAgentConfig",
     "MetaAgentSearch",
@@ -47,11 +51,12 @@ __all__ = [
     "strategy_config_class",
 ]
 
-STRATEGY_NAMES: tuple[str, ...] = ("evolutionary", "meta_agent", "random")
+STRATEGY_NAMES: tuple[str, ...] = ("evolutionary", "exhaustive", "meta_agent", "random")
 """The strategy names `get_strategy` resolves (`"meta-agent"` is accepted for `meta_agent`)."""
 
 _CONFIGS: dict[str, type[StrategyConfig]] = {
     "evolutionary": EvolutionaryConfig,
+    "exhaustive": ExhaustiveConfig,
     "meta_agent": MetaAgentConfig,
     "random": RandomConfig,
 }
@@ -83,7 +88,7 @@ def get_strategy(
     """A new strategy instance by name.
 
     Args:
-        name: `"evolutionary"`, `"random"`, `"meta_agent"` or `"meta-agent"` (case-insensitive).
+        name: `"evolutionary"`, `"exhaustive"`, `"random"`, `"meta_agent"` or `"meta-agent"` (case-insensitive).
         config: the strategy's config model, or a mapping of its fields (validated), or None
             for the defaults.
         model: the designer's model (`meta_agent` only; required there).
@@ -114,5 +119,8 @@ def get_strategy(
     if key == "evolutionary":
         assert isinstance(cfg, EvolutionaryConfig)
         return EvolutionarySearch(cfg)
+    if key == "exhaustive":
+        assert isinstance(cfg, ExhaustiveConfig)
+        return ExhaustiveSearch(cfg)
     assert isinstance(cfg, RandomConfig)
     return RandomSearch(cfg)
