@@ -1,21 +1,43 @@
-"""Search engine benchmarks (issue 3).
+"""Search benchmarks: engine overhead, and the acceptance bench of issue 10 on gsm8k_replay.
 
 (a) Engine overhead: an evolutionary search over function steps that do nothing (no model, no
-    sleep), 4 examples per candidate: what the loop itself costs per candidate (checks,
-    mutation, archive, events, promotion), in ms.
-(b) The GSM8K replay problem at time scale 0 (the offline real-data job): an evolutionary search
-    with the problem's defaults (40 evaluations, minibatch 20, seed 42) and the winner on the
-    1,019-problem test split: wall time, candidates, example runs, best validation score and
-    the test accuracy. Needs `TOPOLOGY_STUDIO_DATASETS` (or the dataset cache).
+    sleep), 4 examples per candidate: what the loop itself costs per candidate, in ms.
+(b) Acceptance (issue 10): on gsm8k_replay at time scale 0, `exhaustive` once (it is
+    deterministic) with the node bound `--max-nodes` (default 7) and the grammar
+    `core.search.strategies.exhaustive.BENCH_GRAMMAR` (registered merges only, parallels of
+    agents, agents first or as escalations, the agreement condition, always a fallback: 652
+    topologies at 7 nodes, the 7-node agreement gate of two agents escalating to a third among
+    them), every candidate on the full validation split; then `evolutionary` and `random` at the
+    problem's default budget (`[search]`: 48 evaluations) on seeds `--seeds` (default 1-5).
 
-Usage: `python bench/bench_search.py [--candidates N] [--max-evaluations M] [--skip-gsm8k]`.
+    Per strategy it prints: the hypervolume on (accuracy up, cost USD per problem down) of the
+    validation front (every candidate scored on the full validation split), as a ratio to the
+    exhaustive front's: mean, min..max and stdev over seeds; the reference point is fixed for
+    every run: accuracy 0 and 1.1 x the cost per problem of the dearest single agent (measured
+    in the exhaustive run: every single agent is a 2-node topology); best validation accuracy at
+    cost caps $0.01, $0.1 and $1 per problem; evaluations, new model requests (sum of
+    `ExampleEvaluated.requests`: cache hits make none), the call cache's hit rate when the
+    evaluator exposes counters (else n/a); wall time and the share of it spent re-scoring at the
+    end of the run (from the events: the last `ArchiveSnapshot` before the "re-scored N
+    candidate(s)" log line, to that line). Then the issue's targets, PASS or FAIL each, and the
+    demo's short search (`topology-studio demo`: evolutionary, seed 1, 10 evaluations,
+    minibatch 10): does its front hold a cascade (a router with an identity accept route) or a
+    vote (`merge_vote`, or a vote step)?
+
+Usage: `python bench/bench_search.py [--skip-gsm8k] [--candidates N] [--seeds 1 2 3 4 5]
+[--max-nodes 7] [--strategies evolutionary random] [--skip-exhaustive --exhaustive-hv X]`.
+Needs `TOPOLOGY_STUDIO_DATASETS` (or the dataset cache) for (b).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
+import statistics
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from core.errors import DatasetError, ProblemError
@@ -24,12 +46,30 @@ from core.evaluation.evaluator import TopologyEvaluator
 from core.evaluation.metrics import GoldExample
 from core.hydrate import AgentRegistry, CallableRegistry
 from core.ir import parse_topology
+from core.ir.models import AnyNode, FunctionStepSpec, ParallelSpec, RouterSpec, walk
 from core.problems import load_problem
+from core.problems.problem import Problem
 from core.runtime.tracing import record_model_latency
 from core.search.budget import Budget
-from core.search.engine import SearchRun, run_search
+from core.search.engine import SearchRun, build_search
+from core.search.events import (
+    ArchiveSnapshot,
+    ExampleEvaluated,
+    LogMessage,
+    SearchEvent,
+)
 from core.search.gene import TopologyGene
+from core.search.pareto import hypervolume, pareto_front_mask
+from core.search.result import OptimizationResult
 from core.search.strategies import EvolutionaryConfig, EvolutionarySearch
+from core.search.strategies.exhaustive import BENCH_GRAMMAR
+
+CAPS_USD = (0.01, 0.1, 1.0)
+"""Cost caps, USD per problem, for 'best validation accuracy at a cap'."""
+VOTE_STEPS = frozenset({"majority_vote", "vote_arithmetic_checked"})
+
+
+# --- (a) overhead --------------------------------------------------------------------------
 
 
 def _noop(name: str) -> Any:
@@ -85,42 +125,289 @@ async def _overhead(n_candidates: int) -> tuple[float, int]:
     return elapsed, evaluated
 
 
-async def _gsm8k(max_evaluations: int) -> None:
+# --- (b) acceptance --------------------------------------------------------------------------
+
+
+@dataclass
+class RunFigures:
+    """What one search run measured."""
+
+    strategy: str
+    seed: int
+    points: list[tuple[float, float]]  # (accuracy, USD per problem) on the full validation split
+    specs: list[AnyNode]  # the same candidates' specs
+    evaluations: int
+    requests: int
+    hit_rate: float | None
+    wall_s: float
+    rescore_s: float
+    single_agent_costs: list[float] = field(default_factory=list[float])
+
+    def front(self) -> list[tuple[float, float]]:
+        if not self.points:
+            return []
+        mask = pareto_front_mask(self.points, ["max", "min"])
+        return sorted({p for p, m in zip(self.points, mask, strict=True) if m})
+
+    def hv(self, ref_cost: float) -> float:
+        return hypervolume(self.points, [0.0, ref_cost], ["max", "min"]) if self.points else 0.0
+
+    def best_at(self, cap: float) -> float | None:
+        ok = [a for a, c in self.points if c <= cap]
+        return max(ok) if ok else None
+
+
+def _hit_rate(run: SearchRun) -> float | None:
+    """The call-level cache's hit rate, if the evaluator exposes counters (`hits`/`misses` on
+    a `call_cache` or `call_cache_stats()`); None otherwise."""
+    ev: Any = run.evaluator
+    stats: Any = None
+    if callable(getattr(ev, "call_cache_stats", None)):
+        stats = ev.call_cache_stats()
+    elif getattr(ev, "call_cache", None) is not None:
+        stats = ev.call_cache
+    if stats is None:
+        return None
+    get = stats.get if isinstance(stats, dict) else lambda k: getattr(stats, k, None)
+    hits, misses = get("hits"), get("misses")
+    if not isinstance(hits, int | float) or not isinstance(misses, int | float):
+        return None
+    total = hits + misses
+    return hits / total if total else None
+
+
+def _rescore_seconds(events: Sequence[SearchEvent]) -> float:
+    """From the last `ArchiveSnapshot` before the 're-scored N candidate(s)' (or 'stopped
+    during the re-scoring') log line to that line; 0 when nothing was re-scored."""
+    last_snapshot: float | None = None
+    for ev in events:
+        if isinstance(ev, ArchiveSnapshot):
+            last_snapshot = ev.ts
+        elif isinstance(ev, LogMessage) and (
+            ev.message.startswith("re-scored ")
+            or ev.message.startswith("stopped during the re-scoring")
+        ):
+            return 0.0 if last_snapshot is None else max(0.0, ev.ts - last_snapshot)
+    return 0.0
+
+
+async def _one_run(
+    problem: Problem,
+    strategy: str,
+    seed: int,
+    *,
+    config: dict[str, Any] | None = None,
+    budget: Budget | None = None,
+) -> tuple[RunFigures, OptimizationResult]:
+    events: list[SearchEvent] = []
+    run = build_search(
+        problem,
+        strategy,
+        seed=seed,
+        config=config,
+        budget=budget,
+        subscribers=[events.append],
+        handle_sigint=False,
+        use_test_split=False,
+    )
+    start = time.perf_counter()
+    result = await run.run()
+    wall = time.perf_counter() - start
+    points: list[tuple[float, float]] = []
+    specs: list[AnyNode] = []
+    singles: list[float] = []
+    for r in result.history:
+        if r.status != "evaluated" or r.split != "validation" or not r.valid:
+            continue
+        if r.accuracy is None or r.cost_usd is None:
+            continue
+        points.append((r.accuracy, r.cost_usd))
+        spec = parse_topology(r.spec_json)
+        specs.append(spec)
+        nodes = [n for _, n in walk(spec)]
+        if len(nodes) == 2 and nodes[1].node_kind == "agent_step":
+            singles.append(r.cost_usd)
+    requests = sum(e.requests for e in events if isinstance(e, ExampleEvaluated))
+    return (
+        RunFigures(
+            strategy=strategy,
+            seed=seed,
+            points=points,
+            specs=specs,
+            evaluations=int(result.raw["budget_used"]["evaluations"]),
+            requests=requests,
+            hit_rate=_hit_rate(run),
+            wall_s=wall,
+            rescore_s=_rescore_seconds(events),
+            single_agent_costs=singles,
+        ),
+        result,
+    )
+
+
+def _structure(spec: AnyNode) -> set[str]:
+    """'cascade' (a router with an identity accept route or fallback) and/or 'vote'."""
+    found: set[str] = set()
+    for _, node in walk(spec):
+        if isinstance(node, RouterSpec):
+            parts = [r.step for r in node.routes]
+            if node.fallback_step is not None:
+                parts.append(node.fallback_step)
+            if any(
+                isinstance(p, FunctionStepSpec) and p.callable_name == "keep_answer" for p in parts
+            ):
+                found.add("cascade")
+        elif isinstance(node, ParallelSpec) and node.merge == "merge_vote":
+            found.add("vote")
+        elif isinstance(node, FunctionStepSpec) and node.callable_name in VOTE_STEPS:
+            found.add("vote")
+    return found
+
+
+def _fmt(x: float | None, spec: str = ".3f") -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+async def _acceptance(args: argparse.Namespace) -> None:
     try:
         problem = load_problem("gsm8k_replay", overrides={"models.time_scale": 0})
     except (DatasetError, ProblemError) as exc:
         print(f"(b) gsm8k_replay: skipped ({str(exc).splitlines()[0]})")
         return
-    start = time.perf_counter()
-    result = await run_search(
+    print(
+        f"(b) gsm8k_replay, default budget {problem.search.max_evaluations} evaluations; "
+        f"exhaustive bound N = {args.max_nodes} nodes, grammar BENCH_GRAMMAR"
+    )
+    figures: dict[str, list[RunFigures]] = {}
+    ref_cost: float
+    if not args.skip_exhaustive:
+        cfg = {"max_nodes": args.max_nodes, **BENCH_GRAMMAR}
+        probe = build_search(problem, "exhaustive", config=cfg)
+        probe.strategy.preflight(probe.space)
+        enum = getattr(probe.strategy, "enumeration", None)
+        assert enum is not None
+        print(f"    {enum.summary()}")
+        ex, _ = await _one_run(
+            problem,
+            "exhaustive",
+            0,
+            config=cfg,
+            budget=Budget(max_evaluations=enum.count + 1),
+        )
+        figures["exhaustive"] = [ex]
+        ref_cost = 1.1 * max(ex.single_agent_costs)
+        ex_hv = ex.hv(ref_cost)
+    else:
+        ref_cost, ex_hv = args.ref_cost, args.exhaustive_hv
+    print(f"    reference point: accuracy 0, cost ${ref_cost:.4f} per problem")
+    for strategy in args.strategies:
+        for seed in args.seeds:
+            fig, _ = await _one_run(problem, strategy, seed)
+            figures.setdefault(strategy, []).append(fig)
+            print(
+                f"    {strategy} seed {seed}: hv ratio {fig.hv(ref_cost) / ex_hv:.4f}, "
+                f"{fig.evaluations} evaluations, {fig.wall_s:.1f} s",
+                flush=True,
+            )
+    print()
+    header = (
+        f"{'strategy':<13}{'runs':>5}{'hv/exh mean':>12}{'min..max':>16}{'stdev':>8}"
+        + "".join(f"{'acc@$' + format(c, 'g'):>10}" for c in CAPS_USD)
+        + f"{'evals':>7}{'requests':>11}{'hit rate':>9}{'wall s':>8}{'rescore':>9}"
+    )
+    print(header)
+    summary: dict[str, dict[str, float]] = {}
+    for strategy, runs in figures.items():
+        ratios = [r.hv(ref_cost) / ex_hv for r in runs]
+        sd = statistics.stdev(ratios) if len(ratios) > 1 else 0.0
+        caps = [
+            statistics.mean(b)
+            if (b := [x for r in runs if (x := r.best_at(c)) is not None])
+            else None
+            for c in CAPS_USD
+        ]
+        walls = [r.wall_s for r in runs]
+        share = [r.rescore_s / r.wall_s for r in runs if r.wall_s > 0]
+        rates = [r.hit_rate for r in runs if r.hit_rate is not None]
+        summary[strategy] = {
+            "mean": statistics.mean(ratios),
+            "min": min(ratios),
+            "max": max(ratios),
+            "spread": max(ratios) - min(ratios),
+            "max_wall": max(walls),
+            "max_share": max(share) if share else 0.0,
+        }
+        print(
+            f"{strategy:<13}{len(runs):>5}{statistics.mean(ratios):>12.4f}"
+            f"{f'{min(ratios):.4f}..{max(ratios):.4f}':>16}{sd:>8.4f}"
+            + "".join(f"{_fmt(c):>10}" for c in caps)
+            + f"{statistics.mean(r.evaluations for r in runs):>7.1f}"
+            f"{statistics.mean(r.requests for r in runs):>11.0f}"
+            f"{_fmt(statistics.mean(rates) if rates else None):>9}"
+            f"{statistics.mean(walls):>8.1f}"
+            f"{_fmt(statistics.mean(share) * 100 if share else None, '.1f') + '%':>9}"
+        )
+    ex_front = figures["exhaustive"][0].front() if "exhaustive" in figures else []
+    if ex_front:
+        print(
+            "    exhaustive front (accuracy, $/problem): "
+            + ", ".join(f"({a:.3f}, {c:.4f})" for a, c in ex_front)
+        )
+
+    demo, demo_result = await _one_run(
         problem,
         "evolutionary",
-        budget=Budget(max_evaluations=max_evaluations),
-        handle_sigint=False,
+        1,
+        config={"minibatch_size": 10},
+        budget=Budget(
+            max_evaluations=10,
+            max_usd=problem.search.max_usd,
+            max_wall_s=problem.search.max_wall_time_s,
+        ),
     )
-    elapsed = time.perf_counter() - start
-    used = result.raw["budget_used"]
-    test = result.raw["test"] or {}
+    front_specs = [parse_topology(c[problem.name]) for c in demo_result.pareto_candidates]
+    found = set().union(*(_structure(s) for s in front_specs)) if front_specs else set()
     print(
-        f"(b) gsm8k_replay evolutionary: {elapsed:.2f} s wall, "
-        f"{int(used['evaluations'])} candidate evaluations, "
-        f"{int(used['example_evaluations'])} example runs "
-        f"({1000 * elapsed / max(1.0, used['example_evaluations']):.2f} ms each), "
-        f"stop: {result.raw['stop_reason']}"
+        f"    demo short search: {demo.evaluations} evaluations, {demo.wall_s:.1f} s, front of "
+        f"{len(front_specs)}: {', '.join(sorted(found)) or 'no cascade, no vote'}"
     )
-    print(
-        f"    best candidate {result.raw['best_idx']}: validation score {result.best_score:.4f}; "
-        f"test accuracy {test.get('accuracy', float('nan')):.4f} on {test.get('n_examples', 0)} "
-        f"problems at ${test.get('cost_usd', float('nan')):.4f} per problem; "
-        f"front of {len(result.pareto_candidates)}"
-    )
+
+    def verdict(ok: bool) -> str:
+        return "PASS" if ok else "FAIL"
+
+    print()
+    evo, rnd = summary.get("evolutionary"), summary.get("random")
+    if evo is not None:
+        print(
+            f"{verdict(evo['min'] >= 0.99)}  evolutionary >= 0.99 of the exhaustive hv on every seed (min {evo['min']:.4f})"
+        )
+    if evo is not None and rnd is not None:
+        ok = evo["mean"] - rnd["mean"] > rnd["spread"]
+        print(
+            f"{verdict(ok)}  evolutionary mean above random's by more than random's spread "
+            f"({evo['mean']:.4f} - {rnd['mean']:.4f} vs {rnd['spread']:.4f})"
+        )
+    searched = [s for k, s in summary.items() if k != "exhaustive"]
+    if searched:
+        share = max(s["max_share"] for s in searched)
+        wall = max(s["max_wall"] for s in searched)
+        print(
+            f"{verdict(share <= 0.20)}  re-scoring <= 20% of wall time (worst {share * 100:.1f}%)"
+        )
+        print(f"{verdict(wall <= 60.0)}  default search <= 60 s (slowest {wall:.1f} s)")
+    print(f"{verdict(bool(found))}  the demo's short search finds a cascade or a vote on its front")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Search engine benchmarks (issue 3).")
-    parser.add_argument("--candidates", type=int, default=200)
-    parser.add_argument("--max-evaluations", type=int, default=40)
-    parser.add_argument("--skip-gsm8k", action="store_true")
+    parser = argparse.ArgumentParser(description="Search benchmarks (issues 3 and 10).")
+    parser.add_argument("--candidates", type=int, default=200, help="(a): candidates")
+    parser.add_argument("--skip-gsm8k", action="store_true", help="only (a), the fast part")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    parser.add_argument("--strategies", nargs="+", default=["evolutionary", "random"])
+    parser.add_argument("--max-nodes", type=int, default=7, help="the exhaustive node bound")
+    parser.add_argument("--skip-exhaustive", action="store_true", help="use --exhaustive-hv")
+    parser.add_argument("--exhaustive-hv", type=float, default=1.0)
+    parser.add_argument("--ref-cost", type=float, default=1.0)
     args = parser.parse_args()
     elapsed, evaluated = asyncio.run(_overhead(args.candidates))
     print(
@@ -128,7 +415,7 @@ def main() -> None:
         f"{1000 * elapsed / max(1, evaluated):.2f} ms per candidate (4 no-op examples each)"
     )
     if not args.skip_gsm8k:
-        asyncio.run(_gsm8k(args.max_evaluations))
+        asyncio.run(_acceptance(args))
 
 
 if __name__ == "__main__":
