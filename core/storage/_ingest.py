@@ -31,8 +31,8 @@ from typing import Any, Final, cast
 import duckdb
 import pydantic
 
-from core.search.events import ExampleEvaluated, parse_event
 from core.storage.journal import COMPACT_KEYS, encode_event
+from core.vocab.events import ExampleEvaluated, parse_event
 
 __all__ = [
     "Delta",

@@ -10,8 +10,6 @@ from typing import Any, Self
 
 import pandas as pd  # pyright: ignore[reportMissingTypeStubs]
 
-from core.search.events import SearchEvent
-from core.search.pareto import DEFAULT_OBJECTIVES, Objective
 from core.storage.records import (
     IngestError,
     IngestReport,
@@ -19,6 +17,8 @@ from core.storage.records import (
     RunRecord,
     TopologyVersion,
 )
+from core.vocab.events import SearchEvent
+from core.vocab.pareto import DEFAULT_OBJECTIVES, Objective
 
 __all__ = ["RunStore"]
 
@@ -27,7 +27,7 @@ class RunStore(ABC):
     """Every run, candidate and per-example result of the searches, and the approvals.
 
     The command line and the studio share one store. A search reports what happens as typed
-    search events (`core.search.events`); the store keeps them as rows and answers the
+    search events (`core.vocab.events`); the store keeps them as rows and answers the
     studio's questions as pandas DataFrames. The reusable contract test suite is
     `tests/contracts/store_contract.py` (`StoreContract`): every implementation passes it.
 

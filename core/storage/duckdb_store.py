@@ -41,8 +41,6 @@ import duckdb
 import pandas as pd  # pyright: ignore[reportMissingTypeStubs]
 
 from core.errors import StoreBusyError, StoreError
-from core.search.events import SearchEvent
-from core.search.pareto import DEFAULT_OBJECTIVES, Objective
 from core.storage import _ingest, queries
 from core.storage._schema import ensure_schema
 from core.storage.base import RunStore
@@ -56,6 +54,8 @@ from core.storage.records import (
     RunStatus,
     TopologyVersion,
 )
+from core.vocab.events import SearchEvent
+from core.vocab.pareto import DEFAULT_OBJECTIVES, Objective
 
 __all__ = ["DuckDBRunStore"]
 

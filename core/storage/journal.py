@@ -53,8 +53,8 @@ import pydantic
 import pydantic_core
 
 from core.errors import StoreBusyError, StoreError
-from core.search.events import CandidateProposed, ExampleEvaluated, SearchEvent, parse_event
 from core.storage import _filelock
+from core.vocab.events import CandidateProposed, ExampleEvaluated, SearchEvent, parse_event
 
 __all__ = [
     "COMPACT_KEYS",

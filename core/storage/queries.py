@@ -24,8 +24,8 @@ import duckdb
 import numpy as np
 import pandas as pd  # pyright: ignore[reportMissingTypeStubs]
 
-from core.search.pareto import DEFAULT_OBJECTIVES, Objective, pareto_front_mask
 from core.storage.journal import journal_is_live
+from core.vocab.pareto import DEFAULT_OBJECTIVES, Objective, pareto_front_mask
 
 __all__ = [
     "OBJECTIVE_COLUMNS",
@@ -266,7 +266,7 @@ def archive(
 ) -> pd.DataFrame:
     """A run's archive with objectives, validity and front membership.
 
-    Columns and arguments: see `RunStore.archive`. The front is `core.search.pareto`'s
+    Columns and arguments: see `RunStore.archive`. The front is `core.vocab.pareto`'s
     `pareto_front_mask` over the objectives of the valid rows of the most complete split present
     (`comparable`: the rows `is_best` is chosen among), so a candidate scored only on a small
     minibatch never pushes a fully validated one off the front (compare like with like).

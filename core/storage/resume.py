@@ -23,7 +23,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from core.search.events import (
+from core.storage.journal import read_journal
+from core.vocab.events import (
     ArchiveSnapshot,
     CandidateEvaluated,
     CandidateProposed,
@@ -32,7 +33,6 @@ from core.search.events import (
     RunStarted,
     SearchEvent,
 )
-from core.storage.journal import read_journal
 
 __all__ = ["EvaluationKey", "ResumeState", "load_resume_state"]
 

@@ -243,7 +243,7 @@ def test_sort_equals_naive_reference(case: tuple) -> None:
 
 
 def test_sort_peeling_path_equals_matrix_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    import core.search.pareto as pareto
+    import core.vocab.pareto as pareto
 
     rng = np.random.default_rng(3)
     pts = rng.integers(0, 8, size=(600, 3)).astype(float)
