@@ -7,16 +7,18 @@ candidates or one branch's, and, for conditions, whether "true" means the answer
 or suspect. `EffectTable` holds them. From that alone, with no model call:
 
 - `analyse(spec, table)` walks the topology once, tracking the number of candidates a node's
-  input can hold (an interval `lo..hi`) and whether an agent answered on every path, and
-  returns the static rejections (`StaticIssue`) with a named `code` and JSON path:
+  input can hold (an interval `lo..hi`, `hi` at most `UNBOUNDED`) and whether an agent
+  answered on every path, and returns the static rejections (`StaticIssue`) with a named `code`
+  and JSON path:
 
   | code                             | when                                                    |
   |----------------------------------|---------------------------------------------------------|
-  | `condition_before_input`         | a route condition, classifier or loop evaluator needs   |
-  |                                  | more candidates than any earlier step can produce       |
-  | `fastest_branch_without_answer`  | a `fastest` race with a branch in which no agent        |
-  |                                  | answers (it would win with no answer, and hide the      |
-  |                                  | spend of the branches it cancelled)                     |
+  | `condition_before_input`         | a route condition (of a router with no classifier), a   |
+  |                                  | classifier or a loop evaluator needs more candidates    |
+  |                                  | than any earlier step can produce                       |
+  | `fastest_branch_without_answer`  | a `fastest` race of two or more branches, one in which  |
+  |                                  | no agent answers (it would win with no answer, and hide |
+  |                                  | the spend of the branches it cancelled)                 |
   | `no_agent`                       | no agent step at all, where the problem's answers need  |
   |                                  | one (`EffectTable.answer_needs_agent`)                  |
   | `router_matches_nothing`         | a router with no fallback and no classifier whose every |
@@ -27,13 +29,22 @@ or suspect. `EffectTable` holds them. From that alone, with no model call:
   candidates than its input can hold (a vote or an extraction over at most one candidate), an
   identity step beside others, a one-branch parallel whose merge keeps one branch (or a
   candidate-collecting merge over at most one candidate), a one-step nested pipeline, a router
-  whose every route runs the same step as its fallback, a route on a declared complement
-  condition (`router(not C -> A, else B)` becomes `router(C -> B, else A)`), and names and
-  ids that change nothing (node names, route names when no classifier reads them).
+  whose every route runs the same step as its fallback (when it has no classifier, or one
+  declared as a callable: an agent classifier costs money even when every route is the same), a
+  route on a declared complement condition (`router(not C -> A, else B)` becomes
+  `router(C -> B, else A)`, only where the input surely holds the candidates both conditions
+  read), routes that never match (no condition, or one an earlier route tests, when there is no
+  classifier), and what changes nothing: node names and ids, route names when no classifier
+  reads them, route conditions when one does, a step config's display name, a `stop` config
+  (the default), `max_retries` without `retry`.
 
-Names the table does not list get `UNKNOWN_EFFECT` for callables (needs nothing, adds nothing,
-and, as a step, is taken to answer: no rejection and no rewrite can come from them) and
-`AGENT_EFFECT` for agent steps.
+A refinement loop's step runs on the loop's input first, then on whatever its state updater
+returns (taken as unknown: any number of candidates), so it is analysed and normalised on both
+(a vote inside a loop body is not a no-op because the first iteration has one candidate).
+
+Names the table does not list get `UNKNOWN_EFFECT` for callables: needs nothing, and, as a step
+or a merge, its output is taken to hold any number of candidates (`0..UNBOUNDED`) and an answer,
+so no rejection and no rewrite can come from them; agent steps get `AGENT_EFFECT`.
 """
 
 from __future__ import annotations
@@ -55,6 +66,7 @@ from core.ir.models import (
     RefinementLoopSpec,
     RouterSpec,
     RouteSpec,
+    StepConfigSpec,
     TopologySpec,
 )
 
@@ -62,6 +74,7 @@ __all__ = [
     "AGENT_EFFECT",
     "BUILTIN_MERGE_EFFECTS",
     "STATIC_ISSUE_CODES",
+    "UNBOUNDED",
     "UNKNOWN_EFFECT",
     "Analysis",
     "EffectTable",
@@ -82,6 +95,10 @@ STATIC_ISSUE_CODES: tuple[str, ...] = (
     "router_matches_nothing",
 )
 """Every static rejection code, in the order the run summary lists them."""
+
+UNBOUNDED = 1 << 30
+"""`Flow.hi` when the number of candidates is not bounded (after an undeclared step or merge, or
+in a loop's later iterations); counts saturate there."""
 
 
 class NameEffect(BaseModel):
@@ -106,7 +123,9 @@ class NameEffect(BaseModel):
     """A condition: `"accept"` when true means the current answer looks right, `"reject"` when
     true means it looks wrong (what the cascade operators use); None: neither."""
     complement_of: str | None = None
-    """A condition that is always the negation of this other registered condition."""
+    """A condition that is the negation of this other registered condition on every input that
+    holds at least the candidates both read (`needs_candidates`; below that both may be false,
+    e.g. "candidates agree" and "candidates disagree" on one candidate)."""
 
 
 AGENT_EFFECT = NameEffect(adds_candidates=1, answers=True)
@@ -119,7 +138,7 @@ BUILTIN_MERGE_EFFECTS: Mapping[str, NameEffect] = {
     "collect_all": NameEffect(),
 }
 """The runtime's built-in merges: `fastest` and `first_wins` return one branch's output;
-`collect_all` returns a list (no state rule applies)."""
+`collect_all` returns a list (no state rule applies: its output is taken as unknown)."""
 
 
 class EffectTable(BaseModel):
@@ -157,8 +176,21 @@ class Flow:
     answered: bool = False
 
     def add(self, n: int, answers: bool) -> Flow:
-        """This flow after a step that adds `n` candidates (and answers, or not)."""
-        return Flow(self.lo + n, self.hi + n, self.answered or answers)
+        """This flow after a step that adds `n` candidates (and answers, or not); counts
+        saturate at `UNBOUNDED`."""
+        return Flow(
+            min(self.lo + n, UNBOUNDED), min(self.hi + n, UNBOUNDED), self.answered or answers
+        )
+
+    def join(self, other: Flow) -> Flow:
+        """What either this flow or `other` can hold (one of two paths was taken)."""
+        return Flow(
+            min(self.lo, other.lo), max(self.hi, other.hi), self.answered and other.answered
+        )
+
+
+_ANYTHING = Flow(0, UNBOUNDED, True)
+"""The output of an undeclared step or merge, or a loop's updated input: anything."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,11 +273,12 @@ class _Analyser:
             return flow.add(effect.adds_candidates, effect.answers)
         if isinstance(node, FunctionStepSpec):
             effect = self.table.callable(node.callable_name)
+            if node.callable_name not in self.table.names:
+                # undeclared: it may do anything (nothing is rejected or rewritten for it)
+                return Flow(0, UNBOUNDED, True)
             if effect.needs_candidates > flow.hi:
                 return flow  # a no-op there (normalize removes it)
-            # an undeclared callable may answer: nothing is rejected for what is not declared
-            declared = node.callable_name in self.table.names
-            return flow.add(effect.adds_candidates, effect.answers or not declared)
+            return flow.add(effect.adds_candidates, effect.answers)
         if isinstance(node, PipelineSpec):
             for i, entry in enumerate(node.steps):
                 flow = self.node(entry.operation, f"{path}.steps[{i}].operation", flow)
@@ -253,7 +286,7 @@ class _Analyser:
         if isinstance(node, ParallelSpec):
             outs = [self.node(s, f"{path}.steps[{i}]", flow) for i, s in enumerate(node.steps)]
             merge = self.table.callable(node.merge)
-            if node.merge == "fastest":
+            if node.merge == "fastest" and len(outs) > 1:  # one branch races nothing
                 for i, out in enumerate(outs):
                     if not out.answered:
                         self.issues.append(
@@ -270,22 +303,24 @@ class _Analyser:
                 )
             if merge.combine == "all":
                 return Flow(
-                    sum(o.lo for o in outs), sum(o.hi for o in outs), any(o.answered for o in outs)
+                    min(sum(o.lo for o in outs), UNBOUNDED),
+                    min(sum(o.hi for o in outs), UNBOUNDED),
+                    any(o.answered for o in outs),
                 )
-            return Flow(
-                min(o.lo for o in outs), sum(o.hi for o in outs), any(o.answered for o in outs)
-            )
+            # an undeclared merge (or `collect_all`, a list): its output is unknown
+            return Flow(0, UNBOUNDED, any(o.answered for o in outs))
         if isinstance(node, RouterSpec):
-            constant = 0
             if isinstance(node.classifier, str) and self._is_callable_name(node.classifier):
                 self._reads(node.classifier, "classifier", f"{path}.classifier", flow)
-            for i, route in enumerate(node.routes):
-                if route.condition_name is not None and self._reads(
-                    route.condition_name, "condition", f"{path}.routes[{i}].condition_name", flow
-                ):
-                    constant += 1
-            if node.fallback_step is None and node.classifier is None:
-                if constant == sum(r.condition_name is not None for r in node.routes):
+            live = _live_routes(node)
+            constant = 0
+            if node.classifier is None:  # with a classifier the conditions are never evaluated
+                for i in live:
+                    condition = node.routes[i].condition_name
+                    assert condition is not None
+                    where = f"{path}.routes[{i}].condition_name"
+                    constant += self._reads(condition, "condition", where, flow)
+                if node.fallback_step is None and constant == len(live):
                     self.issues.append(
                         StaticIssue(
                             "router_matches_nothing",
@@ -294,26 +329,43 @@ class _Analyser:
                             "input",
                         )
                     )
-            outs = [
-                self.node(r.step, f"{path}.routes[{i}].step", flow)
-                for i, r in enumerate(node.routes)
-            ]
+            outs = [self.node(node.routes[i].step, f"{path}.routes[{i}].step", flow) for i in live]
             if node.fallback_step is not None:
                 outs.append(self.node(node.fallback_step, f"{path}.fallback_step", flow))
             return Flow(
                 min(o.lo for o in outs), max(o.hi for o in outs), all(o.answered for o in outs)
             )
         assert isinstance(node, RefinementLoopSpec)
-        once = self.node(node.step, f"{path}.step", flow)
+        out = self.node(node.step, f"{path}.step", _loop_input(node, flow))
         if isinstance(node.evaluator, str) and self._is_callable_name(node.evaluator):
-            self._reads(node.evaluator, "evaluator", f"{path}.evaluator", once)
-        grow = max(0, once.hi - flow.hi)
-        return Flow(once.lo, flow.hi + grow * node.max_iterations, once.answered)
+            self._reads(node.evaluator, "evaluator", f"{path}.evaluator", out)
+        return out
 
     def _is_callable_name(self, name: str) -> bool:
         # a declared agent (classifier / evaluator by agent name) reads the whole input
         effect = self.table.names.get(name)
         return effect is None or effect.adds_candidates == 0
+
+
+def _live_routes(node: RouterSpec) -> list[int]:
+    """Indices of the routes that can run: all with a classifier; without one, those with a
+    condition that no earlier route already tests (a route with no condition never matches,
+    and the first true condition wins)."""
+    if node.classifier is not None:
+        return list(range(len(node.routes)))
+    seen: set[str] = set()
+    out: list[int] = []
+    for i, route in enumerate(node.routes):
+        if route.condition_name is not None and route.condition_name not in seen:
+            seen.add(route.condition_name)
+            out.append(i)
+    return out
+
+
+def _loop_input(node: RefinementLoopSpec, flow: Flow) -> Flow:
+    """What the loop's step can get: the loop's input `flow` on the first iteration, then the
+    state updater's result (unknown) on the later ones."""
+    return flow if node.max_iterations == 1 else flow.join(_ANYTHING)
 
 
 # --- normalisation -----------------------------------------------------------------------------
@@ -328,6 +380,16 @@ def normalize(spec: AnyNode, table: EffectTable) -> TopologySpec:
         node = PipelineSpec(steps=[PipelineStepEntry(operation=node)])
     assert not isinstance(node, AgentStepSpec | FunctionStepSpec)
     return node
+
+
+def _config(config: StepConfigSpec | None) -> StepConfigSpec | None:
+    """A step config as it behaves: `stop` is the default (None), the display name is dropped,
+    and `max_retries` counts only with `retry`."""
+    if config is None or config.on_error == "stop":
+        return None
+    if config.on_error == "skip":
+        return StepConfigSpec(on_error="skip")
+    return StepConfigSpec(on_error="retry", max_retries=config.max_retries)
 
 
 def behaviour_hash(spec: AnyNode, table: EffectTable) -> str:
@@ -368,16 +430,17 @@ class _Normalizer:
         data = {
             k: getattr(node, k) for k in node.model_fields_set if k not in ("id", "name", "step")
         }
-        return RefinementLoopSpec(**data, step=self.node(node.step, flow))
+        return RefinementLoopSpec(**data, step=self.node(node.step, _loop_input(node, flow)))
 
     def _pipeline(self, node: PipelineSpec, flow: Flow, root: bool) -> AnyNode:
         entries: list[PipelineStepEntry] = []
         for entry in node.steps:
             op = self.node(entry.operation, flow)
-            if entry.config is None and isinstance(op, PipelineSpec):
+            config = _config(entry.config)
+            if config is None and isinstance(op, PipelineSpec):
                 parts = list(op.steps)  # a nested pipeline: splice its steps in
             else:
-                parts = [PipelineStepEntry(operation=op, config=entry.config)]
+                parts = [PipelineStepEntry(operation=op, config=config)]
             for part in parts:
                 if part.config is None and isinstance(part.operation, FunctionStepSpec):
                     effect = self.table.callable(part.operation.callable_name)
@@ -388,7 +451,9 @@ class _Normalizer:
         if not entries:  # every step was a no-op: keep the last one (a pipeline is never empty)
             last = node.steps[-1]
             entries = [
-                PipelineStepEntry(operation=self.node(last.operation, flow), config=last.config)
+                PipelineStepEntry(
+                    operation=self.node(last.operation, flow), config=_config(last.config)
+                )
             ]
         if len(entries) == 1 and entries[0].config is None and not root:
             return entries[0].operation
@@ -399,27 +464,32 @@ class _Normalizer:
         return PipelineSpec(steps=entries)
 
     def _router(self, node: RouterSpec, flow: Flow) -> AnyNode:
-        routes = [(r, self.node(r.step, flow)) for r in node.routes]
+        kept = [node.routes[i] for i in _live_routes(node)]
+        routes = [(r, self.node(r.step, flow)) for r in kept]
         fallback = None if node.fallback_step is None else self.node(node.fallback_step, flow)
-        if fallback is not None:
+        if fallback is not None and self._classifier_is_free(node.classifier):
             hashes = {spec_hash(step) for _, step in routes}
             if hashes == {spec_hash(fallback)}:
                 return fallback
         if node.classifier is not None:
             return RouterSpec(
                 routes=[
-                    RouteSpec(name=r.name, step=s, condition_name=r.condition_name)
+                    # the classifier alone chooses: route conditions change nothing
+                    RouteSpec(name=r.name, step=s)
                     for r, s in routes
                 ],
                 classifier=node.classifier,
                 fallback_step=fallback,
             )
         if len(routes) == 1 and fallback is not None and routes[0][0].condition_name is not None:
-            condition = routes[0][0].condition_name
-            other = self.table.callable(condition).complement_of
-            if other is not None:
-                routes = [(RouteSpec(name="r", step=fallback, condition_name=other), fallback)]
-                fallback = self.node(node.routes[0].step, flow)
+            routes_step = routes[0][1]
+            condition, negated = self._canonical_condition(routes[0][0].condition_name, flow)
+            if negated:
+                routes = [(RouteSpec(name="r", step=fallback, condition_name=condition), fallback)]
+                fallback = routes_step
+            else:
+                step = routes[0][1]
+                routes = [(RouteSpec(name="r", step=step, condition_name=condition), step)]
         return RouterSpec(
             routes=[
                 RouteSpec(name=f"r{i}", step=s, condition_name=r.condition_name)
@@ -427,3 +497,34 @@ class _Normalizer:
             ],
             fallback_step=fallback,
         )
+
+    def _classifier_is_free(self, classifier: object) -> bool:
+        """Whether the router's classifier (if any) can be dropped: none, or a name declared as a
+        callable (an inline or registered agent classifier costs money; an undeclared name may
+        be an agent, which the hydrator looks up first)."""
+        if classifier is None:
+            return True
+        if not isinstance(classifier, str) or classifier not in self.table.names:
+            return False
+        effect = self.table.names[classifier]
+        return effect.adds_candidates == 0 and not effect.answers
+
+    def _canonical_condition(self, condition: str, flow: Flow) -> tuple[str, bool]:
+        """The representative of `condition`'s complement chain (`NameEffect.complement_of`,
+        followed to its end, or to the smallest name on a cycle) and whether it is the
+        negation of `condition`; `(condition, False)` when the input does not surely hold the
+        candidates every condition on the way reads (below that a complement may not hold)."""
+        chain = [condition]
+        while True:
+            nxt = self.table.callable(chain[-1]).complement_of
+            if nxt is None or nxt in chain:
+                if nxt is not None:  # a cycle: its smallest name represents it
+                    start = chain.index(nxt)
+                    best = min(range(start, len(chain)), key=lambda i: chain[i])
+                    chain = chain[: best + 1]
+                break
+            chain.append(nxt)
+        need = max(self.table.callable(c).needs_candidates for c in chain)
+        if len(chain) == 1 or flow.lo < need:
+            return condition, False
+        return chain[-1], (len(chain) - 1) % 2 == 1
