@@ -31,7 +31,7 @@ from typing import Any, Final, cast
 import duckdb
 import pydantic
 
-from core.storage.journal import COMPACT_KEYS, encode_event
+from core.storage.journal import COMPACT_KEYS, COMPACT_SPLIT, encode_event
 from core.vocab.events import ExampleEvaluated, parse_event
 
 __all__ = [
@@ -144,6 +144,11 @@ def _normalised_select() -> str:
         elif name == "trace":  # left out when empty: "[]", as the full form writes it
             cols.append(
                 """CASE WHEN "e" IS NOT NULL THEN coalesce("tr", '[]') ELSE trace END AS trace"""
+            )
+        elif name == "split":
+            cols.append(
+                f"""CASE WHEN "e" IS NOT NULL THEN coalesce("s", '{COMPACT_SPLIT}') ELSE split END"""
+                " AS split"
             )
         elif name in short:
             cols.append(
@@ -294,7 +299,7 @@ def _compact_error(raw: bytes, run_id: str | None) -> str | None:
         return f"not JSON: {exc}"
     if not isinstance(data, dict):
         return "a compact per-example line is not a JSON object"
-    fields: dict[str, Any] = {"run_id": run_id, "spec_hash": ""}
+    fields: dict[str, Any] = {"run_id": run_id, "spec_hash": "", "split": COMPACT_SPLIT}
     for key, value in cast(dict[str, Any], data).items():
         if key == "sr":
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:

@@ -17,16 +17,17 @@ written as U+FFFD) with NaN and infinities as the bare constants `NaN`, `Infinit
 NaN so the store can mark it invalid, field case F7). `parse_event` and DuckDB's `read_json`
 both read these constants.
 
-Per-example lines are compact (issue 10, item 10: a 48-evaluation gsm8k_replay run wrote 32 MB,
-now about 1.6 MB without traces). `RunJournal` writes an `ExampleEvaluated` as short keys
-(`COMPACT_KEYS`), leaving out what the journal already holds: `run_id` (the journal's run),
+Per-example lines are compact (issue 10, item 10: a default 48-evaluation gsm8k_replay search
+wrote 31.8 MB, 3.1 KB a line, mostly traces; without traces a line is now about 150 bytes).
+`RunJournal` writes an `ExampleEvaluated` with short keys (`COMPACT_KEYS`), leaving out what
+the journal already holds: `run_id` (the journal's run), `split` when it is `COMPACT_SPLIT`,
 `spec_hash` when it is the hash its candidate was proposed with (the first `CandidateProposed`
 of that `candidate_idx`), fields at their defaults (an empty trace, status `ok`, ...), and an
-`output_summary` that an earlier line of the journal already holds in full (`sr`: that line's
-`seq`; on gsm8k_replay the summary of one problem is the same for most candidates).
-`read_journal`, `scan_journal` and the store's ingest put them back, so the events read are
-the events written. `encode_event` (one event on its own) always writes the full form, which
-every reader also accepts.
+`output_summary` that an earlier line already holds in full (`sr`: that line's `seq`; on
+gsm8k_replay one problem's summary is the same for most candidates); whole floats are written
+as integers (`1200` for 1200.0). `read_journal`, `scan_journal` and the store's ingest put
+them back, so the events read are the events written. The first line of a journal, and every
+event `encode_event` writes on its own, is in the full form, which every reader accepts.
 
 Crash tolerance: a process killed mid-write leaves at most one torn last line (no newline).
 `read_journal` drops it (or keeps it, if it happens to be a complete event), and
@@ -39,6 +40,7 @@ it is open, so resuming a run that is still running fails with `StoreBusyError`,
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import secrets
@@ -58,6 +60,7 @@ from core.vocab.events import CandidateProposed, ExampleEvaluated, SearchEvent, 
 
 __all__ = [
     "COMPACT_KEYS",
+    "COMPACT_SPLIT",
     "FSYNC_TYPES",
     "JOURNAL_SUFFIX",
     "JournalScan",
@@ -104,6 +107,9 @@ COMPACT_KEYS: Final[dict[str, str]] = {
 """Short key of a compact per-example line -> the `ExampleEvaluated` field it holds. A line
 with the key `e` is one; `sr` (not a field) is the `seq` of the earlier line whose
 `output_summary` it repeats."""
+
+COMPACT_SPLIT: Final = "validation"
+"""The split a compact line without `s` is of (most lines are)."""
 
 _FIELD_KEYS: Final = {field: key for key, field in COMPACT_KEYS.items()}
 
@@ -210,6 +216,10 @@ def _compact(event: ExampleEvaluated, spec_hash: str | None, summary_ref: int | 
         if field == "output_summary" and summary_ref is not None:
             out["sr"] = summary_ref
             continue
+        if field == "split" and value == COMPACT_SPLIT:
+            continue
+        if isinstance(value, float) and value.is_integer() and math.copysign(1.0, value) > 0:
+            value = int(value)  # 1200.0 as 1200: read back as the same float
         out[_FIELD_KEYS[field]] = value
     return _to_json(out)
 
@@ -242,6 +252,7 @@ class _Context:
                 data[COMPACT_KEYS[key]] = value
             else:
                 raise ValueError(f"unknown key {key!r} in a compact per-example line")
+        data.setdefault("split", COMPACT_SPLIT)
         if "spec_hash" not in data:
             candidate = data.get("candidate_idx")
             data["spec_hash"] = self.hashes.get(candidate, "") if isinstance(candidate, int) else ""

@@ -55,7 +55,7 @@ def _events() -> list[SearchEvent]:
             spec_json="{}", parent_idx=0, operator="mutate:x",
         ),
         _example(4, 1, "e1", cached=True),  # same summary: a reference
-        _example(5, 1, "e2", spec_hash="c" * 64, output_summary="short", trial=1),
+        _example(5, 1, "e2", spec_hash="c" * 64, output_summary="short", trial=1, split="test"),
         _example(
             6, 1, "e3", accuracy=math.nan, status="invalid", error="nan_accuracy",
             output_summary="", trace=[{"span_id": 0, "name": "solver"}],
@@ -78,21 +78,20 @@ def test_compact_lines_leave_out_what_the_journal_holds(tmp_path: Path) -> None:
     lines = _write(tmp_path / f"{RUN}.jsonl", _events())
     assert lines[0].startswith(b'{"run_id":"run-c","seq":0,')  # the first line names the run
     assert lines[2] == (
-        b'{"e":2,"t":102.0,"c":0,"s":"validation","x":"e1","a":1.0,"u":0.0025,"l":1200.0,'
-        b'"i":31,"o":24,"r":1,"os":"' + SUMMARY.encode() + b'"}'
+        b'{"e":2,"t":102,"c":0,"x":"e1","a":1,"u":0.0025,"l":1200,"i":31,"o":24,"r":1,'
+        b'"os":"' + SUMMARY.encode() + b'"}'
     )
     assert lines[4] == (
-        b'{"e":4,"t":104.0,"c":1,"s":"validation","x":"e1","a":1.0,"u":0.0025,"l":1200.0,'
-        b'"i":31,"o":24,"r":1,"sr":2,"k":true}'
+        b'{"e":4,"t":104,"c":1,"x":"e1","a":1,"u":0.0025,"l":1200,"i":31,"o":24,"r":1,'
+        b'"sr":2,"k":true}'
     )
     assert lines[5] == (
-        b'{"e":5,"t":105.0,"c":1,"h":"' + b"c" * 64 + b'","s":"validation","x":"e2","n":1,'
-        b'"a":1.0,"u":0.0025,"l":1200.0,"i":31,"o":24,"r":1,"os":"short"}'
+        b'{"e":5,"t":105,"c":1,"h":"' + b"c" * 64 + b'","s":"test","x":"e2","n":1,'
+        b'"a":1,"u":0.0025,"l":1200,"i":31,"o":24,"r":1,"os":"short"}'
     )
     assert lines[6] == (
-        b'{"e":6,"t":106.0,"c":1,"s":"validation","x":"e3","a":NaN,"u":0.0025,"l":1200.0,'
-        b'"i":31,"o":24,"r":1,"st":"invalid","er":"nan_accuracy",'
-        b'"tr":[{"span_id":0,"name":"solver"}]}'
+        b'{"e":6,"t":106,"c":1,"x":"e3","a":NaN,"u":0.0025,"l":1200,"i":31,"o":24,"r":1,'
+        b'"st":"invalid","er":"nan_accuracy","tr":[{"span_id":0,"name":"solver"}]}'
     )
 
 
@@ -110,7 +109,7 @@ def test_a_resumed_writer_refers_to_summaries_written_before(tmp_path: Path) -> 
     with RunJournal.resume(path) as j:
         for e in [*events[3:], late]:
             j.append(e)
-    assert path.read_bytes().split(b"\n")[7].startswith(b'{"e":7,"t":107.0,"c":1,')
+    assert path.read_bytes().split(b"\n")[7].startswith(b'{"e":7,"t":107,"c":1,')
     assert b'"sr":2' in path.read_bytes().split(b"\n")[7]
     assert _same_nan(read_journal(path), [*events, late])
 
@@ -119,7 +118,7 @@ def _rows(store: DuckDBRunStore) -> list[tuple[Any, ...]]:
     return (
         store._cur()
         .execute(  # pyright: ignore[reportPrivateUsage]
-            "SELECT seq, candidate_idx, spec_hash, example_id, trial, accuracy, status, error, "
+            "SELECT seq, candidate_idx, spec_hash, split, example_id, trial, accuracy, status, error, "
             "output_summary, cached, trace FROM evaluations ORDER BY seq"
         )
         .fetchall()
@@ -127,10 +126,10 @@ def _rows(store: DuckDBRunStore) -> list[tuple[Any, ...]]:
 
 
 _EXPECTED: list[tuple[Any, ...]] = [
-    (2, 0, HASH0, "e1", 0, 1.0, "ok", None, SUMMARY, False, "[]"),
-    (4, 1, HASH1, "e1", 0, 1.0, "ok", None, SUMMARY, True, "[]"),
-    (5, 1, "c" * 64, "e2", 1, 1.0, "ok", None, "short", False, "[]"),
-    (6, 1, HASH1, "e3", 0, math.nan, "invalid", "nan_accuracy", "", False,
+    (2, 0, HASH0, "validation", "e1", 0, 1.0, "ok", None, SUMMARY, False, "[]"),
+    (4, 1, HASH1, "validation", "e1", 0, 1.0, "ok", None, SUMMARY, True, "[]"),
+    (5, 1, "c" * 64, "test", "e2", 1, 1.0, "ok", None, "short", False, "[]"),
+    (6, 1, HASH1, "validation", "e3", 0, math.nan, "invalid", "nan_accuracy", "", False,
      '[{"span_id":0,"name":"solver"}]'),
 ]  # fmt: skip
 
