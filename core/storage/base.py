@@ -10,6 +10,7 @@ from typing import Any, Self
 
 import pandas as pd  # pyright: ignore[reportMissingTypeStubs]
 
+from core.storage import queries
 from core.storage.records import (
     IngestError,
     IngestReport,
@@ -203,6 +204,19 @@ class RunStore(ABC):
             `in_snapshot` / `snapshot_front`: in the latest archive snapshot's entries / front
             (front only if valid). Empty (with these columns) for an unknown run.
         """
+
+    def test_front(
+        self, run_id: str, *, objectives: Sequence[Objective] = DEFAULT_OBJECTIVES
+    ) -> pd.DataFrame:
+        """The held-out test scores of the run's validation-front candidates: reported only,
+        never used for selection (`core.storage.queries.test_front`, which documents the
+        columns). Built from `archive` on the validation and test splits, so every store has
+        it."""
+        return queries.test_front(
+            self.archive(run_id, split="validation", objectives=objectives),
+            self.archive(run_id, split="test", objectives=objectives),
+            objectives,
+        )
 
     @abstractmethod
     def candidate_examples(

@@ -29,6 +29,7 @@ from core.vocab.pareto import DEFAULT_OBJECTIVES, Objective, pareto_front_mask
 
 __all__ = [
     "OBJECTIVE_COLUMNS",
+    "TEST_FRONT_COLUMNS",
     "archive",
     "candidate_examples",
     "compare_candidates",
@@ -45,6 +46,7 @@ __all__ = [
     "progress",
     "snapshots",
     "status_label",
+    "test_front",
 ]
 
 _TIER: Final = "CASE r.split WHEN 'validation' THEN 0 WHEN 'minibatch' THEN 1 ELSE 2 END"
@@ -588,3 +590,100 @@ def list_topology_versions(con: duckdb.DuckDBPyConnection, target: str) -> pd.Da
         "ORDER BY version",
         [target],
     )
+
+
+TEST_FRONT_COLUMNS: Final[tuple[str, ...]] = (
+    "candidate_idx",
+    "operator",
+    "n_agents",
+    "depth",
+    "accuracy",
+    "cost_usd",
+    "latency_ms",
+    "aggregate_score",
+    "test_n_examples",
+    "test_accuracy",
+    "test_cost_usd",
+    "test_latency_ms",
+    "test_aggregate_score",
+    "test_valid",
+    "on_test_front",
+)
+"""The columns of `test_front`."""
+
+
+def test_front(
+    validation: pd.DataFrame,
+    test: pd.DataFrame,
+    objectives: Sequence[Objective] = DEFAULT_OBJECTIVES,
+) -> pd.DataFrame:
+    """The held-out test scores of the candidates on the validation Pareto front.
+
+    The search scores every candidate of its final validation front once on the test split
+    (issue 10, item 7; older runs scored the winner only). A test score is reported, never used
+    to choose: the front's members come from the validation archive alone, and `on_test_front`
+    only says which of them no other member beats on the test split (the same `objectives`,
+    over the members with a valid test score).
+
+    Args:
+        validation: `RunStore.archive(run_id, split="validation")`.
+        test: `RunStore.archive(run_id, split="test")`.
+        objectives: the front's objectives (default: the archive's).
+
+    Returns:
+        One row per validation-front candidate, ordered by validation cost (USD per example)
+        then `candidate_idx`, columns `TEST_FRONT_COLUMNS`: its validation `accuracy`,
+        `cost_usd` (USD per example), `latency_ms` (ms per example) and `aggregate_score`; the
+        same on the test split as `test_*` (NaN when it was not scored there) with
+        `test_n_examples` (0 then) and `test_valid`. Empty (with these columns) when the run
+        has no validation front.
+    """
+    if validation.empty or "on_front" not in validation.columns:
+        return pd.DataFrame(columns=list(TEST_FRONT_COLUMNS))
+    front = validation.loc[validation["on_front"].astype(bool)]
+    keep = ["candidate_idx", "operator", "n_agents", "depth", "accuracy", "cost_usd"]
+    keep += ["latency_ms", "aggregate_score"]
+    rows = pd.DataFrame(front[keep]).reset_index(drop=True)
+    if test.empty:
+        scored = pd.DataFrame(
+            columns=["candidate_idx", "n_examples", "accuracy", "cost_usd", "latency_ms"]
+            + ["aggregate_score", "valid", "n_agents", "depth"]
+        )
+    else:
+        scored = pd.DataFrame(
+            test[["candidate_idx", "n_examples", "accuracy", "cost_usd", "latency_ms"]
+                 + ["aggregate_score", "valid", "n_agents", "depth"]]
+        )  # fmt: skip
+    scored = scored.rename(
+        columns={
+            "n_examples": "test_n_examples",
+            "accuracy": "test_accuracy",
+            "cost_usd": "test_cost_usd",
+            "latency_ms": "test_latency_ms",
+            "aggregate_score": "test_aggregate_score",
+            "valid": "test_valid",
+            "n_agents": "_n_agents",
+            "depth": "_depth",
+        }
+    )
+    merged = rows.merge(scored, on="candidate_idx", how="left")
+    merged["test_n_examples"] = merged["test_n_examples"].fillna(0).astype("int64")
+    merged["test_valid"] = merged["test_valid"].astype("boolean").fillna(False).astype(bool)
+    for col in ("test_accuracy", "test_cost_usd", "test_latency_ms", "test_aggregate_score"):
+        merged[col] = pd.to_numeric(merged[col], errors="coerce").astype("float64")
+    test_names = {
+        "accuracy": "test_accuracy",
+        "cost_usd": "test_cost_usd",
+        "latency_ms": "test_latency_ms",
+        "aggregate_score": "test_aggregate_score",
+    }
+    points = np.full((len(merged), len(objectives)), np.nan, dtype=np.float64)
+    valid = merged["test_valid"].tolist()
+    for j, o in enumerate(objectives):
+        col = test_names.get(o.name, o.name)
+        values = pd.to_numeric(merged[col], errors="coerce").astype("float64").to_numpy()
+        points[:, j] = np.where(valid, values, np.nan)
+    mask = pareto_front_mask(points, [o.direction for o in objectives])
+    merged["on_test_front"] = [bool(v) for v in mask.tolist()]
+    merged = merged.sort_values(["cost_usd", "candidate_idx"], kind="stable")
+    return pd.DataFrame(merged[list(TEST_FRONT_COLUMNS)]).reset_index(drop=True)
