@@ -15,6 +15,7 @@ best entry are then taken among the valid rows of the most complete split presen
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -640,50 +641,35 @@ def test_front(
     """
     if validation.empty or "on_front" not in validation.columns:
         return pd.DataFrame(columns=list(TEST_FRONT_COLUMNS))
-    front = validation.loc[validation["on_front"].astype(bool)]
-    keep = ["candidate_idx", "operator", "n_agents", "depth", "accuracy", "cost_usd"]
-    keep += ["latency_ms", "aggregate_score"]
-    rows = pd.DataFrame(front[keep]).reset_index(drop=True)
-    if test.empty:
-        scored = pd.DataFrame(
-            columns=["candidate_idx", "n_examples", "accuracy", "cost_usd", "latency_ms"]
-            + ["aggregate_score", "valid", "n_agents", "depth"]
-        )
-    else:
-        scored = pd.DataFrame(
-            test[["candidate_idx", "n_examples", "accuracy", "cost_usd", "latency_ms"]
-                 + ["aggregate_score", "valid", "n_agents", "depth"]]
-        )  # fmt: skip
-    scored = scored.rename(
-        columns={
-            "n_examples": "test_n_examples",
-            "accuracy": "test_accuracy",
-            "cost_usd": "test_cost_usd",
-            "latency_ms": "test_latency_ms",
-            "aggregate_score": "test_aggregate_score",
-            "valid": "test_valid",
-            "n_agents": "_n_agents",
-            "depth": "_depth",
-        }
-    )
-    merged = rows.merge(scored, on="candidate_idx", how="left")
-    merged["test_n_examples"] = merged["test_n_examples"].fillna(0).astype("int64")
-    merged["test_valid"] = merged["test_valid"].astype("boolean").fillna(False).astype(bool)
-    for col in ("test_accuracy", "test_cost_usd", "test_latency_ms", "test_aggregate_score"):
-        merged[col] = pd.to_numeric(merged[col], errors="coerce").astype("float64")
-    test_names = {
-        "accuracy": "test_accuracy",
-        "cost_usd": "test_cost_usd",
-        "latency_ms": "test_latency_ms",
-        "aggregate_score": "test_aggregate_score",
-    }
-    points = np.full((len(merged), len(objectives)), np.nan, dtype=np.float64)
-    valid = merged["test_valid"].tolist()
-    for j, o in enumerate(objectives):
-        col = test_names.get(o.name, o.name)
-        values = pd.to_numeric(merged[col], errors="coerce").astype("float64").to_numpy()
-        points[:, j] = np.where(valid, values, np.nan)
+    tests: dict[int, dict[str, Any]] = {}
+    for r in _records(test):
+        tests[int(r["candidate_idx"])] = r
+    rows: list[dict[str, Any]] = []
+    for r in _records(validation):
+        if not bool(r.get("on_front")):
+            continue
+        t = tests.get(int(r["candidate_idx"]))
+        row = {c: r.get(c) for c in TEST_FRONT_COLUMNS[:8]}
+        row["test_n_examples"] = int(t["n_examples"] or 0) if t is not None else 0
+        for name in ("accuracy", "cost_usd", "latency_ms", "aggregate_score"):
+            value = t.get(name) if t is not None else None
+            row[f"test_{name}"] = math.nan if value is None else float(value)
+        row["test_valid"] = bool(t.get("valid")) if t is not None else False
+        rows.append(row)
+    rows.sort(key=lambda row: (float(row["cost_usd"]), int(row["candidate_idx"])))
+    points = np.full((len(rows), len(objectives)), np.nan, dtype=np.float64)
+    for i, row in enumerate(rows):
+        if row["test_valid"]:
+            points[i] = [float(row.get(f"test_{o.name}", row[o.name])) for o in objectives]
     mask = pareto_front_mask(points, [o.direction for o in objectives])
-    merged["on_test_front"] = [bool(v) for v in mask.tolist()]
-    merged = merged.sort_values(["cost_usd", "candidate_idx"], kind="stable")
-    return pd.DataFrame(merged[list(TEST_FRONT_COLUMNS)]).reset_index(drop=True)
+    for row, on in zip(rows, mask.tolist(), strict=True):
+        row["on_test_front"] = bool(on)
+    return pd.DataFrame(rows, columns=list(TEST_FRONT_COLUMNS))
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """The rows of a frame as dicts keyed by column name (none for an empty frame)."""
+    if df.empty:
+        return []
+    names = [str(c) for c in df.columns]
+    return [dict(zip(names, values, strict=True)) for values in df.itertuples(index=False)]
