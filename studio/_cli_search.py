@@ -140,7 +140,32 @@ def _strategy_options(args: argparse.Namespace) -> dict[str, Any]:
         config["n_generations"] = args.generations
     if getattr(args, "minibatch_size", None) is not None:
         config["minibatch_size"] = args.minibatch_size
+    if getattr(args, "max_nodes", None) is not None:
+        config["max_nodes"] = args.max_nodes
     return config
+
+
+def _exhaustive_budget(
+    problem: Problem, config: dict[str, Any], budget: Budget, given: bool
+) -> tuple[Budget, str]:
+    """The exhaustive strategy's count, said before it starts, and its default budget: the
+    count + 1 evaluations (the seed is one) unless `--max-evaluations` was `given`.
+
+    Raises:
+        CliUsageError: an exhaustive option out of range.
+    """
+    from core.search.operators import MutationContext
+    from core.search.strategies.exhaustive import ExhaustiveConfig, enumerate_topologies
+
+    try:
+        cfg = ExhaustiveConfig.model_validate(config)
+    except ValidationError as exc:
+        raise CliUsageError(f"invalid search option {_first_error(exc)}") from exc
+    space = build_search(problem, "exhaustive", config=config).space
+    found = enumerate_topologies(MutationContext.from_space(space), cfg.max_nodes, cfg)
+    if not given:
+        budget = budget.model_copy(update={"max_evaluations": found.count + 1})
+    return budget, found.summary()
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -176,6 +201,8 @@ class _SearchSetup:
         self.run_id = run_id
         self.journal = journal
         self.resumed = resumed
+        self.note: str | None = None
+        """A line to print before the run (the exhaustive strategy's count)."""
 
 
 def _create_journal(db: Path, run_id: str) -> RunJournal:
@@ -206,13 +233,20 @@ def _new_setup(args: argparse.Namespace, db: Path) -> _SearchSetup:
             "(e.g. openai:gpt-4o-mini, ollama:llama3.1) or set meta_model in the problem's "
             "[search] table"
         )
+    config = _strategy_options(args)
+    note = None
+    if strategy == "exhaustive":
+        given = getattr(args, "max_evaluations", None) is not None
+        budget, note = _exhaustive_budget(problem, config, budget, given)
+    elif "max_nodes" in config:
+        raise CliUsageError("--max-nodes is an option of --strategy exhaustive only")
     run_id = new_run_id()
     journal = _create_journal(db, run_id)
-    return _SearchSetup(
+    setup = _SearchSetup(
         problem=problem,
         strategy=strategy,
         seed=args.seed,
-        config=_strategy_options(args),
+        config=config,
         budget=budget,
         model=model,
         use_test_split=not args.no_test,
@@ -220,6 +254,8 @@ def _new_setup(args: argparse.Namespace, db: Path) -> _SearchSetup:
         journal=journal,
         resumed=False,
     )
+    setup.note = note
+    return setup
 
 
 def _recorded_setting(problem_config: Mapping[str, Any], key: str) -> tuple[bool, Any]:
@@ -507,6 +543,8 @@ def cmd_search(args: argparse.Namespace, out: Output) -> int:
     db = resolve_db_path(args.db)
     _check_store(db)
     setup = _resume_setup(args, db, out) if args.resume else _new_setup(args, db)
+    if setup.note:
+        out.line(setup.note)
     return _run_and_report(setup, db, out)
 
 

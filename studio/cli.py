@@ -197,8 +197,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--strategy",
-        choices=("evolutionary", "meta-agent", "random"),
+        choices=("evolutionary", "exhaustive", "meta-agent", "random"),
         help="default: the problem's [search] strategy",
+    )
+    p.add_argument(
+        "--max-nodes",
+        type=_positive_int,
+        metavar="N",
+        help="exhaustive only: every topology of at most N nodes (default 5); its count is "
+        "printed first, and without --max-evaluations the budget is that count + 1",
     )
     p.add_argument(
         "--meta-model",

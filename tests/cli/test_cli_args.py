@@ -65,7 +65,7 @@ def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) 
 def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "search", "--help")
     assert code == 0
-    assert "--strategy {evolutionary,meta-agent,random}" in out
+    assert "--strategy {evolutionary,exhaustive,meta-agent,random}" in out
     assert "--meta-model PROVIDER:MODEL" in out
 
 
