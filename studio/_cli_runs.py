@@ -22,6 +22,7 @@ from core.storage import IngestError, RunStore
 from studio._cli_common import CliUsageError, ExitCode, resolve_db_path
 from studio._cli_output import Output, fmt_float
 from studio._cli_report import front_legend, print_changes, print_front, print_spec
+from studio._cli_results import print_test_front
 from studio._cli_store import open_cli_store
 
 __all__ = [
@@ -136,6 +137,7 @@ def print_run(store: RunStore, run_id: str, out: Output) -> dict[str, Any]:
         n_validation if isinstance(n_validation, int) else None,
     )
     print_front(out, archive, title="Pareto front (validation)", legend=legend)
+    print_test_front(out, store.test_front(run_id))
     best = archive[archive["is_best"].astype(bool)] if not archive.empty else archive
     figures: dict[str, Any] = {"best_idx": None, "test_accuracy": None}
     if best.empty:

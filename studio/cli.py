@@ -253,6 +253,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="one run: summary, Pareto front and best topology")
     p.add_argument("run", metavar="RUN", help="a run id (a unique prefix is enough)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the run as one JSON document (summary, archive, validation front, test "
+        "front, best candidate; keys documented in studio/_cli_results.py)",
+    )
+    _add_db(p)
+
+    p = sub.add_parser(
+        "export", help="write a run's archive, fronts and per-example results to files"
+    )
+    p.add_argument("run", metavar="RUN", help="a run id (a unique prefix is enough)")
+    p.add_argument(
+        "--format",
+        default="csv",
+        metavar="FORMAT",
+        help="csv (default), json or parquet: one file per table",
+    )
+    p.add_argument(
+        "--out", metavar="DIR", help="the folder to write to (default: here; created if missing)"
+    )
     _add_db(p)
 
     p = sub.add_parser("diff", help="a candidate against the run's seed (or another)")
@@ -313,7 +334,9 @@ def _version() -> str:
         return "0+unknown"
 
 
-def _handler(command: str) -> Callable[[argparse.Namespace, Output], int]:
+def _handler(
+    command: str, *, json_output: bool = False
+) -> Callable[[argparse.Namespace, Output], int]:
     if command in ("search", "demo", "evaluate"):
         from studio import _cli_search
 
@@ -322,6 +345,10 @@ def _handler(command: str) -> Callable[[argparse.Namespace, Output], int]:
             "demo": _cli_search.cmd_demo,
             "evaluate": _cli_search.cmd_evaluate,
         }[command]
+    if command == "export" or (command == "show" and json_output):
+        from studio import _cli_results
+
+        return _cli_results.cmd_export if command == "export" else _cli_results.cmd_show_json
     if command in ("runs", "show", "diff", "apply"):
         from studio import _cli_runs
 
@@ -359,7 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise CliUsageError("search: give a PROBLEM, or --resume RUN")
         if getattr(args, "db", None) is None and args.db_global is not None:
             args.db = args.db_global
-        return _handler(args.command)(args, out)
+        return _handler(args.command, json_output=bool(getattr(args, "json", False)))(args, out)
     except CliUsageError as exc:
         out.error(str(exc))
         return ExitCode.USAGE

@@ -3,6 +3,7 @@ front's candidates (issue 10, item 7), with one test score (older runs: the winn
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -19,6 +20,11 @@ from core.storage import DuckDBRunStore  # noqa: E402
 from core.storage.queries import TEST_FRONT_COLUMNS  # noqa: E402
 
 
+def _spec(idx: int) -> str:
+    step = {"operation": {"kind": "function_step", "callable_name": f"f{idx}"}}
+    return json.dumps({"kind": "pipeline", "steps": [step], "name": f"c{idx}"})
+
+
 def _run(test_of: list[int]) -> list[SearchEvent]:
     """Four candidates on validation (front: 0, 1, 3; 2 is dominated by 0), and test results
     of the candidates `test_of`."""
@@ -29,7 +35,10 @@ def _run(test_of: list[int]) -> list[SearchEvent]:
     test = {0: (0.55, 0.011, 0.54), 1: (0.5, 0.06, 0.49), 2: (0.6, 0.02, 0.58)}
     test[3] = (0.92, 0.21, 0.71)
     for idx, (acc, cost, score) in validation.items():
-        events += [b.proposed(idx), b.result(idx, acc, cost, score, n_examples=300)]
+        events += [
+            b.proposed(idx, spec_json=_spec(idx)),
+            b.result(idx, acc, cost, score, n_examples=300),
+        ]
     for idx in test_of:
         acc, cost, score = test[idx]
         events.append(b.result(idx, acc, cost, score, split="test", n_examples=1019))

@@ -1,0 +1,279 @@
+"""Machine-readable results (`show RUN --json`, `export RUN`) and the held-out test front table.
+
+`show RUN --json` prints one JSON document (`run_document`) on stdout, with these stable keys:
+
+- `format`: `"topology-studio.run/1"` (the document's version; keys are only ever added);
+- `run`: `run_id, problem, strategy, seed, status, reason, started_at, finished_at` (Unix
+  seconds), `best_idx`, `budget_used` (`evaluations`, `usd` in USD, `wall_s` in s),
+  `n_validation`, `n_test` (examples per split);
+- `archive`: every candidate, `RunStore.archive(run_id, include_unevaluated=True)` rows (the
+  objectives: `accuracy` share correct, `cost_usd` USD and `latency_ms` ms per example);
+- `validation_front`: the archive rows on the validation Pareto front (`split="validation"`);
+- `test_front`: `RunStore.test_front` rows: the validation front's candidates with their
+  held-out test scores (`test_*`; reported only, never used for selection);
+- `best`: the best validation candidate's archive row plus its `spec` (the topology as JSON),
+  or null.
+
+NaN and infinite numbers are written as `null` (JSON has neither).
+
+`export RUN --format csv|json|parquet [--out DIR]` writes four tables with pandas' own writers,
+one file each, named `<run>-<table>.<ext>`: `archive`, `validation_front`, `test_front` and
+`examples` (every per-example result of the run: `candidate_idx` then
+`RunStore.candidate_examples`'s columns, traces left out). It prints the paths written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any, Final
+
+import pandas as pd  # pyright: ignore[reportMissingTypeStubs]
+
+from core.storage import RunStore
+from studio._cli_common import CliUsageError, ExitCode, resolve_db_path
+from studio._cli_output import Output, fmt_float
+from studio._cli_store import open_cli_store
+
+__all__ = [
+    "EXPORT_FORMATS",
+    "EXPORT_TABLES",
+    "RUN_DOCUMENT_FORMAT",
+    "TEST_FRONT_LABEL",
+    "cmd_export",
+    "cmd_show_json",
+    "export_tables",
+    "print_test_front",
+    "run_document",
+]
+
+RUN_DOCUMENT_FORMAT: Final = "topology-studio.run/1"
+"""The `format` key of `show --json`'s document."""
+
+TEST_FRONT_LABEL: Final = "held-out test: reported only, never used for selection"
+"""How every view of test scores is labelled (issue 10, item 7)."""
+
+EXPORT_FORMATS: Final = ("csv", "json", "parquet")
+"""The formats `export` writes."""
+
+EXPORT_TABLES: Final = ("archive", "validation_front", "test_front", "examples")
+"""The tables `export` writes, one file each."""
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-safe value: numpy scalars as Python ones, NaN / infinities / pandas NA as None."""
+    if value is None or value is pd.NA:
+        return None
+    item = getattr(value, "item", None)
+    if callable(item) and not isinstance(value, str | bytes):
+        try:
+            value = item()
+        except (ValueError, TypeError):
+            pass
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
+    return value
+
+
+def _rows(df: pd.DataFrame) -> list[dict[str, Any]]:
+    names = [str(c) for c in df.columns]
+    return [
+        {n: _plain(v) for n, v in zip(names, values, strict=True)}
+        for values in df.itertuples(index=False)
+    ]
+
+
+def _tables(store: RunStore, run_id: str) -> dict[str, pd.DataFrame]:
+    archive = store.archive(run_id, include_unevaluated=True)
+    validation = store.archive(run_id, split="validation")
+    front = (
+        validation.loc[validation["on_front"].astype(bool)] if not validation.empty else validation
+    )
+    return {
+        "archive": archive,
+        "validation": validation,
+        "validation_front": pd.DataFrame(front).reset_index(drop=True),
+        "test_front": store.test_front(run_id),
+    }
+
+
+def run_document(store: RunStore, run_id: str) -> dict[str, Any]:
+    """The `show --json` document of a run (keys: see the module docstring).
+
+    Raises:
+        CliUsageError: no such run.
+    """
+    run = store.get_run(run_id)
+    if run is None:
+        raise CliUsageError(f"no run {run_id!r} in the database")
+    tables = _tables(store, run_id)
+    validation = tables["validation"]
+    best_rows = (
+        validation.loc[validation["is_best"].astype(bool)] if not validation.empty else validation
+    )
+    best: dict[str, Any] | None = None
+    if not best_rows.empty:
+        best = _rows(pd.DataFrame(best_rows))[0]
+        spec_hash = best.get("spec_hash")
+        spec_json = store.get_spec(str(spec_hash)) if spec_hash else None
+        best["spec"] = json.loads(spec_json) if spec_json else None
+    return {
+        "format": RUN_DOCUMENT_FORMAT,
+        "run": {
+            "run_id": run.run_id,
+            "problem": run.problem,
+            "strategy": run.strategy,
+            "seed": run.seed,
+            "status": run.status,
+            "reason": run.reason,
+            "started_at": _plain(run.started_at),
+            "finished_at": _plain(run.finished_at),
+            "best_idx": run.best_idx,
+            "budget_used": _plain(run.budget_used),
+            "n_validation": run.config.get("n_validation"),
+            "n_test": run.config.get("n_test"),
+        },
+        "archive": _rows(tables["archive"]),
+        "validation_front": _rows(tables["validation_front"]),
+        "test_front": _rows(tables["test_front"]),
+        "best": best,
+    }
+
+
+def cmd_show_json(args: argparse.Namespace, out: Output) -> int:
+    """`show RUN --json`: the run as one JSON document on stdout (no colour, no notes)."""
+    from studio._cli_runs import resolve_run_id
+
+    with open_cli_store(resolve_db_path(args.db), out) as store:
+        doc = run_document(store, resolve_run_id(store, args.run))
+    out.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    out.stdout.flush()
+    return ExitCode.OK
+
+
+def _examples(store: RunStore, run_id: str, archive: pd.DataFrame) -> pd.DataFrame:
+    frames: list[pd.DataFrame] = []
+    for idx in [int(i) for i in archive["candidate_idx"].tolist()] if not archive.empty else []:
+        ex = store.candidate_examples(run_id, idx)
+        if not ex.empty:
+            frames.append(ex.assign(candidate_idx=idx))
+    if not frames:
+        return pd.DataFrame(columns=["candidate_idx"])
+    df = pd.concat(frames, ignore_index=True)
+    return pd.DataFrame(df[["candidate_idx", *[c for c in df.columns if c != "candidate_idx"]]])
+
+
+def export_tables(store: RunStore, run_id: str) -> dict[str, pd.DataFrame]:
+    """The tables `export` writes (`EXPORT_TABLES`), by name."""
+    tables = _tables(store, run_id)
+    return {
+        "archive": tables["archive"],
+        "validation_front": tables["validation_front"],
+        "test_front": tables["test_front"],
+        "examples": _examples(store, run_id, tables["archive"]),
+    }
+
+
+def _write(df: pd.DataFrame, path: Path, fmt: str) -> None:
+    if fmt == "csv":
+        df.to_csv(path, index=False)
+    elif fmt == "json":
+        df.to_json(path, orient="records", indent=2, double_precision=15)
+    else:
+        df.to_parquet(path, index=False)
+
+
+def cmd_export(args: argparse.Namespace, out: Output) -> int:
+    """`export RUN --format csv|json|parquet [--out DIR]`: one file per table (see the module
+    docstring), in DIR (default: the current folder, created if missing); prints each path.
+
+    Raises:
+        CliUsageError: an unknown format, no such run, or a folder that cannot be written.
+    """
+    fmt = str(args.format).lower()
+    if fmt not in EXPORT_FORMATS:
+        raise CliUsageError(f"unknown export format {args.format!r}: use csv, json or parquet")
+    folder = Path(args.out) if args.out else Path.cwd()
+    from studio._cli_runs import resolve_run_id
+
+    with open_cli_store(resolve_db_path(args.db), out) as store:
+        run_id = resolve_run_id(store, args.run)
+        tables = export_tables(store, run_id)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        written: list[Path] = []
+        for name in EXPORT_TABLES:
+            path = folder / f"{run_id}-{name}.{fmt}"
+            _write(tables[name], path, fmt)
+            written.append(path)
+    except OSError as exc:
+        raise CliUsageError(
+            f"cannot write the export to {folder}: {exc.strerror or exc} (give --out a "
+            "writable folder)"
+        ) from exc
+    for name, path in zip(EXPORT_TABLES, written, strict=True):
+        out.line(f"{name}: {path} ({len(tables[name])} rows)")
+    return ExitCode.OK
+
+
+def print_test_front(out: Output, test_front: pd.DataFrame) -> None:
+    """The validation front's candidates with their held-out test scores, labelled so a test
+    score is never mistaken for what chose them (`TEST_FRONT_LABEL`)."""
+    out.heading(f"Test front ({TEST_FRONT_LABEL})")
+    if test_front.empty:
+        out.line("(no validation front)")
+        return
+    rows = _rows(test_front)
+    scored = [r for r in rows if r["test_n_examples"]]
+    if not scored:
+        out.line("(not evaluated on the test split)")
+        return
+    table: list[list[str]] = []
+    for r in rows:
+        tested = bool(r["test_n_examples"])
+        table.append(
+            [
+                str(r["candidate_idx"]),
+                fmt_float(r["accuracy"], 4),
+                fmt_float(r["cost_usd"], 6),
+                fmt_float(r["test_accuracy"], 4) if tested else "-",
+                fmt_float(r["test_cost_usd"], 6) if tested else "-",
+                fmt_float(r["test_latency_ms"], 1) if tested else "-",
+                fmt_float(r["test_aggregate_score"], 4) if tested else "-",
+                ("*" if r["on_test_front"] else "") if tested else "not scored",
+            ]
+        )
+    out.table(
+        (
+            "candidate",
+            "val_accuracy",
+            "val_cost_usd",
+            "test_accuracy",
+            "test_cost_usd",
+            "test_latency_ms",
+            "test_score",
+            "test_front",
+        ),
+        table,
+        right=(
+            "candidate",
+            "val_accuracy",
+            "val_cost_usd",
+            "test_accuracy",
+            "test_cost_usd",
+            "test_latency_ms",
+            "test_score",
+        ),
+    )
+    n = max(int(r["test_n_examples"]) for r in scored)
+    out.line(
+        f"({len(scored)} of {len(rows)} validation-front candidates scored once on the {n} "
+        "held-out test problems; * = no other of them is at least as good on test on all "
+        "objectives and better on one. The front and the best are chosen on validation only.)"
+    )
