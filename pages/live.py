@@ -8,11 +8,12 @@ import streamlit as st
 from core.search.pareto import DEFAULT_OBJECTIVES
 from studio._st_common import get_manager, guard, load_runs, page, pick_run, store_banner
 from studio._st_render import format_value, inspector
-from studio.views.candidate import candidate_view
+from studio.views.candidate import candidate_view, trace_view
 from studio.views.links import parse_live_link
 from studio.views.pareto import (
     OBJECTIVE_LABELS,
     OBJECTIVES,
+    held_out_front_view,
     hypervolume_series,
     live_figure,
     progress_frame,
@@ -198,6 +199,24 @@ def live_view() -> None:
                 ),
             },
         )
+        held_out = held_out_front_view(store.test_front(run_id))
+        st.markdown(f"**{held_out.title}**")
+        st.caption(held_out.caption)
+        if not held_out.table.empty:
+            st.dataframe(
+                held_out.table,
+                hide_index=True,
+                key=f"test_front_{run_id}",
+                column_config={
+                    "accuracy": st.column_config.NumberColumn("val accuracy", format="%.3f"),
+                    "cost_usd": st.column_config.NumberColumn("val cost_usd", format="%.5f"),
+                    "test_accuracy": st.column_config.NumberColumn(format="%.3f"),
+                    "test_cost_usd": st.column_config.NumberColumn(format="%.5f"),
+                    "test_latency_ms": st.column_config.NumberColumn(format="%.0f"),
+                    "test_aggregate_score": st.column_config.NumberColumn(format="%.4f"),
+                    "on_test_front": st.column_config.CheckboxColumn("on test front"),
+                },
+            )
         rows = list(state.selection.rows) if state else []
         chosen = (
             int(table["candidate_idx"].iloc[rows[0]]) if rows and rows[0] < len(table) else None
@@ -243,6 +262,32 @@ with guard():
         spec_json = manager.store.get_spec(str(spec_hash)) if spec_hash else None
         view = candidate_view(row, spec_json, manager.store.candidate_examples(run_id, sel))
         inspector(view)
+        if not view.examples.empty:
+            with st.expander("Trace of one example"):
+                ex_ids = [
+                    (str(e), int(t))
+                    for e, t in zip(
+                        view.examples["example_id"].tolist(),
+                        view.examples["trial"].tolist(),
+                        strict=True,
+                    )
+                ]
+                picked_ex = st.selectbox(
+                    "Example",
+                    ex_ids,
+                    index=None,
+                    format_func=lambda k: k[0] if k[1] == 0 else f"{k[0]} (trial {k[1]})",
+                    key=f"live_trace_{run_id}_{sel}",
+                    placeholder="pick an example to see its spans",
+                )
+                if picked_ex is not None:
+                    tv = trace_view(
+                        manager.store.example_trace(run_id, sel, picked_ex[0], trial=picked_ex[1])
+                    )
+                    if tv.message is not None:
+                        st.info(tv.message)
+                    else:
+                        st.dataframe(tv.spans, hide_index=True, key="live_trace_spans")
         record = manager.store.get_run(run_id)
         target = (record.problem if record is not None else None) or "topology"
         b1, b2, _ = st.columns([1, 1, 3])

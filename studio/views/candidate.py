@@ -14,7 +14,19 @@ import pandas as pd
 from core.errors import SpecError
 from core.ir import SpecLimits, TopologySpec, assign_ids, parse_topology, to_dot
 
-__all__ = ["METRIC_FIELDS", "CandidateView", "candidate_view", "parse_stored_spec"]
+__all__ = [
+    "METRIC_FIELDS",
+    "TRACE_NOT_RECORDED",
+    "CandidateView",
+    "TraceView",
+    "candidate_view",
+    "parse_stored_spec",
+    "trace_view",
+]
+
+TRACE_NOT_RECORDED = "trace not recorded (run the search with --traces)"
+"""What the drill-down says for an example whose trace the journal did not record: searches
+record traces only with `--traces` or `[search] traces = true` (issue 10, item 10)."""
 
 METRIC_FIELDS: tuple[str, ...] = (
     "accuracy",
@@ -140,3 +152,39 @@ def candidate_view(
         dot=dot,
         examples=examples if examples is not None else pd.DataFrame(),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class TraceView:
+    """One example's trace for the drill-down.
+
+    Attributes:
+        message: `TRACE_NOT_RECORDED` when there are no spans (None: `spans` has rows).
+        spans: one row per span: `span_id, parent_id, node_id, kind, name, duration_ms` (ms),
+            `input_summary, output_summary, error`; empty without a trace.
+    """
+
+    message: str | None
+    spans: pd.DataFrame
+
+
+_SPAN_COLUMNS = (
+    "span_id",
+    "parent_id",
+    "node_id",
+    "kind",
+    "name",
+    "duration_ms",
+    "input_summary",
+    "output_summary",
+    "error",
+)
+
+
+def trace_view(spans: list[dict[str, Any]] | None) -> TraceView:
+    """The drill-down of one example's spans (`RunStore.example_trace`): a table, or the
+    message that the trace was not recorded (None or [] from the store)."""
+    if not spans:
+        return TraceView(TRACE_NOT_RECORDED, pd.DataFrame())
+    rows = [{c: s.get(c) for c in _SPAN_COLUMNS} for s in spans]
+    return TraceView(None, pd.DataFrame(rows, columns=list(_SPAN_COLUMNS)))

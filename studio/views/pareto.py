@@ -31,6 +31,9 @@ __all__ = [
     "progress_figure",
     "progress_frame",
     "selected_candidates",
+    "TEST_FRONT_LABEL",
+    "HeldOutFrontView",
+    "held_out_front_view",
 ]
 
 OBJECTIVE_LABELS: dict[str, str] = {
@@ -426,3 +429,59 @@ def live_figure(
             )
         )
     return fig
+
+
+TEST_FRONT_LABEL = "held-out test: reported only, never used for selection"
+"""The label every view of test scores carries (issue 10, item 7)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeldOutFrontView:
+    """The held-out test front as the Live page shows it beside the validation front.
+
+    Attributes:
+        title: e.g. `"Test front (held-out test: reported only, never used for selection)"`.
+        caption: what the table is and how many front members were scored on test.
+        table: one row per validation-front candidate: `candidate_idx`, validation
+            `accuracy` and `cost_usd` (USD per example), then `test_accuracy`, `test_cost_usd`
+            (USD per example), `test_latency_ms` (ms per example), `test_aggregate_score`,
+            `on_test_front`; empty when nothing was scored on test.
+    """
+
+    title: str
+    caption: str
+    table: pd.DataFrame
+
+
+_TEST_FRONT_SHOWN = (
+    "candidate_idx",
+    "accuracy",
+    "cost_usd",
+    "test_accuracy",
+    "test_cost_usd",
+    "test_latency_ms",
+    "test_aggregate_score",
+    "on_test_front",
+)
+
+
+def held_out_front_view(test_front: pd.DataFrame) -> HeldOutFrontView:
+    """The Live page's test-front table from `RunStore.test_front` (works with one test
+    score, as older runs have for their winner, and with many)."""
+    title = f"Test front ({TEST_FRONT_LABEL})"
+    if test_front.empty:
+        return HeldOutFrontView(title, "No validation front yet.", pd.DataFrame())
+    scored = test_front.loc[test_front["test_n_examples"].astype(int) > 0]
+    if scored.empty:
+        return HeldOutFrontView(
+            title, "Not scored on the held-out test split (yet).", pd.DataFrame()
+        )
+    n = int(scored["test_n_examples"].max())
+    caption = (
+        f"{len(scored)} of {len(test_front)} validation-front candidates, each scored once on "
+        f"the {n} held-out test problems. The front and the best are chosen on validation "
+        "only; a test score never chooses. `on test front`: no other of them is at least as "
+        "good on test on every objective and better on one."
+    )
+    table = pd.DataFrame(scored[list(_TEST_FRONT_SHOWN)]).reset_index(drop=True)
+    return HeldOutFrontView(title, caption, table)
