@@ -19,14 +19,24 @@ The loop (`SearchRun`; a strategy only proposes, the engine does everything else
    diagnosis, after `RunFinished(status="failed")`.
 3. **Generations**: the strategy is asked for proposals; each is checked before anything runs
    (the evaluator's rules: parse limits, `max_depth`, allowed kinds, registered names,
-   hydration), so an invalid one is recorded `rejected` with its reason and never reaches the
-   archive (F4), and one with the canonical hash of an earlier candidate is recorded
-   `duplicate` and not evaluated again. A valid new one is evaluated on the generation's
-   minibatch (`minibatch_size` validation examples drawn with `random.Random(f"minibatch:
-   {seed}:{generation}")`, the same for every candidate of the generation) and compared with
-   its parent on the same examples (the parent's runs come from the evaluation cache, or are
-   run now: like with like). If it scores strictly higher it is **promoted**: evaluated on the
-   full validation split. It enters the archive with the split it was scored on.
+   hydration; then the static dataflow check with the problem's `effects`, whose rejections
+   are named `condition_before_input`, `fastest_branch_without_answer`, `no_agent`,
+   `router_matches_nothing` and counted in `RunFinished.budget_used` as
+   `static_rejected:<code>`), so an invalid one is recorded `rejected` with its reason and
+   never reaches the archive (F4), and one with the canonical hash of an earlier candidate, or
+   the same no-op-free normal form (`core.ir.dataflow.behaviour_hash`), is recorded
+   `duplicate` and not evaluated again. A valid new one is evaluated on the minibatch:
+   - with `minibatch_margin` (the GSM8K replay problem sets 0.05): one fixed minibatch for the
+     whole run, sized from the seed's measured accuracy (`minibatch_size_for`), drawn once. A
+     candidate whose per-example results there equal an earlier one's is recorded `same_as`
+     it: never promoted, never re-scored, not in the archive. A candidate that no distinct
+     candidate dominates there (accuracy, cost, latency) is **promoted** to the full
+     validation split (at once when the minibatch is the whole split);
+   - without: `minibatch_size` examples drawn with `random.Random(f"minibatch:
+     {seed}:{generation}")` (the same for every candidate of the generation), compared with
+     its parent on the same examples (the parent's runs come from the evaluation cache, or are
+     run now: like with like); if it scores strictly higher it is **promoted**.
+   It enters the archive with the split it was scored on.
 4. **Stopping**: between evaluations, the budget (`Budget`: candidate evaluations, USD, wall
    time, patience), a stop file, a first Ctrl-C (SIGINT, main thread only) or `request_stop()`
    end the run cleanly (`RunFinished(status="stopped")`). After `n_generations`, or when the
@@ -36,10 +46,12 @@ The loop (`SearchRun`; a strategy only proposes, the engine does everything else
    generations (6 proposals: 0 duplicate, 6 rejected, last unknown_names)"`.
 5. **Report**: the minibatch-only candidates that are best or on the front on their own scores
    are re-scored on the full validation split, again until none is left (a re-scored one can
-   drop off the front and put another on it); the winner and the front are then taken among
-   the candidates scored on the full validation split, and the winner is evaluated once on the
-   test split, if one is given. After a stop by money, time or a person, the report spends
-   nothing more: no re-scoring, no test split (`raw["test"]` is None).
+   drop off the front and put another on it; a stop between two is honoured); the winner and
+   the front are then taken among the candidates scored on the full validation split, and
+   every front candidate, the winner first, is evaluated once on the test split, if one is
+   given (`raw["test_front"]`, the winner's as `raw["test"]`): reported, never used to choose.
+   After a stop by money, time or a person, the report spends nothing more: no re-scoring, no
+   test split (`raw["test"]` is None, `raw["test_front"]` empty).
 6. **Resume**: `resume_from=<recorded events>` serves every recorded example result from the
    evaluation cache and every recorded proposal to the strategy, re-runs the same deterministic
    loop, and emits only what was not recorded (the `seq` continues): recorded work costs
