@@ -47,6 +47,7 @@ def call(name: str, *args: object) -> object:
 def test_every_function_has_a_role_and_a_one_line_description() -> None:
     assert list(FUNCS) == [
         "extract_final_answer",
+        "keep_answer",
         "majority_vote",
         "vote_arithmetic_checked",
         "merge_candidates",
@@ -70,6 +71,15 @@ def test_every_function_has_a_role_and_a_one_line_description() -> None:
     for f in FUNCS.values():
         assert f.roles and set(f.roles) <= roles
         assert f.description and "\n" not in f.description and len(f.description) <= 160
+
+
+def test_keep_answer_returns_the_state_unchanged_and_is_declared_an_identity() -> None:
+    s = st(("6b_finetuning", GOOD), ("175b_finetuning", BAD_ARITH), final="7")
+    assert call("keep_answer", s) == s
+    assert FUNCS["keep_answer"].effect.identity is True
+    assert FUNCS["candidates_agree"].effect.needs_candidates == 2
+    assert FUNCS["candidates_agree"].effect.verdict == "accept"
+    assert FUNCS["last_fails_arithmetic"].effect.complement_of == "last_passes_arithmetic"
 
 
 def test_extract_final_answer() -> None:

@@ -58,7 +58,7 @@ def test_the_problem_loads(problem: Problem) -> None:
     for run in RUNS:
         assert problem.agent_registry.describe(run)
         assert "\n" not in problem.agent_registry.describe(run)
-    assert len(problem.callable_registry.names()) == 19
+    assert len(problem.callable_registry.names()) == 20
     assert problem.roles["merge"] == ["merge_candidates", "merge_vote"]
     assert problem.roles["state_updater"] == ["carry_state"]
     assert problem.roles["evaluator"] == ["eval_agreement", "eval_arithmetic"]
