@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from pydantic_ai.exceptions import UserError
 
 from core.errors import BudgetError, SpecError, StoreBusyError, StoreError, TopologyStudioError
+from core.evaluation.call_cache import DuckDBCallCache, call_cache_path
 from core.evaluation.evaluator import CandidateEvaluation, ExampleResult, TopologyEvaluator
 from core.evaluation.metrics import GoldExample
 from core.ir import TopologySpec, parse_topology
@@ -203,6 +204,12 @@ class _SearchSetup:
         self.resumed = resumed
         self.note: str | None = None
         """A line to print before the run (the exhaustive strategy's count)."""
+        self.db: Path | None = None
+        """The run store; the call cache is kept beside it (`call_cache_path`)."""
+        self.use_call_cache = True
+        """False with `--no-call-cache`."""
+        self.call_cache_line: str | None = None
+        """`call cache: N hits of M calls (x%), K new model calls`, once the run ended."""
 
 
 def _create_journal(db: Path, run_id: str) -> RunJournal:
@@ -422,8 +429,24 @@ def run_cli_search(setup: _SearchSetup, out: Output) -> OptimizationResult:
         raise CliUsageError(f"invalid search option {_first_error(exc)}") from exc
     except ValueError as exc:
         raise CliUsageError(str(exc)) from exc
-    with progress:
-        return asyncio.run(search.run())
+    call_cache = _call_cache(setup)
+    search.evaluator.set_call_cache(call_cache)
+    try:
+        with progress:
+            return asyncio.run(search.run())
+    finally:
+        if call_cache is not None:
+            call_cache.flush()
+            setup.call_cache_line = call_cache.stats().summary_line()
+
+
+def _call_cache(setup: _SearchSetup) -> DuckDBCallCache | None:
+    """The search's call cache: `<db>.calls.duckdb`, namespaced by the problem's name and
+    config hash; None with `--no-call-cache`."""
+    if setup.db is None or not setup.use_call_cache:
+        return None
+    problem = setup.problem
+    return DuckDBCallCache(call_cache_path(setup.db), f"{problem.name}:{problem.config_hash}")
 
 
 def _check_store(db: Path) -> None:
@@ -524,6 +547,8 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
         return ExitCode.FAILED
     try:
         reason = _report(db, setup.run_id, out)
+        if setup.call_cache_line is not None:
+            out.line(setup.call_cache_line)
     except KeyboardInterrupt:
         raise CliInterrupted(_resume_hint(setup.run_id, db)) from None
     except StoreError as exc:  # e.g. the database was replaced while the search ran
@@ -543,6 +568,8 @@ def cmd_search(args: argparse.Namespace, out: Output) -> int:
     db = resolve_db_path(args.db)
     _check_store(db)
     setup = _resume_setup(args, db, out) if args.resume else _new_setup(args, db)
+    setup.db = db
+    setup.use_call_cache = not getattr(args, "no_call_cache", False)
     if setup.note:
         out.line(setup.note)
     return _run_and_report(setup, db, out)

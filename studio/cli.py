@@ -229,6 +229,13 @@ def build_parser() -> argparse.ArgumentParser:
         "drill-down; off by default (the journal is about ten times smaller), the problem's "
         "[search] traces = true turns it on; a resumed run keeps what it recorded",
     )
+    p.add_argument(
+        "--no-call-cache",
+        action="store_true",
+        help="do not answer agent calls from the call cache (<db>.calls.duckdb, on by default: "
+        "a call made before, same agent, prompt and trial, is not made again, and is still "
+        "charged its recorded cost)",
+    )
     _add_budget(p)
     _add_problem_overrides(p)
     _add_db(p)

@@ -13,7 +13,14 @@ from typing import Any, Protocol, cast
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.usage import RunUsage
 
-__all__ = ["UNKNOWN_MODEL", "UsageRecorder", "agent_model_name", "model_name", "run_agent"]
+__all__ = [
+    "UNKNOWN_MODEL",
+    "UsageRecorder",
+    "agent_model_name",
+    "charge_started_request",
+    "model_name",
+    "run_agent",
+]
 
 UNKNOWN_MODEL = "unknown"
 """The model name recorded when an agent has no model configured (it must get one per run)."""
@@ -75,6 +82,46 @@ class UsageRecorder(Protocol):
     ) -> None: ...
 
 
+class _Ledger:
+    """Usage a model charged itself at request start during one `run_agent` call, per model."""
+
+    __slots__ = ("charged", "record")
+
+    def __init__(self, record: UsageRecorder | None) -> None:
+        self.record = record
+        self.charged: dict[str, list[int]] = {}
+
+
+_LEDGER: ContextVar[_Ledger | None] = ContextVar("agent_usage_ledger", default=None)
+
+
+def charge_started_request(
+    model_name: str, /, *, requests: int = 1, input_tokens: int = 0, output_tokens: int = 0
+) -> None:
+    """Charge a model request in full the moment it starts (a simulated model calls this).
+
+    The rule it serves (README, "Cost"): every request that started is charged in full, whether
+    it finishes, fails or is cancelled (the losing branch of a `fastest` race), so a run's cost
+    never depends on when a cancellation lands. The usage goes to the running `run_agent`'s
+    recorder at once; `run_agent` then records only what pydantic-ai counted beyond it, so
+    the request is not charged twice. Outside `run_agent` (or untraced) it records nothing.
+
+    Args:
+        model_name: the priced model name (the same one `agent_model_name` gives).
+        requests, input_tokens, output_tokens: the request's full usage.
+    """
+    ledger = _LEDGER.get()
+    if ledger is None or ledger.record is None:
+        return
+    ledger.record(
+        model_name, requests=requests, input_tokens=input_tokens, output_tokens=output_tokens
+    )
+    counts = ledger.charged.setdefault(model_name, [0, 0, 0])
+    counts[0] += requests
+    counts[1] += input_tokens
+    counts[2] += output_tokens
+
+
 async def run_agent(agent: Any, prompt: Any, *, record: UsageRecorder | None = None) -> Any:
     """Run `agent` once on `prompt` with a fresh run state and return its output.
 
@@ -82,7 +129,8 @@ async def run_agent(agent: Any, prompt: Any, *, record: UsageRecorder | None = N
     `agent.run(..., usage=...)`; pydantic-ai adds each model request into it in place, so after
     the run (also when it raises, e.g. after exhausting structured-output retries) it holds the
     usage of every attempt. That usage goes to `record` (the runtime passes
-    `tracing.record_usage` when a trace is active) unless no request was made.
+    `tracing.record_usage` when a trace is active) unless no request was made, less what a
+    model already charged itself at request start (`charge_started_request`).
 
     Args:
         agent: a pydantic-ai agent, or an `AgentLike`.
@@ -101,14 +149,23 @@ async def run_agent(agent: Any, prompt: Any, *, record: UsageRecorder | None = N
     options: dict[str, Any] = {"usage": usage}
     if _is_pydantic_agent(agent):
         options["infer_name"] = False  # no call-frame inspection to guess the agent's name
+    ledger = _Ledger(record)
+    token = _LEDGER.set(ledger)
     try:
         result = await agent.run(prompt, **options)
     finally:
-        if record is not None and (usage.requests or usage.input_tokens or usage.output_tokens):
-            record(
-                agent_model_name(agent),
-                requests=usage.requests,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-            )
+        _LEDGER.reset(token)
+        if record is not None:
+            name = agent_model_name(agent)
+            pre = ledger.charged.get(name, [0, 0, 0])
+            requests = max(0, usage.requests - pre[0])
+            input_tokens = max(0, usage.input_tokens - pre[1])
+            output_tokens = max(0, usage.output_tokens - pre[2])
+            if requests or input_tokens or output_tokens:
+                record(
+                    name,
+                    requests=requests,
+                    input_tokens=input_tokens,
+                    output_tokens=output_tokens,
+                )
     return result.output

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sized
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from core.agents.call_cache import CallCache, use_call_cache
 from core.evaluation._records import ExampleResult
 from core.evaluation.metrics import BundleStatus, GoldExample, MetricBundle, ScoreFn
 from core.evaluation.pricing import Pricer
@@ -112,6 +113,8 @@ class RunContext:
     latency_source: LatencySource = "auto"
     capture_traces: bool = True
     """Keep the run's spans in `ExampleResult.trace`; False: `[]` (`EvaluatorConfig`)."""
+    call_cache: CallCache | None = None
+    """The call-level model cache active in each run, with the run's trial (None: off)."""
 
 
 def _describe(value: float) -> str:
@@ -153,7 +156,7 @@ async def run_example(
     error: str | None = None
     timed_out = False
     start = time.perf_counter_ns()
-    with capture_trace() as trace:
+    with capture_trace() as trace, use_call_cache(ctx.call_cache, trial):
         try:
             if ctx.timeout_s is None:
                 output = await topology.execute(example.input)

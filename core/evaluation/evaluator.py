@@ -52,6 +52,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from core.agents.call_cache import CallCache, CallCacheStats
 from core.errors import EvaluationError, SpecError, SpecLimitError, UnknownNamesError
 from core.evaluation._aggregate import fsum_finite, judge
 from core.evaluation._records import CandidateEvaluation, CandidateStatus, ExampleResult
@@ -209,6 +210,29 @@ class TopologyEvaluator:
         self._agent_factory_given = agent_factory
         self._agent_factory = agent_factory if options.allow_inline_agents else None
         self._is_blank: BlankFn = is_blank if is_blank is not None else default_is_blank
+        self._call_cache: CallCache | None = None
+
+    def set_call_cache(self, call_cache: CallCache | None) -> None:
+        """Use `call_cache` for every agent call of later `evaluate` calls (None: off).
+
+        A call made before (same agent, model, configuration, prompt, trial: see
+        `core.agents.call_cache`) is answered from it and still charged its recorded usage and
+        model time, so costs and latencies are the same with or without it; only model calls
+        and wall time are saved. The cache is flushed at the end of every `evaluate`.
+        `with_options` copies share it.
+        """
+        self._call_cache = call_cache
+
+    @property
+    def call_cache(self) -> CallCache | None:
+        """The call-level model cache, if any (`set_call_cache`)."""
+        return self._call_cache
+
+    def call_cache_stats(self) -> CallCacheStats:
+        """The call cache's counters (hits = model calls saved, misses = new model calls
+        stored, uncacheable), all 0 without a call cache; `.summary_line()` gives the run
+        summary's `call cache: N hits of M calls (x%), K new model calls`."""
+        return CallCacheStats() if self._call_cache is None else self._call_cache.stats()
 
     @property
     def config(self) -> EvaluatorConfig:
@@ -247,7 +271,7 @@ class TopologyEvaluator:
             EvaluationError: inline agents allowed without an agent factory.
         """
         config = EvaluatorConfig.model_validate({**self._config.model_dump(), **options})
-        return TopologyEvaluator(
+        copy = TopologyEvaluator(
             callable_registry=self._callables,
             agent_registry=self._agents,
             score_fn=self._score_fn,
@@ -257,6 +281,8 @@ class TopologyEvaluator:
             is_blank=self._is_blank,
             config=config,
         )
+        copy.set_call_cache(self._call_cache)
+        return copy
 
     def check(self, spec: Any) -> CheckResult:
         """Check a candidate exactly as `evaluate` does before it runs anything; never raises
@@ -387,6 +413,7 @@ class TopologyEvaluator:
             timeout_s=cfg.example_timeout_s,
             latency_source=cfg.latency_source,
             capture_traces=cfg.capture_traces,
+            call_cache=self._call_cache,
         )
         n_trials = cfg.n_trials
         slots: list[ExampleResult | None] = [None] * (len(examples) * n_trials)
@@ -421,6 +448,9 @@ class TopologyEvaluator:
                     group.create_task(run_one(*job))
         except BaseExceptionGroup as failed:  # only on_example or the cache can raise here
             raise failed.exceptions[0] from None
+        finally:
+            if self._call_cache is not None:
+                self._call_cache.flush()
 
         results = [r for r in slots if r is not None]
         verdict = judge(

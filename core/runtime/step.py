@@ -18,8 +18,23 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from core.agents import is_agent, render_prompt, run_agent
+from core.agents.call_cache import (
+    CallRecord,
+    SimulatedClock,
+    active_call_cache,
+    decode_output,
+    encode_output,
+)
 from core.runtime._trace import run_in_span
-from core.runtime.tracing import PLAIN_TYPES, Span, current_frame, record_usage, summarize
+from core.runtime.tracing import (
+    MODEL_LATENCY_KEY,
+    PLAIN_TYPES,
+    Span,
+    current_frame,
+    record_model_latency,
+    record_usage,
+    summarize,
+)
 from core.runtime.tracing import now_ns as _now
 
 __all__ = ["AgentStep", "FunctionStep", "Step", "coerce_step"]
@@ -141,6 +156,13 @@ class AgentStep:
     structured-output retries, is recorded on this step's span when tracing (see
     `core.agents.run_agent`; the model is named by `core.agents.agent_model_name`).
 
+    Inside `core.agents.use_call_cache` (the evaluator sets it per example run) and while
+    tracing, a call is first looked up in the call cache (`core.agents.call_cache`: the key is
+    the agent, its model, its static configuration, the prompt and the trial): a hit records the
+    stored usage and model time on this step's span at once, passes the model time on a
+    `SimulatedClock` model, and returns the stored output without calling the agent; a miss
+    calls it and stores what the call returned and recorded on the span.
+
     Args:
         agent: a pydantic-ai agent, or an object that quacks like one (`core.agents.AgentLike`).
         prompt_builder: optional `input -> prompt` function (sync).
@@ -193,7 +215,45 @@ class AgentStep:
         return await run_agent(self._agent, self.build_prompt(input_data))
 
     async def _traced(self, input_data: Any, span: Span, /) -> Any:
-        return await run_agent(self._agent, self.build_prompt(input_data), record=record_usage)
+        prompt = self.build_prompt(input_data)
+        active = active_call_cache()
+        if active is None:
+            return await run_agent(self._agent, prompt, record=record_usage)
+        cache = active.cache
+        key = active.occurrence(self._agent, prompt, self._name)
+        if key is None:
+            cache.count(uncacheable=1)
+            return await run_agent(self._agent, prompt, record=record_usage)
+        hit = cache.get(key)
+        if hit is not None:
+            cache.count(hits=1)
+            return await self._replay(hit, span)
+        output = await run_agent(self._agent, prompt, record=record_usage)
+        text = encode_output(output)
+        if text is None:
+            cache.count(uncacheable=1)
+            return output
+        latency = span.attributes.get(MODEL_LATENCY_KEY)
+        usage = tuple(
+            (u.model_name, u.requests, u.input_tokens, u.output_tokens) for u in span.usage
+        )
+        cache.put(key, CallRecord(text, usage, None if latency is None else float(latency)))
+        cache.count(misses=1)
+        return output
+
+    async def _replay(self, hit: CallRecord, span: Span) -> Any:
+        """A call-cache hit: charge the recorded call in full first (so a cancelled hit is
+        charged like a started call), then pass its model time, then return its output."""
+        for model, requests, input_tokens, output_tokens in hit.usage:
+            record_usage(
+                model, requests=requests, input_tokens=input_tokens, output_tokens=output_tokens
+            )
+        if hit.model_latency_ms is not None:
+            record_model_latency(hit.model_latency_ms)
+            model = getattr(self._agent, "model", None)
+            if isinstance(model, SimulatedClock):
+                await model.pass_model_time(hit.model_latency_ms)
+        return decode_output(self._agent, hit.output_json)
 
     def __repr__(self) -> str:
         return f"AgentStep({self._name!r})"

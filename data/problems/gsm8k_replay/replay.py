@@ -33,10 +33,17 @@ The usage, cost and latency model (all settings in `problem.toml` under `[params
   first, whatever the time scale and the machine's load: the same topology gives the same
   answer in every run. (A plain `asyncio.sleep(latency * time_scale)` let wall-clock jitter,
   or with time scale 0 the branch order, decide the race: one candidate scored 0.2200, then
-  0.2233.) A request cancelled before it finishes (the loser of a race) is recorded in full,
-  usage and model time, as if it had finished: whether a loser finishes just before the
-  cancellation lands depends on event-loop turns that vary between runs, so charging only the
-  losers that finished made the same candidate cost $0.001705, then $0.001797 a problem.
+  0.2233.)
+- **who is charged** (the rule, also in `README.md`): every branch that started is charged in
+  full for every model call it made or had started, replayed or answered from the call cache,
+  finished or cancelled. A replayed request charges its whole usage and model time the moment
+  it starts (`core.agents.charge_started_request`, `record_model_latency`), before it passes
+  any model time, so the loser of a `fastest` race costs the same whether its cancellation
+  lands during its model time, after it returned, or after the evaluator has read the trace.
+  (Charging on cancellation instead left a gap: a loser that had just passed its model time
+  but not yet returned through pydantic-ai, or whose cancellation outlived the 20 ms grace,
+  was charged nothing, and the same `fastest` spec cost $0.008802, $0.008177, $0.008294 a
+  problem in three evaluations.) A call-cache hit is charged the same way, at its start.
 """
 
 from __future__ import annotations
@@ -63,8 +70,9 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
+from core.agents import charge_started_request
 from core.errors import ProblemError
-from core.runtime.tracing import record_model_latency, record_usage
+from core.runtime.tracing import record_model_latency
 
 from .answers import extract_gold_answer, extract_solution_answer
 from .state import Candidate, MathState, coerce_state
@@ -341,6 +349,11 @@ class ReplayModel(FunctionModel):
     def system(self) -> str:
         return "replay"
 
+    async def pass_model_time(self, ms: float, /) -> None:
+        """Pass `ms` of model time as a request does (`pass_model_time` with this model's
+        time scale); a call-cache hit calls it (`core.agents.SimulatedClock`)."""
+        await pass_model_time(ms, self.time_scale)
+
     def latency_ms(self, solution: str) -> float:
         """Modelled latency of one request, ms: `latency_passes * tokens(solution) / throughput`."""
         out = count_tokens(solution, self.chars_per_token)
@@ -372,20 +385,16 @@ class ReplayModel(FunctionModel):
         )
         latency = self.latency_ms(rec.solution)
         usage = self.usage_for(state.question, rec.solution)
-        try:
-            await pass_model_time(latency, self.time_scale)
-        except asyncio.CancelledError:
-            # the loser of a race: recorded in full, so a run's cost and latency never depend on
-            # how many event-loop turns the cancellation took (see the module docstring)
-            record_usage(
-                f"{self.system}:{self.replay_run}",
-                requests=1,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-            )
-            record_model_latency(latency)
-            raise
+        # charged in full the moment the request starts (usage and model time), so a run's cost
+        # and latency never depend on whether or when a cancellation lands (module docstring)
+        charge_started_request(
+            f"{self.system}:{self.replay_run}",
+            requests=1,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+        )
         record_model_latency(latency)
+        await self.pass_model_time(latency)
         payload = new.model_dump_json()
         part = (
             ToolCallPart(tool_name=info.output_tools[0].name, args=payload)

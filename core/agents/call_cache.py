@@ -1,0 +1,378 @@
+"""The call-level model cache: the same agent call, made again, returns its recorded result.
+
+Where it sits: `core.runtime.AgentStep` (so every agent call made through the runtime: agent
+steps, and agent classifiers and evaluators, which are agent steps too). It is active only
+inside `use_call_cache(cache, trial)` (the evaluator sets it around each example run, with the
+trial index of that run) and only while a trace is active (the evaluator always traces).
+
+**The key** (`call_key`) is the sha256 of the canonical JSON of everything that changes the
+result of one call:
+
+- the agent's name and the name of the model it runs with now (`agent_model_name`);
+- the agent's static configuration (`agent_identity`): system prompts, instructions, model
+  settings, output type and its JSON schema;
+- the rendered user prompt (the step's input, `AgentStep.build_prompt`);
+- the trial index, so trial 1 of an example is never a hit for trial 0 (repeats of a sampled
+  model differ; temperature 0 is never assumed), and the occurrence number of an identical
+  call within one run (`CallContext.occurrence`: a vote of three calls of the same agent on the
+  same question is three calls).
+
+An agent whose result may depend on anything else (dynamic system prompts or instructions,
+tools or toolsets, output validators, or an object that only quacks like an agent) has no
+identity: its calls are never cached and are counted `uncacheable`. What is read from a
+pydantic-ai `Agent` is its configuration as stored on the agent; if an attribute this relies on
+is missing (another pydantic-ai version), the agent is uncacheable, never a false hit.
+
+**The value** (`CallRecord`) is the call's output as JSON, the usage it recorded on its span
+(per model: requests, input and output tokens) and its model time in ms. A hit records exactly
+that usage and model time on the step's span, at once, before anything else, so cost and
+latency are identical hit or miss, and a hit inside a cancelled losing branch of a `fastest`
+race is charged in full like a started call (`core.runtime.parallel`). If the agent's model
+simulates time (`SimulatedClock`: the replay model does), a hit then passes the same model time
+on it, so a race is decided exactly as on a miss. Only calls that returned are stored (a call
+that raised runs again next time).
+
+Counters (`CallCacheStats`): `hits` (calls answered from the cache: model calls saved),
+`misses` (calls made to the model and stored: new model calls), `uncacheable` (calls made that
+could not be keyed or stored).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, TypeAdapter
+from pydantic_ai import Agent
+
+from core.agents.usage import agent_model_name
+
+__all__ = [
+    "CallCache",
+    "CallCacheStats",
+    "CallContext",
+    "CallRecord",
+    "InMemoryCallCache",
+    "SimulatedClock",
+    "active_call_cache",
+    "agent_identity",
+    "call_key",
+    "decode_output",
+    "encode_output",
+    "use_call_cache",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """What one agent call produced and recorded.
+
+    Attributes:
+        output_json: the call's output as JSON text (`encode_output`).
+        usage: `(model_name, requests, input_tokens, output_tokens)` per model, as recorded on
+            the call's span.
+        model_latency_ms: the model time the call recorded, ms (None: it recorded none).
+    """
+
+    output_json: str
+    usage: tuple[tuple[str, int, int, int], ...]
+    model_latency_ms: float | None
+
+    def to_json(self) -> str:
+        """The record as JSON text (keys `output`, `usage`, `model_latency_ms`)."""
+        return json.dumps(
+            {
+                "output": self.output_json,
+                "usage": [list(u) for u in self.usage],
+                "model_latency_ms": self.model_latency_ms,
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> CallRecord:
+        """The record `to_json` wrote.
+
+        Raises:
+            ValueError: `text` is not such a record (names what is wrong).
+        """
+        try:
+            data = json.loads(text)
+            usage = tuple((str(m), int(r), int(i), int(o)) for m, r, i, o in data["usage"])
+            latency = data["model_latency_ms"]
+            return cls(str(data["output"]), usage, None if latency is None else float(latency))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"not a call record ({type(exc).__name__}: {exc})") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class CallCacheStats:
+    """Counters of one call cache since it was made (or `reset_stats`).
+
+    Attributes:
+        hits: calls answered from the cache (model calls saved).
+        misses: calls made to the model and stored (new model calls).
+        uncacheable: calls made to the model that could not be keyed or stored.
+    """
+
+    hits: int = 0
+    misses: int = 0
+    uncacheable: int = 0
+
+    @property
+    def calls(self) -> int:
+        """Every agent call seen: hits + misses + uncacheable."""
+        return self.hits + self.misses + self.uncacheable
+
+    @property
+    def new_model_calls(self) -> int:
+        """Calls that reached the model: misses + uncacheable."""
+        return self.misses + self.uncacheable
+
+    @property
+    def hit_rate(self) -> float:
+        """hits / calls, 0.0 when there were none."""
+        return self.hits / self.calls if self.calls else 0.0
+
+    def summary_line(self) -> str:
+        """`call cache: N hits of M calls (x%), K new model calls` (the run summary's line)."""
+        return (
+            f"call cache: {self.hits} hits of {self.calls} calls ({100 * self.hit_rate:.1f}%), "
+            f"{self.new_model_calls} new model calls"
+        )
+
+
+class CallCache(Protocol):
+    """Where recorded agent calls are kept, keyed by `call_key` (a hex digest).
+
+    Contract: `get` returns the stored record or None (never raises for a missing key);
+    `put` stores a record (replacing any earlier one); `count(...)` adds to the counters that
+    `stats()` returns; `flush()` makes what was put durable (a no-op for memory). Called from
+    the event loop's tasks; the in-memory implementation is also safe across threads.
+    """
+
+    def get(self, key: str) -> CallRecord | None: ...
+
+    def put(self, key: str, record: CallRecord) -> None: ...
+
+    def count(self, *, hits: int = 0, misses: int = 0, uncacheable: int = 0) -> None: ...
+
+    def stats(self) -> CallCacheStats: ...
+
+    def flush(self) -> None: ...
+
+
+class InMemoryCallCache:
+    """A dict-backed `CallCache`; lives as long as the process (or is prefilled by a subclass).
+
+    Args:
+        records: entries to start with (key -> record).
+    """
+
+    def __init__(self, records: Mapping[str, CallRecord] | None = None) -> None:
+        self._data: dict[str, CallRecord] = dict(records or {})
+        self._lock = threading.Lock()
+        self._hits = self._misses = self._uncacheable = 0
+
+    def get(self, key: str) -> CallRecord | None:
+        return self._data.get(key)
+
+    def put(self, key: str, record: CallRecord) -> None:
+        with self._lock:
+            self._data[key] = record
+
+    def count(self, *, hits: int = 0, misses: int = 0, uncacheable: int = 0) -> None:
+        with self._lock:
+            self._hits += hits
+            self._misses += misses
+            self._uncacheable += uncacheable
+
+    def stats(self) -> CallCacheStats:
+        with self._lock:
+            return CallCacheStats(self._hits, self._misses, self._uncacheable)
+
+    def reset_stats(self) -> None:
+        """Set every counter back to 0 (the stored records stay)."""
+        with self._lock:
+            self._hits = self._misses = self._uncacheable = 0
+
+    def flush(self) -> None:
+        """Nothing to do in memory."""
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+@runtime_checkable
+class SimulatedClock(Protocol):
+    """A model that simulates its own time (the replay model): a call-cache hit awaits
+    `pass_model_time(ms)` with the recorded model time, so concurrent calls finish in the same
+    order as on a miss. Models without it (hosted models) answer a hit at once."""
+
+    async def pass_model_time(self, ms: float, /) -> None: ...
+
+
+class CallContext:
+    """The call cache of one example run: the cache, the trial, and how many calls with each
+    key were made so far in this run (`occurrence`)."""
+
+    __slots__ = ("_seen", "cache", "trial")
+
+    def __init__(self, cache: CallCache, trial: int) -> None:
+        self.cache = cache
+        self.trial = trial
+        self._seen: dict[str, int] = {}
+
+    def occurrence(self, agent: Any, prompt: Any, name: str) -> str | None:
+        """The key of this call (`call_key` with its occurrence number in this run), or None
+        when it cannot be keyed. The n-th identical call of a run (e.g. three votes of the same
+        agent on the same question) gets occurrence n, so repeats within a run are distinct
+        calls, as repeats across trials are."""
+        base = call_key(agent, prompt, self.trial, name=name)
+        if base is None:
+            return None
+        n = self._seen.get(base, 0)
+        self._seen[base] = n + 1
+        return base if n == 0 else hashlib.sha256(f"{base}#{n}".encode()).hexdigest()
+
+
+_ACTIVE: ContextVar[CallContext | None] = ContextVar("call_cache", default=None)
+
+
+@contextmanager
+def use_call_cache(cache: CallCache | None, trial: int) -> Iterator[None]:
+    """Make `cache` the call cache of agent calls in this context: one example run of trial
+    `trial` (0-based). `cache=None` switches caching off inside the block. Tasks created inside
+    inherit it.
+    """
+    token = _ACTIVE.set(None if cache is None else CallContext(cache, trial))
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def active_call_cache() -> CallContext | None:
+    """The active `CallContext`, or None outside `use_call_cache`."""
+    return _ACTIVE.get()
+
+
+def _type_name(tp: Any) -> str:
+    if isinstance(tp, type):
+        return tp.__qualname__  # (a problem module's name is per-process; the schema is keyed)
+    return repr(tp)
+
+
+@lru_cache(maxsize=256)
+def _adapter(tp: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(tp)
+
+
+def _schema(tp: Any) -> Any:
+    try:
+        return _adapter(tp).json_schema()
+    except Exception:
+        return None
+
+
+_NO_DYNAMIC = (
+    "_system_prompt_functions",
+    "_system_prompt_dynamic_functions",
+    "_output_validators",
+    "_dynamic_toolsets",
+    "_user_toolsets",
+)
+
+
+def _tool_count(agent: Any) -> int | None:
+    toolset = getattr(agent, "_function_toolset", None)
+    tools = getattr(toolset, "tools", None)
+    if tools is None:
+        return None
+    return len(tools)
+
+
+def agent_identity(agent: Any) -> dict[str, Any] | None:
+    """The static configuration of `agent` that changes a call's result, as JSON-able data, or
+    None when the agent cannot be keyed (see the module docstring for the rule).
+
+    Keys: `system_prompts` (list of str), `instructions` (list of str), `model_settings`,
+    `output_type` (qualified name) and `output_schema` (its JSON schema, or None).
+    """
+    if type(agent) is not Agent:
+        return None  # a wrapper agent or an agent-like: its behaviour is not ours to key
+    for attr in _NO_DYNAMIC:
+        value = getattr(agent, attr, None)
+        if value is None or len(value):
+            return None
+    if _tool_count(agent) != 0:
+        return None
+    prompts = getattr(agent, "_system_prompts", None)
+    raw_instructions = getattr(agent, "_instructions", None)
+    if not isinstance(prompts, tuple | list) or not isinstance(raw_instructions, list | tuple):
+        return None
+    instructions: list[str] = []
+    for item in raw_instructions:  # pyright: ignore[reportUnknownVariableType]
+        text = item if isinstance(item, str) else getattr(item, "instruction", None)  # pyright: ignore[reportUnknownArgumentType]
+        if not isinstance(text, str):
+            return None  # an instruction function: dynamic
+        instructions.append(text)
+    output_type = getattr(agent, "output_type", None)
+    settings = getattr(agent, "model_settings", None)
+    return {
+        "system_prompts": [str(p) for p in prompts],  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        "instructions": instructions,
+        "model_settings": json.loads(json.dumps(settings, sort_keys=True, default=repr)),
+        "output_type": _type_name(output_type),
+        "output_schema": _schema(output_type),
+    }
+
+
+def call_key(agent: Any, prompt: Any, trial: int, *, name: str) -> str | None:
+    """The cache key of one call of `agent` on `prompt` in trial `trial` (sha256 hex), or None
+    when the agent cannot be keyed (`agent_identity`) or the prompt is not text or JSON data.
+
+    Args:
+        agent: the agent.
+        prompt: the user prompt as sent.
+        trial: the evaluator's 0-based trial index of the example being run.
+        name: the agent step's name (the registered agent name).
+    """
+    identity = agent_identity(agent)
+    if identity is None:
+        return None
+    payload = {
+        "agent": name,
+        "model": agent_model_name(agent),
+        "identity": identity,
+        "prompt": prompt,
+        "trial": trial,
+    }
+    try:
+        text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def encode_output(output: Any) -> str | None:
+    """`output` as JSON text, or None when it cannot be written as JSON."""
+    try:
+        if isinstance(output, BaseModel):
+            return output.model_dump_json()
+        return json.dumps(output, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None
+
+
+def decode_output(agent: Any, text: str) -> Any:
+    """The output `encode_output` wrote, validated as `agent`'s `output_type` (a fresh object
+    per hit, so a caller that mutates it never changes the cache)."""
+    return _adapter(getattr(agent, "output_type", Any)).validate_json(text)

@@ -1,0 +1,118 @@
+"""The call-level model cache kept across runs of the same problem, in a DuckDB file.
+
+The cache itself (key, record, counters, where it sits) is `core.agents.call_cache`; this module
+adds `DuckDBCallCache`, which keeps the records in one table of a DuckDB file, by convention
+beside the run store: `call_cache_path(db)` is `<db>.calls.duckdb`.
+
+Table `calls(namespace VARCHAR, key VARCHAR, record VARCHAR, PRIMARY KEY (namespace, key))`:
+`namespace` is the problem's name and its `config_hash` (`f"{name}:{config_hash}"`, so a changed
+config, seed, split or problem code never answers from an old recording), `key` the
+`call_key` digest, `record` `CallRecord.to_json()`.
+
+Every record of the namespace is read into memory when the cache is opened; new records are
+kept in memory and written in one batch by `flush()` (the evaluator flushes at the end of every
+`evaluate`), then the file is closed again, so the file is never held between flushes. A file
+that cannot be read (damaged, not DuckDB, held by another process) is never fatal: a warning is
+logged and the cache works in memory only for this process, and a damaged record is skipped
+with a warning. The run store is another file, so no run data is ever lost through this one.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import duckdb
+
+from core.agents.call_cache import CallRecord, InMemoryCallCache
+
+__all__ = ["DuckDBCallCache", "call_cache_path"]
+
+_log = logging.getLogger(__name__)
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS calls (namespace VARCHAR NOT NULL, key VARCHAR NOT NULL, "
+    "record VARCHAR NOT NULL, PRIMARY KEY (namespace, key))"
+)
+
+
+def call_cache_path(db: Path) -> Path:
+    """`<db>.calls.duckdb`: where the call cache of a run store at `db` is kept."""
+    return db.with_name(db.name + ".calls.duckdb")
+
+
+class DuckDBCallCache(InMemoryCallCache):
+    """A `CallCache` persisted in a DuckDB file (see the module docstring).
+
+    Args:
+        path: the DuckDB file (created with its table on the first flush if missing).
+        namespace: e.g. `f"{problem.name}:{problem.config_hash}"`.
+
+    Attributes:
+        usable: False when the file could not be read or written (then memory only).
+    """
+
+    def __init__(self, path: Path, namespace: str) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.namespace = namespace
+        self.usable = True
+        self._pending: dict[str, CallRecord] = {}
+        self._load()
+
+    def _load(self) -> None:
+        if not self.path.exists():
+            return
+        try:
+            con = duckdb.connect(str(self.path), read_only=True)
+            try:
+                rows = con.execute(
+                    "SELECT key, record FROM calls WHERE namespace = ?", [self.namespace]
+                ).fetchall()
+            finally:
+                con.close()
+        except duckdb.Error as exc:
+            self._disable(f"cannot read it ({type(exc).__name__}: {exc})")
+            return
+        bad = 0
+        for key, text in rows:
+            try:
+                super().put(str(key), CallRecord.from_json(str(text)))
+            except ValueError:
+                bad += 1
+        if bad:
+            _log.warning("call cache %s: %d damaged records skipped", self.path, bad)
+
+    def _disable(self, why: str) -> None:
+        self.usable = False
+        _log.warning(
+            "call cache %s: %s; this process keeps its call cache in memory only", self.path, why
+        )
+
+    def put(self, key: str, record: CallRecord) -> None:
+        super().put(key, record)
+        if self.usable:
+            self._pending[key] = record
+
+    def flush(self) -> None:
+        """Write the records put since the last flush in one batch (nothing if none, or if the
+        file is unusable: then a warning was logged once and the records stay in memory)."""
+        if not self._pending or not self.usable:
+            return
+        rows = [(self.namespace, k, r.to_json()) for k, r in self._pending.items()]
+        try:
+            con = duckdb.connect(str(self.path))
+            try:
+                con.execute(_SCHEMA)
+                con.executemany("INSERT OR REPLACE INTO calls VALUES (?, ?, ?)", rows)
+            finally:
+                con.close()
+        except duckdb.Error as exc:
+            self._disable(f"cannot write it ({type(exc).__name__}: {exc})")
+            return
+        self._pending.clear()
+
+    @property
+    def n_pending(self) -> int:
+        """Records put but not yet flushed."""
+        return len(self._pending)
