@@ -33,8 +33,9 @@ on it, so a race is decided exactly as on a miss. Only calls that returned are s
 that raised runs again next time).
 
 Counters (`CallCacheStats`): `hits` (calls answered from the cache: model calls saved),
-`misses` (calls made to the model and stored: new model calls), `uncacheable` (calls made that
-could not be keyed or stored).
+`misses` (keyable calls made to the model: new model calls; stored only if they returned, so
+the cancelled loser of a `fastest` race is a miss every time), `uncacheable` (calls made that
+could not be keyed).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ __all__ = [
     "CallContext",
     "CallRecord",
     "InMemoryCallCache",
+    "QuotingModel",
     "SimulatedClock",
     "active_call_cache",
     "agent_identity",
@@ -118,8 +120,8 @@ class CallCacheStats:
 
     Attributes:
         hits: calls answered from the cache (model calls saved).
-        misses: calls made to the model and stored (new model calls).
-        uncacheable: calls made to the model that could not be keyed or stored.
+        misses: keyable calls made to the model (new model calls; stored if they returned).
+        uncacheable: calls made to the model that could not be keyed.
     """
 
     hits: int = 0
@@ -243,11 +245,22 @@ class CallContext:
         return base if n == 0 else hashlib.sha256(f"{base}#{n}".encode()).hexdigest()
 
 
+@runtime_checkable
+class QuotingModel(Protocol):
+    """A simulated model that knows a request's full charge before making it (the replay
+    model): `quote_request(prompt)` gives `(model_name, requests, input_tokens, output_tokens,
+    model_latency_ms)` or None. `AgentStep` charges the quote the moment the step starts, so a
+    branch that started is charged in full even if it is cancelled before its agent reaches the
+    model (pydantic-ai's preamble takes a varying number of event-loop turns)."""
+
+    def quote_request(self, prompt: Any, /) -> tuple[str, int, int, int, float] | None: ...
+
+
 _ACTIVE: ContextVar[CallContext | None] = ContextVar("call_cache", default=None)
 
 
 @contextmanager
-def use_call_cache(cache: CallCache | None, trial: int) -> Iterator[None]:
+def use_call_cache(cache: CallCache | None, trial: int) -> Generator[None]:
     """Make `cache` the call cache of agent calls in this context: one example run of trial
     `trial` (0-based). `cache=None` switches caching off inside the block. Tasks created inside
     inherit it.

@@ -19,6 +19,7 @@ __all__ = [
     "agent_model_name",
     "charge_started_request",
     "model_name",
+    "request_was_quoted",
     "run_agent",
 ]
 
@@ -85,11 +86,12 @@ class UsageRecorder(Protocol):
 class _Ledger:
     """Usage a model charged itself at request start during one `run_agent` call, per model."""
 
-    __slots__ = ("charged", "record")
+    __slots__ = ("charged", "quoted", "record")
 
     def __init__(self, record: UsageRecorder | None) -> None:
         self.record = record
         self.charged: dict[str, list[int]] = {}
+        self.quoted = False
 
 
 _LEDGER: ContextVar[_Ledger | None] = ContextVar("agent_usage_ledger", default=None)
@@ -113,6 +115,9 @@ def charge_started_request(
     ledger = _LEDGER.get()
     if ledger is None or ledger.record is None:
         return
+    if ledger.quoted:  # the caller charged this request's quote before the run started
+        ledger.quoted = False
+        return
     ledger.record(
         model_name, requests=requests, input_tokens=input_tokens, output_tokens=output_tokens
     )
@@ -122,7 +127,21 @@ def charge_started_request(
     counts[2] += output_tokens
 
 
-async def run_agent(agent: Any, prompt: Any, *, record: UsageRecorder | None = None) -> Any:
+def request_was_quoted() -> bool:
+    """Whether the request now starting was already charged from the model's quote (see
+    `run_agent(quoted=...)`): a simulated model then skips its own start-of-request charge
+    (usage and model time). Read by `charge_started_request`, which is then a no-op once."""
+    ledger = _LEDGER.get()
+    return ledger is not None and ledger.quoted
+
+
+async def run_agent(
+    agent: Any,
+    prompt: Any,
+    *,
+    record: UsageRecorder | None = None,
+    quoted: tuple[str, int, int, int] | None = None,
+) -> Any:
     """Run `agent` once on `prompt` with a fresh run state and return its output.
 
     No message history is passed, so each call is independent. A fresh `RunUsage` is handed to
@@ -138,6 +157,10 @@ async def run_agent(agent: Any, prompt: Any, *, record: UsageRecorder | None = N
         record: called once, after the run, also when the run raises, with
             `(model_name, requests=, input_tokens=, output_tokens=)`; the name follows
             `agent_model_name`.
+        quoted: `(model_name, requests, input_tokens, output_tokens)` the caller already
+            charged for the run's first request from the model's quote (`QuotingModel`); the
+            model's own start-of-request charge of that request is skipped, and it is not
+            recorded again after the run.
 
     Returns:
         The run's `output`.
@@ -150,6 +173,9 @@ async def run_agent(agent: Any, prompt: Any, *, record: UsageRecorder | None = N
     if _is_pydantic_agent(agent):
         options["infer_name"] = False  # no call-frame inspection to guess the agent's name
     ledger = _Ledger(record)
+    if quoted is not None:
+        ledger.quoted = True
+        ledger.charged[quoted[0]] = [quoted[1], quoted[2], quoted[3]]
     token = _LEDGER.set(ledger)
     try:
         result = await agent.run(prompt, **options)

@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 from core.agents import is_agent, render_prompt, run_agent
 from core.agents.call_cache import (
     CallRecord,
+    QuotingModel,
     SimulatedClock,
     active_call_cache,
     decode_output,
@@ -218,28 +219,45 @@ class AgentStep:
         prompt = self.build_prompt(input_data)
         active = active_call_cache()
         if active is None:
-            return await run_agent(self._agent, prompt, record=record_usage)
+            return await self._run(prompt)
         cache = active.cache
         key = active.occurrence(self._agent, prompt, self._name)
         if key is None:
             cache.count(uncacheable=1)
-            return await run_agent(self._agent, prompt, record=record_usage)
+            return await self._run(prompt)
         hit = cache.get(key)
         if hit is not None:
             cache.count(hits=1)
             return await self._replay(hit, span)
-        output = await run_agent(self._agent, prompt, record=record_usage)
+        cache.count(misses=1)  # a new model call, stored below only if it returns
+        output = await self._run(prompt)
         text = encode_output(output)
         if text is None:
-            cache.count(uncacheable=1)
             return output
         latency = span.attributes.get(MODEL_LATENCY_KEY)
         usage = tuple(
             (u.model_name, u.requests, u.input_tokens, u.output_tokens) for u in span.usage
         )
         cache.put(key, CallRecord(text, usage, None if latency is None else float(latency)))
-        cache.count(misses=1)
         return output
+
+    async def _run(self, prompt: Any) -> Any:
+        """Call the agent; a `QuotingModel`'s quote is charged first, at once (see its doc)."""
+        model = getattr(self._agent, "model", None)
+        quote = model.quote_request(prompt) if isinstance(model, QuotingModel) else None
+        if quote is None:
+            return await run_agent(self._agent, prompt, record=record_usage)
+        name, requests, input_tokens, output_tokens, latency_ms = quote
+        record_usage(
+            name, requests=requests, input_tokens=input_tokens, output_tokens=output_tokens
+        )
+        record_model_latency(latency_ms)
+        return await run_agent(
+            self._agent,
+            prompt,
+            record=record_usage,
+            quoted=(name, requests, input_tokens, output_tokens),
+        )
 
     async def _replay(self, hit: CallRecord, span: Span) -> Any:
         """A call-cache hit: charge the recorded call in full first (so a cancelled hit is

@@ -70,7 +70,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from core.agents import charge_started_request
+from core.agents.usage import charge_started_request, request_was_quoted
 from core.errors import ProblemError
 from core.runtime.tracing import record_model_latency
 
@@ -349,6 +349,24 @@ class ReplayModel(FunctionModel):
     def system(self) -> str:
         return "replay"
 
+    def quote_request(self, prompt: Any, /) -> tuple[str, int, int, int, float] | None:
+        """The full charge of a request on `prompt` before it is made (`QuotingModel`):
+        `(model name, 1 request, input tokens, output tokens, model time ms)`, or None when
+        the prompt is not a state or question with a recording (the request then fails)."""
+        try:
+            state = coerce_state(prompt if isinstance(prompt, str) else str(prompt))
+            rec = self.replay_data.recording(self.replay_run, state.question)
+        except Exception:
+            return None
+        usage = self.usage_for(state.question, rec.solution)
+        return (
+            f"{self.system}:{self.replay_run}",
+            1,
+            usage.input_tokens,
+            usage.output_tokens,
+            self.latency_ms(rec.solution),
+        )
+
     async def pass_model_time(self, ms: float, /) -> None:
         """Pass `ms` of model time as a request does (`pass_model_time` with this model's
         time scale); a call-cache hit calls it (`core.agents.SimulatedClock`)."""
@@ -387,13 +405,14 @@ class ReplayModel(FunctionModel):
         usage = self.usage_for(state.question, rec.solution)
         # charged in full the moment the request starts (usage and model time), so a run's cost
         # and latency never depend on whether or when a cancellation lands (module docstring)
+        if not request_was_quoted():  # (else AgentStep charged `quote_request` at its start)
+            record_model_latency(latency)
         charge_started_request(
             f"{self.system}:{self.replay_run}",
             requests=1,
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
         )
-        record_model_latency(latency)
         await self.pass_model_time(latency)
         payload = new.model_dump_json()
         part = (

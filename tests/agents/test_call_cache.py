@@ -1,0 +1,147 @@
+"""The call-level model cache: the key (trial, prompt, occurrence), and that a hit is charged
+exactly what the call recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
+
+from core.agents.call_cache import CallCacheStats, CallRecord, InMemoryCallCache, use_call_cache
+from core.evaluation.call_cache import DuckDBCallCache, call_cache_path
+from core.runtime import AgentStep
+from core.runtime.tracing import MODEL_LATENCY_KEY, capture_trace, record_model_latency
+
+
+class Counting:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.calls += 1
+        prompt = next(p.content for m in messages for p in m.parts if isinstance(p, UserPromptPart))
+        record_model_latency(250.0)
+        return ModelResponse(
+            parts=[TextPart(content=f"echo {prompt} #{self.calls}")],
+            usage=RequestUsage(input_tokens=10, output_tokens=5),
+        )
+
+
+def make(system_prompt: str = "be brief") -> tuple[AgentStep, Counting]:
+    counter = Counting()
+    agent = Agent(FunctionModel(counter.respond, model_name="echo"), system_prompt=system_prompt)
+    return AgentStep(agent, name="echo"), counter
+
+
+def call(step: AgentStep, cache: Any, prompt: str, trial: int = 0, times: int = 1) -> Any:
+    async def go() -> Any:
+        with capture_trace() as trace, use_call_cache(cache, trial):
+            outs = [await step.execute(prompt) for _ in range(times)]
+        return outs, trace
+
+    outs, trace = asyncio.run(go())
+    usage = {
+        k: (u.requests, u.input_tokens, u.output_tokens) for k, u in trace.usage_by_model().items()
+    }
+    latency = [s.attributes.get(MODEL_LATENCY_KEY) for s in trace.spans]
+    return outs, usage, latency
+
+
+def test_a_repeated_call_is_a_hit_charged_the_recorded_usage_and_model_time() -> None:
+    step, counter = make()
+    cache = InMemoryCallCache()
+    first = call(step, cache, "2+2")
+    second = call(step, cache, "2+2")
+    assert first == (["echo 2+2 #1"], {"function:echo": (1, 10, 5)}, [250.0])
+    assert second == first
+    assert counter.calls == 1
+    assert cache.stats() == CallCacheStats(hits=1, misses=1, uncacheable=0)
+    assert cache.stats().summary_line() == (
+        "call cache: 1 hits of 2 calls (50.0%), 1 new model calls"
+    )
+
+
+def test_another_trial_is_not_a_hit() -> None:
+    step, counter = make()
+    cache = InMemoryCallCache()
+    assert call(step, cache, "2+2", trial=0)[0] == ["echo 2+2 #1"]
+    assert call(step, cache, "2+2", trial=1)[0] == ["echo 2+2 #2"]
+    assert call(step, cache, "2+2", trial=1)[0] == ["echo 2+2 #2"]
+    assert counter.calls == 2
+    assert cache.stats() == CallCacheStats(hits=1, misses=2, uncacheable=0)
+
+
+def test_a_changed_prompt_or_system_prompt_is_not_a_hit() -> None:
+    step, counter = make()
+    cache = InMemoryCallCache()
+    call(step, cache, "2+2")
+    assert call(step, cache, "2+3")[0] == ["echo 2+3 #2"]
+    other, other_counter = make(system_prompt="be verbose")
+    assert call(other, cache, "2+2")[0] == ["echo 2+2 #1"]
+    assert (counter.calls, other_counter.calls) == (2, 1)
+    assert cache.stats().hits == 0
+
+
+def test_identical_calls_within_one_run_are_distinct_calls() -> None:
+    step, counter = make()
+    cache = InMemoryCallCache()
+    outs, usage, _ = call(step, cache, "q", times=3)
+    assert outs == ["echo q #1", "echo q #2", "echo q #3"]
+    assert usage == {"function:echo": (3, 30, 15)}
+    assert call(step, cache, "q", times=3)[0] == outs  # the next run: three hits, in order
+    assert counter.calls == 3
+    assert cache.stats() == CallCacheStats(hits=3, misses=3, uncacheable=0)
+
+
+def test_without_an_active_cache_every_call_runs() -> None:
+    step, counter = make()
+    call(step, None, "q")
+    call(step, None, "q")
+    assert counter.calls == 2
+
+
+def test_records_persist_in_duckdb_across_processes(tmp_path: Path) -> None:
+    path = call_cache_path(tmp_path / "runs.duckdb")
+    assert path.name == "runs.duckdb.calls.duckdb"
+    step, counter = make()
+    cache = DuckDBCallCache(path, "p:1")
+    first = call(step, cache, "2+2")
+    assert cache.n_pending == 1
+    cache.flush()
+    assert cache.n_pending == 0
+    again = DuckDBCallCache(path, "p:1")
+    assert len(again) == 1
+    assert call(step, again, "2+2") == first
+    assert counter.calls == 1
+    assert len(DuckDBCallCache(path, "p:2")) == 0  # another problem or config: nothing shared
+
+
+def test_a_damaged_file_is_ignored_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "x.calls.duckdb"
+    path.write_bytes(b"not a duckdb file at all" * 100)
+    with caplog.at_level(logging.WARNING):
+        cache = DuckDBCallCache(path, "p:1")
+    assert not cache.usable
+    assert "in memory only" in caplog.text
+    step, counter = make()
+    call(step, cache, "2+2")
+    cache.flush()  # nothing written, nothing raised
+    assert call(step, cache, "2+2")[0] == ["echo 2+2 #1"]
+    assert counter.calls == 1
+    assert path.read_bytes() == b"not a duckdb file at all" * 100
+
+
+def test_record_round_trips_and_rejects_garbage() -> None:
+    rec = CallRecord('"x"', (("m", 1, 2, 3),), 12.5)
+    assert CallRecord.from_json(rec.to_json()) == rec
+    with pytest.raises(ValueError, match="not a call record"):
+        CallRecord.from_json('{"output": 1}')
