@@ -87,3 +87,21 @@ def test_call_cache_hits_are_charged_exactly_like_misses(problem: Problem) -> No
         assert ev.latency_ms == plain.latency_ms
         assert ev.accuracy == plain.accuracy
         assert [r.output_summary for r in ev.results] == [r.output_summary for r in plain.results]
+
+
+def test_a_cancelled_cache_hit_is_charged_in_full(problem: Problem) -> None:
+    examples = problem.splits["validation"][:40]
+    plain = asyncio.run(problem.evaluator().evaluate(SPEC, examples))
+    evaluator = problem.evaluator()
+    cache = InMemoryCallCache()
+    evaluator.set_call_cache(cache)
+    alone: dict[str, Any] = {
+        "kind": "pipeline",
+        "steps": [{"operation": {"kind": "agent_step", "agent_name": "175b_finetuning"}}],
+    }
+    asyncio.run(evaluator.evaluate(alone, examples))  # stores every 175B call
+    raced = asyncio.run(evaluator.evaluate(SPEC, examples))
+    # in the race, 175B (the loser) is answered from the cache and cancelled; 6B is new
+    assert (cache.stats().hits, cache.stats().misses) == (40, 80)
+    assert raced.cost_usd == plain.cost_usd
+    assert [r.cost_usd for r in raced.results] == [r.cost_usd for r in plain.results]
