@@ -67,6 +67,8 @@ __all__ = [
     "agent_identity",
     "call_key",
     "decode_output",
+    "enter_fastest_race",
+    "in_fastest_race",
     "encode_output",
     "use_call_cache",
 ]
@@ -257,6 +259,25 @@ class QuotingModel(Protocol):
 
 
 _ACTIVE: ContextVar[CallContext | None] = ContextVar("call_cache", default=None)
+
+_RACING: ContextVar[bool] = ContextVar("in_fastest_race", default=False)
+
+
+def enter_fastest_race() -> None:
+    """Mark the current task as a branch of a `Parallel` with merge `fastest` (its own context:
+    `Parallel` calls it at the start of each branch task; nested steps inherit it)."""
+    _RACING.set(True)
+
+
+def in_fastest_race() -> bool:
+    """Whether the current task runs inside a branch of a `fastest` race.
+
+    There, a call on a `SimulatedClock` model is never answered from the cache: a hit skips
+    pydantic-ai's own event-loop turns before and after the request, so it would finish earlier
+    than the same call made afresh and could change which branch wins. Such a call runs (and
+    is stored) as a miss; its cost is the same either way (charged at its start).
+    """
+    return _RACING.get()
 
 
 @contextmanager

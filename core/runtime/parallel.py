@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from core.agents.call_cache import enter_fastest_race
 from core.runtime._tasks import cancel_and_reap, wait_for_wakeup
 from core.runtime._trace import run_in_span
 from core.runtime.step import Step, coerce_step
@@ -286,6 +287,8 @@ async def _branch(
     """
     if span is not None:
         fork_trace(span, creator)
+    if group.fastest:
+        enter_fastest_race()  # (this task's own context: see `in_fastest_race`)
     try:
         out = await step.execute(input_data)
     except Exception as exc:
