@@ -169,10 +169,10 @@ def _hit_rate(run: SearchRun) -> float | None:
     if stats is None:
         return None
     get = stats.get if isinstance(stats, dict) else lambda k: getattr(stats, k, None)
-    hits, misses = get("hits"), get("misses")
+    hits, misses, other = get("hits"), get("misses"), get("uncacheable") or 0
     if not isinstance(hits, int | float) or not isinstance(misses, int | float):
         return None
-    total = hits + misses
+    total = hits + misses + other
     return hits / total if total else None
 
 
