@@ -310,8 +310,16 @@ def _adapter(tp: Any) -> TypeAdapter[Any]:
 
 
 def _schema(tp: Any) -> Any:
+    text = _schema_text(tp)
+    return None if text is None else json.loads(text)
+
+
+@lru_cache(maxsize=256)
+def _schema_text(tp: Any) -> str | None:
+    """The JSON schema of `tp` as canonical text, computed once per type (generating it took
+    1.4 of 2.4 s of a warm 300-example evaluation: it ran for every call)."""
     try:
-        return _adapter(tp).json_schema()
+        return json.dumps(_adapter(tp).json_schema(), sort_keys=True)
     except Exception:
         return None
 
