@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.agents.call_cache import InMemoryCallCache
 from core.errors import DatasetError, ProblemError
 from core.evaluation.cache import InMemoryEvaluationCache
 from core.evaluation.evaluator import TopologyEvaluator
@@ -210,6 +211,9 @@ async def _one_run(
         handle_sigint=False,
         use_test_split=False,
     )
+    # a fresh call cache per run, as `topology-studio search` has one (here in memory, so no
+    # run profits from another's calls)
+    run.evaluator.set_call_cache(InMemoryCallCache())
     start = time.perf_counter()
     result = await run.run()
     wall = time.perf_counter() - start
