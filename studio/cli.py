@@ -220,7 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
         "refused, except --concurrency and --time-scale)",
     )
     p.add_argument(
-        "--no-test", action="store_true", help="skip the held-out test evaluation of the winner"
+        "--no-test",
+        action="store_true",
+        help="skip the held-out test evaluation of the validation front",
     )
     p.add_argument(
         "--traces",

@@ -413,7 +413,7 @@ def test_ctrl_c_stops_cleanly_and_the_run_resumes(tmp_path: Path) -> None:
     db = tmp_path / "runs.duckdb"
     env = {**os.environ, "TOPOLOGY_STUDIO_DATASETS": DATASETS}
     env["TOPOLOGY_STUDIO_CACHE"] = str(tmp_path / "cache")
-    argv = ["search", "gsm8k_replay", "--seed", "1", "--max-evaluations", "40",
+    argv = ["search", "gsm8k_replay", "--seed", "1", "--max-evaluations", "40", "--no-test",
             "--minibatch-size", "5", "--set", "gold.validation_size=40", "--db", str(db)]  # fmt: skip
     proc = subprocess.Popen(
         [sys.executable, "-m", "studio.cli", *argv],
