@@ -12,7 +12,6 @@ uninterrupted run reaches.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
@@ -24,7 +23,7 @@ import pytest
 from cli_text import section
 
 from core.search.budget import StopSignal
-from core.storage import journal_path
+from core.storage import journal_path, read_journal
 
 REPO = Path(__file__).resolve().parents[2]
 DATASETS = os.environ.get("TOPOLOGY_STUDIO_DATASETS") or str(REPO.parent / "shared" / "datasets")
@@ -95,7 +94,8 @@ def test_a_second_ctrl_c_prints_one_line_and_the_resume_hint(tmp_path: Path) -> 
         "topology-studio: error: interrupted",
         f"interrupted: continue with 'topology-studio search --resume {run_id} --db {db}'",
     ]
-    events = [json.loads(x) for x in journal_path(db, run_id).read_text().splitlines()]
+    # the journal's per-example lines are compact: read it as the store does
+    events = [e.model_dump() for e in read_journal(journal_path(db, run_id))]
     assert events[0]["type"] == "run_started"
     assert [e["seq"] for e in events] == list(range(len(events)))
     assert (events[-1]["type"], events[-1]["status"]) == ("run_finished", "stopped")
