@@ -32,7 +32,14 @@ from core.search.gene import TopologyGene
 from core.search.result import CandidateRecord
 from core.search.strategies.base import SearchSpace, Strategy, StrategyConfig
 
-__all__ = ["REPORT_ALLOWED", "Cand", "RunBase", "StopKind", "finite_or_none"]
+__all__ = [
+    "REPORT_ALLOWED",
+    "Cand",
+    "RunBase",
+    "StopKind",
+    "evaluation_figures",
+    "finite_or_none",
+]
 
 StopKind = Literal["completed", "max_evaluations", "patience", "max_usd", "max_wall_s", "user"]
 
@@ -56,6 +63,17 @@ class Cand:
 def finite_or_none(value: float | None) -> float | None:
     """`value` when it is a finite number, else None (what records and events store)."""
     return value if value is not None and math.isfinite(value) else None
+
+
+def evaluation_figures(ev: CandidateEvaluation, score: float) -> dict[str, float | None]:
+    """A history record's figures from an evaluation: `score`, `accuracy`, `cost_usd`,
+    `latency_ms`, each None when not finite."""
+    return {
+        "score": finite_or_none(score),
+        "accuracy": finite_or_none(ev.accuracy),
+        "cost_usd": finite_or_none(ev.cost_usd),
+        "latency_ms": finite_or_none(ev.latency_ms),
+    }
 
 
 class RunBase:

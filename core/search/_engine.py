@@ -20,7 +20,7 @@ from core.hydrate import AgentRegistry, CallableRegistry
 from core.ir import TopologySpec
 from core.ir.dataflow import EffectTable
 from core.search._checker import CandidateChecker
-from core.search._emission import Cand, StopKind, finite_or_none
+from core.search._emission import Cand, StopKind, evaluation_figures, finite_or_none
 from core.search._rescoring import ReportMixin
 from core.search._resume import plan_resume
 from core.search._selection import FixedMinibatch, KnownSpecs
@@ -535,10 +535,7 @@ class SearchRun(ReportMixin):
             status="evaluated",
             split="minibatch" if len(ev.results) < len(self.validation) else "validation",
             minibatch_score=finite_or_none(mb_score),
-            score=finite_or_none(mb_score),
-            accuracy=finite_or_none(ev.accuracy),
-            cost_usd=finite_or_none(ev.cost_usd),
-            latency_ms=finite_or_none(ev.latency_ms),
+            **evaluation_figures(ev, mb_score),
             n_agents=ev.n_agents,
             depth=ev.depth,
             valid=True,
@@ -664,10 +661,7 @@ class SearchRun(ReportMixin):
             minibatch_score=finite_or_none(mb_score),
             parent_minibatch_score=finite_or_none(parent_score),
             promoted=promoted,
-            score=finite_or_none(final_score),
-            accuracy=finite_or_none(final_ev.accuracy),
-            cost_usd=finite_or_none(final_ev.cost_usd),
-            latency_ms=finite_or_none(final_ev.latency_ms),
+            **evaluation_figures(final_ev, final_score),
             n_agents=final_ev.n_agents,
             depth=final_ev.depth,
             valid=valid,

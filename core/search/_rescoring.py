@@ -6,7 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from core.search._emission import REPORT_ALLOWED, RunBase, StopKind, finite_or_none
+from core.search._emission import (
+    REPORT_ALLOWED,
+    RunBase,
+    StopKind,
+    evaluation_figures,
+)
 from core.search.result import OptimizationResult
 
 __all__ = ["ReportMixin"]
@@ -82,10 +87,7 @@ class ReportMixin(RunBase):
                 update={
                     "split": "validation",
                     "rescored": True,
-                    "score": finite_or_none(score),
-                    "accuracy": finite_or_none(ev.accuracy),
-                    "cost_usd": finite_or_none(ev.cost_usd),
-                    "latency_ms": finite_or_none(ev.latency_ms),
+                    **evaluation_figures(ev, score),
                     "valid": valid,
                     "reason": None if valid else (ev.reason or "non_finite_score"),
                 }

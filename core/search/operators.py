@@ -851,6 +851,19 @@ def escalate_after(
     return _finish(lambda: _splice(spec, target.path, new), ctx)
 
 
+def _agent_target(spec: TopologySpec, rng: random.Random) -> tuple[_Pos, str] | None:
+    """A registered agent step of `spec`, drawn uniformly in document order, with its name."""
+    targets = [
+        p for p in _positions(spec) if isinstance(p.node, AgentStepSpec) and p.node.agent_name
+    ]
+    if not targets:
+        return None
+    target = rng.choice(targets)
+    name = cast(AgentStepSpec, target.node).agent_name
+    assert name is not None
+    return target, name
+
+
 def agreement_gate(
     spec: TopologySpec, ctx: MutationContext, rng: random.Random
 ) -> TopologySpec | None:
@@ -867,14 +880,10 @@ def agreement_gate(
         return None
     if not (ctx.kind_allowed("parallel") and ctx.kind_allowed("router")):
         return None
-    targets = [
-        p for p in _positions(spec) if isinstance(p.node, AgentStepSpec) and p.node.agent_name
-    ]
-    if not targets:
+    picked = _agent_target(spec, rng)
+    if picked is None:
         return None
-    target = rng.choice(targets)
-    x = cast(AgentStepSpec, target.node).agent_name
-    assert x is not None
+    target, x = picked
     others = [a for a in agent_cost_order(ctx) if a != x]
     if not others:
         return None
@@ -901,14 +910,10 @@ def k_vote(spec: TopologySpec, ctx: MutationContext, rng: random.Random) -> Topo
     k = ctx.vote_k
     if not merges or not ctx.kind_allowed("parallel") or len(ctx.agent_names) < k:
         return None
-    targets = [
-        p for p in _positions(spec) if isinstance(p.node, AgentStepSpec) and p.node.agent_name
-    ]
-    if not targets:
+    picked = _agent_target(spec, rng)
+    if picked is None:
         return None
-    target = rng.choice(targets)
-    x = cast(AgentStepSpec, target.node).agent_name
-    assert x is not None
+    target, x = picked
     others = [a for a in ctx.agent_names if a != x]
     chosen = {x, *rng.sample(others, k - 1)}
     order = agent_cost_order(ctx)

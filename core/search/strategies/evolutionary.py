@@ -135,14 +135,13 @@ class EvolutionarySearch(Strategy):
         """The opening's proposals for this generation, or None when the opening is over."""
         if not self.config.opening or self._opening_done:
             return None
-        costs = self.agent_costs(ctx)
         known: set[str] = set(ctx.known_hashes)
         evaluated = sum(1 for r in ctx.history if r.status == "evaluated")
         cap: int | None = None
         if ctx.max_proposals is not None:
             total = evaluated + ctx.max_proposals
             cap = max(0, min(ctx.max_proposals, int(self.config.opening_share * total) - evaluated))
-        specs = opening_specs(mctx.model_copy(update={"agent_costs": costs}))
+        specs = opening_specs(mctx)  # mctx carries the measured agent costs
 
         def fresh(wanted: list[tuple[TopologySpec, str]]) -> list[Proposal]:
             out: list[Proposal] = []
