@@ -101,6 +101,7 @@ _COLUMNS: Final[dict[str, str]] = {
     "error_rate": "DOUBLE",
     "blank_rate": "DOUBLE",
     "stdev": "DOUBLE",
+    "same_as": "INTEGER",
     # archive_snapshot
     "entries": "INTEGER[]",
     "front": "INTEGER[]",
@@ -633,11 +634,11 @@ _APPLY: Final[tuple[tuple[str | None, str], ...]] = (
         INSERT INTO candidate_results (run_id, seq, ts, candidate_idx, spec_hash, split,
                                        n_examples, accuracy, cost_usd, latency_ms, n_agents,
                                        depth, aggregate_score, valid, invalid_reason,
-                                       error_rate, blank_rate, stdev)
+                                       error_rate, blank_rate, stdev, same_as)
         SELECT run_id, seq, ts, candidate_idx, coalesce(spec_hash, ''), split,
                coalesce(n_examples, 0), accuracy, cost_usd, latency_ms, n_agents, depth,
                aggregate_score, coalesce(valid, true), invalid_reason, error_rate, blank_rate,
-               stdev
+               stdev, same_as
         FROM {src}
         WHERE type = 'candidate_evaluated' AND candidate_idx IS NOT NULL AND split IS NOT NULL
         ON CONFLICT DO NOTHING

@@ -253,7 +253,7 @@ OBJECTIVE_COLUMNS: Final[frozenset[str]] = frozenset(
 _ARCHIVE_COLUMNS: Final = """
     candidate_idx, generation, parent_idx, operator, thought, candidate_status, reason,
     spec_hash, objective_split, n_examples, accuracy, cost_usd, latency_ms, n_agents, depth,
-    aggregate_score, error_rate, blank_rate, stdev, valid, invalid_reason,
+    aggregate_score, error_rate, blank_rate, stdev, valid, invalid_reason, same_as,
     valid AND list_contains($front::INTEGER[], candidate_idx) AS on_front, is_best,
     in_snapshot, snapshot_front AND valid AS snapshot_front, test_accuracy, test_aggregate_score
 """
@@ -301,7 +301,7 @@ def archive(
                coalesce(res.spec_hash, c.spec_hash) AS spec_hash,
                res.split AS objective_split, res.n_examples,
                res.accuracy, res.cost_usd, res.latency_ms, res.n_agents, res.depth,
-               res.aggregate_score, res.error_rate, res.blank_rate, res.stdev,
+               res.aggregate_score, res.error_rate, res.blank_rate, res.stdev, res.same_as,
                coalesce(res.valid_eff, false) AS valid,
                CASE WHEN coalesce(res.valid_eff, false) THEN NULL
                     WHEN res.candidate_idx IS NULL THEN
@@ -320,11 +320,15 @@ def archive(
         LEFT JOIN candidates c ON c.run_id = $run AND c.candidate_idx = k.candidate_idx
         LEFT JOIN test ON test.candidate_idx = k.candidate_idx
     ),
-    tiered AS (SELECT *, min(tier) FILTER (WHERE valid) OVER () AS best_tier FROM joined)
-    SELECT * EXCLUDE (tier, best_tier),
-           coalesce(valid AND tier = best_tier, false) AS comparable,
-           coalesce(valid AND tier = best_tier AND row_number() OVER (
-               PARTITION BY valid AND tier = best_tier
+    tiered AS (
+        SELECT *, min(tier) FILTER (WHERE valid) OVER () AS best_tier,
+               coalesce(valid AND same_as IS NULL, false) AS own
+        FROM joined
+    )
+    SELECT * EXCLUDE (tier, best_tier, own),
+           coalesce(own AND tier = best_tier, false) AS comparable,
+           coalesce(own AND tier = best_tier AND row_number() OVER (
+               PARTITION BY own AND tier = best_tier
                ORDER BY aggregate_score DESC, candidate_idx) = 1, false) AS is_best
     FROM tiered
     """

@@ -383,6 +383,26 @@ class StoreContract:
         assert arch["is_best"].tolist() == [True, False, False, False]  # tie: lowest index
         assert arch["objective_split"].tolist() == ["validation"] * 4
 
+    def test_a_same_as_candidate_names_its_twin_and_never_stands_on_the_front(
+        self, store: RunStore
+    ) -> None:
+        """A candidate that behaved exactly like an earlier one (issue 10, item 4) keeps its
+        figures and names the twin; the twin alone is on the front and can be best."""
+        b = RunBuilder()
+        store.record_events([
+            b.started(),
+            b.result(0, 0.8, 0.010, 0.70),
+            b.result(1, 0.6, 0.001, 0.59),
+            b.result(2, 0.8, 0.010, 0.70, same_as=0),  # same answers and costs as 0
+        ])  # fmt: skip
+        arch = store.archive("run-a")
+        assert arch["same_as"].isna().tolist() == [True, True, False]
+        assert int(arch["same_as"].iloc[2]) == 0
+        assert arch["valid"].tolist() == [True, True, True]
+        assert arch["on_front"].tolist() == [True, True, False]
+        assert arch["is_best"].tolist() == [True, False, False]
+        assert store.test_front("run-a")["candidate_idx"].tolist() == [1, 0]
+
     def test_nan_and_infinite_objectives_are_never_on_the_front_nor_best(
         self, store: RunStore
     ) -> None:
@@ -605,7 +625,7 @@ class StoreContract:
             "candidate_idx", "generation", "parent_idx", "operator", "thought", "candidate_status",
             "reason", "spec_hash", "objective_split", "n_examples", "accuracy", "cost_usd",
             "latency_ms", "n_agents", "depth", "aggregate_score", "error_rate", "blank_rate",
-            "stdev", "valid", "invalid_reason", "on_front", "is_best", "in_snapshot",
+            "stdev", "valid", "invalid_reason", "same_as", "on_front", "is_best", "in_snapshot",
             "snapshot_front", "test_accuracy", "test_aggregate_score",
         ]  # fmt: skip
 
