@@ -31,7 +31,7 @@ from core.evaluation.call_cache import DuckDBCallCache, call_cache_path
 from core.evaluation.evaluator import CandidateEvaluation, ExampleResult, TopologyEvaluator
 from core.evaluation.metrics import GoldExample
 from core.ir import TopologySpec, parse_topology
-from core.problems import Problem, load_problem
+from core.problems import Problem, default_cache_root, load_problem
 from core.search.budget import Budget
 from core.search.engine import build_search
 from core.search.events import RunStarted
@@ -58,7 +58,14 @@ from studio._cli_report import structure_line
 from studio._cli_runs import print_run
 from studio._cli_studio import launch_studio
 
-__all__ = ["DEMO_BUDGET", "DEMO_PROBLEM", "cmd_demo", "cmd_evaluate", "cmd_search"]
+__all__ = [
+    "DEMO_BUDGET",
+    "DEMO_PROBLEM",
+    "cmd_demo",
+    "cmd_evaluate",
+    "cmd_search",
+    "demo_data",
+]
 
 DEMO_PROBLEM = "gsm8k_replay"
 """The problem the demo searches (offline: replayed GPT-3 runs)."""
@@ -575,15 +582,30 @@ def cmd_search(args: argparse.Namespace, out: Output) -> int:
     return _run_and_report(setup, db, out)
 
 
+def demo_data(out: Output) -> Problem:
+    """The demo's data step: load `DEMO_PROBLEM` and print what was found.
+
+    Loading checks every file's sha256 and copies a file found in `$TOPOLOGY_STUDIO_DATASETS`
+    into the cache (`core.problems.datasets`), so every later command finds the data with the
+    variable unset.
+
+    Raises:
+        DatasetError: a file is missing everywhere or fails its checksum.
+    """
+    out.heading("Data")
+    problem = load_problem(DEMO_PROBLEM)
+    sizes = ", ".join(f"{k} {len(v)}" for k, v in problem.splits.items())
+    cache = default_cache_root() / "datasets"
+    out.line(f"{problem.name}: OK ({sizes} examples; checksums verified; cached in {cache})")
+    out.line(f"seed topology: {structure_line(problem.seed_spec)}")
+    return problem
+
+
 def cmd_demo(args: argparse.Namespace, out: Output) -> int:
     """`demo [--no-ui]`: check the data, run a short offline search, open the studio."""
     db = resolve_db_path(args.db)
     _check_store(db)
-    out.heading("Data")
-    problem = load_problem(DEMO_PROBLEM)
-    sizes = ", ".join(f"{k} {len(v)}" for k, v in problem.splits.items())
-    out.line(f"{problem.name}: OK ({sizes} examples; checksums verified)")
-    out.line(f"seed topology: {structure_line(problem.seed_spec)}")
+    problem = demo_data(out)
     budget = problem.search
     run_id = new_run_id()
     setup = _SearchSetup(

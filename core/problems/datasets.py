@@ -5,7 +5,9 @@ expected sha256. `fetch_dataset_file` looks, in order:
 
 1. in the **configured directories**: the `datasets_dir` argument, else the environment variable
    `TOPOLOGY_STUDIO_DATASETS` (one or more directories separated by `os.pathsep`), each holding
-   `<dataset>/<file>` (CI points it at `../shared/datasets`);
+   `<dataset>/<file>` (CI points it at `../shared/datasets`). A file found there is also copied
+   into the cache (below) unless the cache already holds it, so a later command finds it with
+   the variable unset (the first `demo` fills the cache this way);
 2. in the **cache**: `<cache root>/datasets/<dataset>/<file>`, where the cache root is
    `$TOPOLOGY_STUDIO_CACHE` if set, else the source checkout's git-ignored `data/.cache/` when
    the project runs from a checkout (editable install), else
@@ -15,7 +17,9 @@ expected sha256. `fetch_dataset_file` looks, in order:
    checksum matches).
 
 The sha256 is always checked (streamed, 1 MiB at a time; a verified file is remembered for the
-process by path, size and modification time). A file that is found but fails its checksum is an
+process by path, size and modification time); a copy into the cache is checked again before it
+is moved into place, and a cache that cannot be written is left as it is (the configured file is
+still returned). A file that is found but fails its checksum is an
 error, never skipped past: a silently different dataset would make every figure wrong. Errors
 are `core.errors.DatasetError` with every place looked at, the expected and actual sha256, and
 what to set.
@@ -131,6 +135,36 @@ def _verify(path: Path, *, where: str, expected: str, url: str) -> Path:
     return path
 
 
+def _fill_cache(source: Path, target: Path, *, expected: str) -> None:
+    """Copy a verified `source` to `target` in the cache, atomically, unless `target` exists.
+
+    The copy's sha256 is checked before it is moved into place; a cache that cannot be written
+    (read-only, full) is left as it is, since the caller already has a good file.
+    """
+    if target.exists():
+        return
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(
+            dir=target.parent, prefix=f".{target.name}.", suffix=".part"
+        )
+    except OSError:
+        return
+    tmp = Path(tmp_name)
+    try:
+        h = hashlib.sha256()
+        with os.fdopen(fd, "wb") as out, source.open("rb") as src:
+            while chunk := src.read(_CHUNK):
+                h.update(chunk)
+                out.write(chunk)
+        if h.hexdigest() == expected:
+            os.replace(tmp, target)
+    except OSError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def _download(url: str, target: Path, *, expected: str, timeout_s: float) -> None:
     """Download `url` to `target` atomically, checking the sha256. Raises DatasetError on a
     checksum mismatch, OSError / URLError on a network failure."""
@@ -177,25 +211,26 @@ def fetch_dataset_file(
         timeout_s: network timeout of the download, seconds.
 
     Returns:
-        The path of a file whose sha256 is `sha256`.
+        The path of a file whose sha256 is `sha256`: the configured directory's (then also
+        copied into the cache when the cache lacks it) or the cache's.
 
     Raises:
         DatasetError: a file found fails its checksum, or the file is nowhere and cannot be
             downloaded (the message lists every place looked and what to set).
     """
     looked: list[str] = []
+    cache = (cache_root or default_cache_root()) / "datasets" / dataset / file
+    address = url.format(file=file)
     for d in configured_dataset_dirs(datasets_dir):
         candidate = d / dataset / file
         if candidate.is_file():
-            return _verify(
-                candidate, where=DATASETS_ENV, expected=sha256, url=url.format(file=file)
-            )
+            found = _verify(candidate, where=DATASETS_ENV, expected=sha256, url=address)
+            _fill_cache(found, cache, expected=sha256)
+            return found
         looked.append(f"  - {candidate} (configured directory): not found")
     if not looked:
         looked.append(f"  - no configured directory ({DATASETS_ENV} is not set)")
 
-    cache = (cache_root or default_cache_root()) / "datasets" / dataset / file
-    address = url.format(file=file)
     if cache.is_file():
         return _verify(cache, where="cache", expected=sha256, url=address)
     looked.append(f"  - {cache} (cache): not found")

@@ -568,7 +568,10 @@ def test_demo_without_ui_checks_data_and_runs_a_short_search(
     assert code == 0, cap.err
     assert "Traceback" not in cap.err
     data = section(cap.out, "Data")
-    assert data[0] == "gsm8k_replay: OK (validation 300, test 1019 examples; checksums verified)"
+    assert data[0] == (
+        "gsm8k_replay: OK (validation 300, test 1019 examples; checksums verified; cached in "
+        f"{isolated / 'cache' / 'datasets'})"
+    )
     assert kv(cap.out, "status") == "stopped (max_evaluations reached (10))"
     assert kv(cap.out, "full search") == (
         f"topology-studio search gsm8k_replay --seed 1 --db {isolated / 'runs.duckdb'}   "

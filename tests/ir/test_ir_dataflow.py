@@ -2,13 +2,12 @@
 the defects a review found (each pinned by the spec that showed it).
 
 The unit tests use a small table declared here, modelled on the GSM8K replay problem's; one
-test at the end evaluates specs on the replay problem itself (skipped without its dataset).
+test at the end evaluates specs on the replay problem itself (its data: tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 from typing import Any
 
@@ -464,14 +463,9 @@ def test_normalize_is_idempotent_valid_and_keeps_the_analysis(source: str) -> No
 def test_replay_problem_normal_forms_behave_the_same() -> None:
     """Each spec and its normal form give the same answers and costs on 30 validation
     examples of the replay problem."""
-    os.environ.setdefault("TOPOLOGY_STUDIO_DATASETS", "/work/shared/datasets")
-    from core.errors import DatasetError
     from core.problems import load_problem
 
-    try:
-        problem = load_problem("gsm8k_replay")
-    except DatasetError as exc:
-        pytest.skip(f"replay dataset not available: {exc}")
+    problem = load_problem("gsm8k_replay")  # the data: tests/conftest.py's fallback rule
     table = problem.effects
     assert table.names["candidates_disagree"].complement_of == "candidates_agree"
     examples = problem.splits["validation"][:30]

@@ -72,7 +72,52 @@ def test_a_configured_directory_comes_first(tmp_path: Path) -> None:
         cache_root=tmp_path / "c",
     )
     assert got == good
-    assert not (tmp_path / "c").exists()
+    # and a verified copy goes into the cache, so a later load needs no configured directory
+    cached = tmp_path / "c" / "datasets" / "toy" / "data.jsonl"
+    assert cached.read_bytes() == CONTENT
+    again = fetch_dataset_file(
+        "toy", "data.jsonl", sha256=SHA, url=CLOSED, datasets_dir=[], cache_root=tmp_path / "c"
+    )
+    assert again == cached
+
+
+def test_a_cache_copy_already_there_is_not_replaced(tmp_path: Path) -> None:
+    """The cache is filled only when it lacks the file: a tampered copy stays, and fails its
+    checksum once the configured directory is gone (never silently repaired or used)."""
+    put(tmp_path / "configured")
+    tampered = put(tmp_path / "c" / "datasets", content=b"tampered\n")
+    fetch_dataset_file(
+        "toy",
+        "data.jsonl",
+        sha256=SHA,
+        url=CLOSED,
+        datasets_dir=tmp_path / "configured",
+        cache_root=tmp_path / "c",
+    )
+    assert tampered.read_bytes() == b"tampered\n"
+    with pytest.raises(DatasetError) as info:
+        fetch_dataset_file(
+            "toy", "data.jsonl", sha256=SHA, url=CLOSED, datasets_dir=[], cache_root=tmp_path / "c"
+        )
+    assert str(info.value).startswith(
+        f"{tampered} (cache) fails its checksum: expected sha256 {SHA}, actual sha256 "
+        f"{sha256_file(tampered)}."
+    )
+
+
+def test_an_unwritable_cache_still_gives_the_configured_file(tmp_path: Path) -> None:
+    good = put(tmp_path / "configured")
+    blocker = tmp_path / "c"
+    blocker.write_text("a file where the cache folder would be")
+    got = fetch_dataset_file(
+        "toy",
+        "data.jsonl",
+        sha256=SHA,
+        url=CLOSED,
+        datasets_dir=tmp_path / "configured",
+        cache_root=blocker,
+    )
+    assert got == good
 
 
 def test_the_env_var_names_the_configured_directories(

@@ -14,7 +14,6 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from core.errors import DatasetError, ProblemError
 from core.problems import Problem, load_problem
 from core.search.budget import Budget
 from core.search.engine import run_search
@@ -27,13 +26,11 @@ pytestmark = pytest.mark.slow
 
 
 def gsm8k(validation_size: int = 30) -> Problem:
-    try:
-        return load_problem(
-            "gsm8k_replay",
-            overrides={"models.time_scale": 0, "gold.validation_size": validation_size},
-        )
-    except (DatasetError, ProblemError) as exc:  # pragma: no cover - data not configured
-        pytest.skip(f"GSM8K replay data not available: {exc}")
+    # the data comes from tests/conftest.py's fallback rule: missing data fails, never skips
+    return load_problem(
+        "gsm8k_replay",
+        overrides={"models.time_scale": 0, "gold.validation_size": validation_size},
+    )
 
 
 def search(problem: Problem, **options: Any) -> OptimizationResult:

@@ -3,7 +3,6 @@ agreement gate on the replay registries."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -173,9 +172,6 @@ GATE = {
 }
 
 
-@pytest.mark.skipif(
-    not os.environ.get("TOPOLOGY_STUDIO_DATASETS"), reason="needs the GSM8K replay data"
-)
 def test_the_agreement_gate_is_enumerated_on_the_replay_registries_at_7_nodes() -> None:
     from core.problems import load_problem
     from core.search.engine import build_search
