@@ -7,6 +7,7 @@ Resolution order for a usage's `model_name` (first match wins):
 
 1. the **price table** passed to `Pricer` (exact model name, e.g. a replay model `"replay:gsm8k"`
    or a local `"ollama:qwen2.5:7b"`), usually parsed from a problem's TOML by the problem loader;
+   an entry may declare its model free (`ModelPrice(free=True)`, TOML `free = true`);
 2. pydantic-ai's in-process fakes, `"test"` and `"function:..."` (`TestModel`, `FunctionModel`):
    free, since nothing is billed (put them in the table to give them a price, e.g. in tests);
 3. **genai-prices** (the bundled data snapshot that ships in the package; no network call is
@@ -18,6 +19,14 @@ Resolution order for a usage's `model_name` (first match wins):
    rather than silently free; `cost_usd` raises. With `unknown="zero"` it costs 0.0 (an explicit
    choice, e.g. for a free local model).
 
+A problem is stricter: `core.problems.load_problem` refuses a problem one of whose agents runs
+a model that `Pricer.resolve(name, fakes_free=False)` cannot price (no table entry, not in
+genai-prices), naming the model and the table key to add, so nothing of a problem is ever
+silently free. The key is the model name as recorded in usage (`core.agents.model_name`):
+`"provider:model"` for a hosted model (e.g. `"openai:gpt-4o-mini"`), `"function:<fn>:"` for
+`FunctionModel(fn)` (`"function:<fn>:<stream_fn>"` with a stream function, or
+`"function:<model_name>"` for `FunctionModel(fn, model_name=...)`), `"test"` for `TestModel`.
+
 Prices from genai-prices are those in force at the time of pricing (its data carries dated
 price changes), so re-pricing an old run later may differ slightly; the table is fixed.
 """
@@ -28,10 +37,17 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal, Self
 
 from genai_prices import Usage, calc_price
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from core.errors import EvaluationError
 from core.runtime.tracing import ModelUsage
@@ -39,8 +55,8 @@ from core.runtime.tracing import ModelUsage
 __all__ = ["CostQuote", "ModelPrice", "Pricer", "PriceSource"]
 
 PriceSource = Literal["table", "free", "genai-prices", "unpriced", "zero"]
-"""Where a price came from: the table, a free in-process fake, genai-prices, nowhere (NaN), or
-nowhere but counted as zero (`unknown="zero"`)."""
+"""Where a price came from: the table, a model declared free in the table or a free in-process
+fake, genai-prices, nowhere (NaN), or nowhere but counted as zero (`unknown="zero"`)."""
 
 _PROVIDER_ALIASES: dict[str, str] = {
     "google-gla": "google",
@@ -61,16 +77,46 @@ _FREE_PROVIDERS = frozenset({"test", "function"})
 
 
 class ModelPrice(BaseModel):
-    """The price of one model, per 1,000 tokens, in USD."""
+    """The price of one model, per 1,000 tokens, in USD: both prices, or `free=True` alone.
+
+    Raises:
+        ValidationError: neither both prices nor `free=True` are given, or `free=True` comes
+            with a price.
+    """
 
     model_config = ConfigDict(
         frozen=True, extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False
     )
 
-    input_usd_per_1k: float = Field(ge=0)
-    """USD per 1,000 prompt (input) tokens; finite, >= 0."""
-    output_usd_per_1k: float = Field(ge=0)
-    """USD per 1,000 completion (output) tokens; finite, >= 0."""
+    input_usd_per_1k: float = Field(default=0.0, ge=0)
+    """USD per 1,000 prompt (input) tokens; finite, >= 0 (required unless `free`)."""
+    output_usd_per_1k: float = Field(default=0.0, ge=0)
+    """USD per 1,000 completion (output) tokens; finite, >= 0 (required unless `free`)."""
+    free: bool = False
+    """True: the model is declared free (a local model, a `FunctionModel`): it costs $0 and
+    gives no price."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # `free` only when set: a priced model dumps as before (problem config hashes unchanged)
+        data: dict[str, Any] = handler(self)
+        if not self.free:
+            data.pop("free", None)
+        return data
+
+    @model_validator(mode="after")
+    def _prices_or_free(self) -> Self:
+        given = {"input_usd_per_1k", "output_usd_per_1k"} & self.model_fields_set
+        if self.free and given:
+            raise ValueError(
+                "a model declared free = true takes no price: remove " + ", ".join(sorted(given))
+            )
+        if not self.free and len(given) < 2:
+            raise ValueError(
+                "give both input_usd_per_1k and output_usd_per_1k (USD per 1,000 tokens), or "
+                "free = true to declare the model free"
+            )
+        return self
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,11 +194,39 @@ class Pricer:
         """The policy for unpriced models."""
         return self._unknown
 
+    def resolve(self, model_name: str, *, fakes_free: bool = True) -> PriceSource | None:
+        """Where `model_name`'s price would come from, without pricing any usage.
+
+        Args:
+            model_name: the model as recorded in usage (see the module docstring for the forms).
+            fakes_free: False: pydantic-ai's fakes (`"test"`, `"function:..."`) are not free
+                unless the table says so (how a problem's agents are checked at load time).
+
+        Returns:
+            `"table"`, `"free"` or `"genai-prices"`; None when the model is unpriced.
+        """
+        price = self._table.get(model_name)
+        if price is not None:
+            return "free" if price.free else "table"
+        provider, model = _split_model_name(model_name)
+        if model_name == "test" or provider in _FREE_PROVIDERS:
+            return "free" if fakes_free else None
+        try:
+            calc_price(Usage(input_tokens=0, output_tokens=0), model, provider_id=provider)
+        except LookupError:
+            if provider is None:
+                return None
+            try:
+                calc_price(Usage(input_tokens=0, output_tokens=0), model)
+            except LookupError:
+                return None
+        return "genai-prices"
+
     def _price_one(self, usage: ModelUsage) -> tuple[float, PriceSource]:
         name = usage.model_name
         price = self._table.get(name)
         if price is not None:
-            return _table_cost(price, usage), "table"
+            return _table_cost(price, usage), "free" if price.free else "table"
         provider, model = _split_model_name(name)
         if name == "test" or provider in _FREE_PROVIDERS:
             return 0.0, "free"

@@ -29,6 +29,7 @@ from core.hydrate import validate_names
 from core.ir import TopologySpec, parse_topology
 from core.ir.dataflow import EffectTable
 from core.problems._errors import problem_error_from_validation
+from core.problems._prices import check_agent_prices
 from core.problems.config import ProblemConfig
 from core.problems.parts import CALLABLE_ROLES, ProblemContext, ProblemParts
 from core.problems.problem import Problem
@@ -408,7 +409,9 @@ def load_problem(
     """Load a problem definition (see `core.problems` for the format).
 
     Steps: find the TOML (`resolve_problem`), parse it, apply `overrides`, validate it; import
-    the registries module by path and call its `build(ctx)`; pick the score function; load the
+    the registries module by path and call its `build(ctx)`; check that every registered
+    agent's model has a price (`[models.prices]`, `free = true`, or genai-prices:
+    `core.problems._prices`); pick the score function; load the
     gold set and split it; parse the seed spec with `core.ir.parse_topology` and check every name
     it uses against the registries (`core.hydrate.validate_names`); check the callable roles.
 
@@ -444,6 +447,9 @@ def load_problem(
         cache_root=cache_root,
     )
     parts = _build_parts(module, ctx, module_path)
+    check_agent_prices(
+        parts.agent_registry, config.models.prices, toml_path=toml_path, module_path=module_path
+    )
     score_name, score_fn = _pick_score_fn(config, parts, toml_path)
 
     examples, gold_source = _load_gold(config, parts, root, toml_path, module_path)

@@ -69,7 +69,7 @@ def exact(output, example):
 def build(ctx: ProblemContext) -> ProblemParts:
     ctx.params_as(Params)
     agents = AgentRegistry()
-    agents.register("echo", lambda: Agent(TestModel(custom_output_text="4")), "Always says 4.")
+    agents.register("echo", lambda: Agent(TestModel(custom_output_text="4", model_name="echo")), "Always says 4.")
     callables = CallableRegistry()
     callables.register("upper", upper, "Upper-case the text.")
     callables.register("is_four", is_four, "The text is 4.")
@@ -267,7 +267,13 @@ def test_a_missing_field_names_it(tmp_path: Path) -> None:
 def test_a_missing_nested_field_names_its_dotted_path(tmp_path: Path) -> None:
     toml = TOML.replace("input_usd_per_1k = 0.5\n", "")
     err = load_error(make_toy(tmp_path, toml=toml))
-    assert err.field == "models.prices.test:echo.input_usd_per_1k"
+    # a price entry is both prices or `free = true`: the entry is named, and what it lacks
+    assert err.field == "models.prices.test:echo"
+    assert str(err).endswith(
+        "field 'models.prices.test:echo': Value error, give both input_usd_per_1k and "
+        "output_usd_per_1k (USD per 1,000 tokens), or free = true to declare the model free "
+        "(got {'output_usd_per_1k': 1.5})"
+    )
 
 
 def test_an_unknown_field_is_an_error_not_ignored(tmp_path: Path) -> None:
@@ -449,7 +455,10 @@ def test_the_module_gets_verified_dataset_files_through_ctx(tmp_path: Path) -> N
     from core.errors import DatasetError
 
     with pytest.raises(DatasetError, match="is not available"):
-        load_problem(d, datasets_dir=tmp_path / "none", cache_root=tmp_path / "cache")
+        load_problem(d, datasets_dir=tmp_path / "none", cache_root=tmp_path / "other_cache")
+    # the first load copied the file into its cache: a later load needs no datasets_dir
+    assert (tmp_path / "cache" / "datasets" / "toydata" / "a.txt").read_bytes() == b"hello\n"
+    assert load_problem(d, datasets_dir=[], cache_root=tmp_path / "cache").name == "toy"
 
 
 def test_a_bad_dataset_declaration_names_the_field(tmp_path: Path) -> None:
