@@ -169,7 +169,7 @@ async def run_example(
                     if not deadline.expired():
                         raise
                     timed_out = True
-                    error = f"example_timeout: no output within {ctx.timeout_s:g} s"
+                    error = f"example_timeout: timed out after {ctx.timeout_s:g} s"
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
     wall_ms = (time.perf_counter_ns() - start) / 1e6

@@ -53,6 +53,10 @@ allowed_step_kinds = ["agent_step", "function_step"]
 max_depth = 4
 traces = false                      # per-example spans in the run journal (search --traces)
 
+[evaluation]                        # how each example is run (all optional)
+example_timeout_s = 300.0           # one run's deadline, s (default 300; --example-timeout-s):
+                                    # no output by then -> error "example_timeout: timed out..."
+
 [models]
 time_scale = 1.0                    # replayed latency is slept times this (0: no sleep)
 latency_source = "auto"             # "auto" | "model" (0 ms with no model call) | "wall"

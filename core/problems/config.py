@@ -18,7 +18,9 @@ from core.evaluation.pricing import ModelPrice
 
 __all__ = [
     "RANDOM_SEED_MAX",
+    "DEFAULT_EXAMPLE_TIMEOUT_S",
     "DatasetConfig",
+    "EvaluationSettings",
     "GoldConfig",
     "ModelsConfig",
     "ProblemConfig",
@@ -142,6 +144,23 @@ class SearchDefaults(BaseModel):
     topology wins."""
 
 
+DEFAULT_EXAMPLE_TIMEOUT_S: Final = 300.0
+"""The default deadline of one example run, in seconds: long enough for a refinement loop of
+several hosted-model calls (a call rarely takes over a minute), short enough that an agent that
+hangs costs minutes, not a search that never ends (issue 11, item 4)."""
+
+
+class EvaluationSettings(BaseModel):
+    """`[evaluation]`: how each example is run (`EvaluatorConfig`)."""
+
+    model_config = _CONFIG
+
+    example_timeout_s: float = Field(default=DEFAULT_EXAMPLE_TIMEOUT_S, gt=0)
+    """Deadline of one example run (one trial), seconds: a run with no output by then is an
+    `error` with the reason `example_timeout: timed out after <s> s`, counted like any failed
+    run, never cached; `--example-timeout-s` overrides it. Default 300."""
+
+
 class ModelsConfig(BaseModel):
     """`[models]`: model prices, the replay time scale and where latency comes from."""
 
@@ -200,7 +219,7 @@ class ProblemConfig(BaseModel):
     """The whole `problem.toml`.
 
     Top-level keys: `name`, `description`, `registries`, `seed`, `score_function`; tables
-    `[gold]`, `[search]`, `[models]` (with `[models.prices."<model>"]`), `[datasets.<name>]`, and
+    `[gold]`, `[search]`, `[evaluation]`, `[models]` (with `[models.prices."<model>"]`), `[datasets.<name>]`, and
     `[params]` (free-form, for the problem's own module to validate via
     `ProblemContext.params_as`).
     """
@@ -222,6 +241,8 @@ class ProblemConfig(BaseModel):
     """`[gold]`: gold-set source and splits."""
     search: SearchDefaults = Field(default_factory=SearchDefaults)
     """`[search]`: default search settings."""
+    evaluation: EvaluationSettings = Field(default_factory=EvaluationSettings)
+    """`[evaluation]`: how each example is run (its deadline)."""
     models: ModelsConfig = Field(default_factory=ModelsConfig)
     """`[models]`: prices and the replay time scale."""
     datasets: dict[str, DatasetConfig] = Field(default_factory=dict[str, DatasetConfig])

@@ -118,8 +118,9 @@ class Problem:
         """A `TopologyEvaluator` for this problem, with every hook the problem defines.
 
         It gets the registries, the score function, `Pricer(prices)`, the problem's `is_blank`
-        (F5: a blank output is degenerate, not a wrong answer), `latency_source`, and
-        `capture_traces` from `[search] traces`; the arguments add what a caller decides.
+        (F5: a blank output is degenerate, not a wrong answer), `latency_source`,
+        `example_timeout_s` from `[evaluation]`, and `capture_traces` from `[search] traces`;
+        the arguments add what a caller decides.
 
         Args:
             cache: the evaluation cache (None: no caching).
@@ -142,10 +143,11 @@ class Problem:
             allowed_step_kinds=allowed_step_kinds,
             is_blank=self.is_blank,
             latency_source=self.latency_source,
+            example_timeout_s=self.config.evaluation.example_timeout_s,
         ).with_options(capture_traces=self.search.traces)
 
     def _identity(self) -> dict[str, Any]:
-        config = self.config.model_dump(mode="json", exclude={"search": True})
+        config = self.config.model_dump(mode="json", exclude={"search": True, "evaluation": True})
         config["models"].pop("time_scale", None)
         return {
             "config": config,
@@ -156,8 +158,10 @@ class Problem:
 
     @property
     def config_hash(self) -> str:
-        """sha256 (hex) of what decides scores and costs: the config except `[search]` and
-        `models.time_scale` (which change only how a search runs and wall time; `[search.weights]`
+        """sha256 (hex) of what decides scores and costs: the config except `[search]`,
+        `[evaluation]` and `models.time_scale` (which change only how a search runs and wall
+        time; the example deadline decides which slow runs are cut, never what a finished call
+        answers or costs, so the call cache keyed by this hash stays valid; `[search.weights]`
         ranks candidates but changes no measured metric), the seed spec,
         the split ids, and the problem module's source. Same hash = same problem."""
         if self._config_hash is None:

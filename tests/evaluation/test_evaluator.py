@@ -378,7 +378,7 @@ def test_example_timeout_is_an_error_and_not_cached() -> None:
     ev = make_evaluator({"s": sometimes_slow}, example_timeout_s=0.05, cache=cache)
     result = evaluate(ev, pipeline(fn_step("s")), examples(3))
     assert result.results[0].status == "error"
-    assert result.results[0].error == "example_timeout: no output within 0.05 s"
+    assert result.results[0].error == "example_timeout: timed out after 0.05 s"
     assert [r.status for r in result.results[1:]] == ["ok", "ok"]
     assert len(cache) == 2
     evaluate(ev, pipeline(fn_step("s")), examples(3))
