@@ -8,6 +8,7 @@ turn an evaluation into events, archive entries and history records; the loop
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ __all__ = [
     "Cand",
     "RunBase",
     "StopKind",
+    "WallStop",
     "evaluation_figures",
     "finite_or_none",
 ]
@@ -46,6 +48,21 @@ StopKind = Literal["completed", "max_evaluations", "patience", "max_usd", "max_w
 REPORT_ALLOWED: frozenset[str] = frozenset({"completed", "max_evaluations", "patience"})
 """Stops after which the final report may spend more (re-scoring, test split): count limits.
 Money, time and a person's stop are never exceeded by the report."""
+
+
+class WallStop(Exception):
+    """The wall-clock budget ran out during an evaluation, which was cut short there.
+
+    Raised by `RunBase._evaluate`; the loop ends the run as stopped by `max_wall_s`, the report
+    keeps what was scored before.
+
+    Args:
+        reason: the budget's line, e.g. `"max_wall_s reached (5 s)"`.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 @dataclass(slots=True)
@@ -200,9 +217,26 @@ class RunBase:
     async def _evaluate(
         self, candidate_idx: int, spec: TopologySpec, examples: Sequence[GoldExample], split: str
     ) -> CandidateEvaluation:
-        return await self.evaluator.evaluate(
+        """Evaluate, cut short when the wall-clock budget runs out meanwhile.
+
+        Raises:
+            WallStop: `max_wall_s` was reached before the evaluation finished (its finished
+                examples were emitted; cached ones always are, before anything can wait).
+        """
+        evaluation = self.evaluator.evaluate(
             spec, examples, split=split, on_example=self._on_example(candidate_idx)
         )
+        left = self.tracker.wall_left_s()
+        if left is None:
+            return await evaluation
+        deadline = asyncio.timeout(left)
+        try:
+            async with deadline:
+                return await evaluation
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            raise WallStop(f"max_wall_s reached ({self.budget.max_wall_s:g} s)") from None
 
     def _score(self, ev: CandidateEvaluation, examples: Sequence[GoldExample]) -> float:
         if not ev.bundles or len(ev.bundles) != len(examples):
@@ -295,7 +329,11 @@ class RunBase:
         reason = self.stop.reason()
         if reason is not None:
             return "user", reason
-        reason = self.tracker.exhausted(next_evaluation=next_evaluation)
+        # wall time is left out while a resumed run replays what it recorded (its recorded span
+        # may be past the limit already): it reaches where it stopped; `_evaluate` still cuts
+        reason = self.tracker.exhausted(
+            next_evaluation=next_evaluation, wall=not self._stream.replay_pending
+        )
         if reason is None:
             return None
         kind: StopKind = "max_evaluations"

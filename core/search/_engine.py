@@ -20,7 +20,7 @@ from core.hydrate import AgentRegistry, CallableRegistry
 from core.ir import TopologySpec
 from core.ir.dataflow import EffectTable
 from core.search._checker import CandidateChecker
-from core.search._emission import Cand, StopKind, evaluation_figures, finite_or_none
+from core.search._emission import Cand, StopKind, WallStop, evaluation_figures, finite_or_none
 from core.search._rescoring import ReportMixin
 from core.search._resume import plan_resume
 from core.search._selection import FixedMinibatch, KnownSpecs
@@ -215,7 +215,8 @@ class SearchRun(ReportMixin):
             The `OptimizationResult` (winner and front on the full validation split).
 
         Raises:
-            BudgetError: the budget allows no work, or nothing bounds the run.
+            BudgetError: the budget allows no work, or nothing bounds the run, or the wall
+                time ran out during the seed's evaluation (the run is recorded as stopped).
             DegenerateSeedError: the seed's evaluation is degenerate (with a diagnosis).
             SearchError: the seed is rejected or its evaluation is invalid.
             Whatever `strategy.preflight` raises (e.g. F2: a provider that cannot take the
@@ -236,8 +237,20 @@ class SearchRun(ReportMixin):
         try:
             self._emit_started()
             try:
-                kind, reason = await self._search()
+                try:
+                    kind, reason = await self._search()
+                except WallStop as stop:
+                    if 0 not in self._cands:
+                        raise  # the seed's own evaluation was cut: nothing to report
+                    kind, reason = "max_wall_s", stop.reason  # the cut candidate is left out
                 return await self._finish(kind, reason)
+            except WallStop as stop:
+                why = f"{stop.reason} during the seed's evaluation"
+                self._finished("stopped", why)
+                raise BudgetError(
+                    f"{why}: nothing was scored to compare; give the run more wall time "
+                    "(max_wall_s), or its examples a shorter deadline (example_timeout_s)"
+                ) from None
             except DegenerateSeedError as exc:
                 self._emit(LogMessage, level="error", message=f"{exc}: {exc.diagnosis}")
                 self._finished("failed", f"{exc}: {exc.diagnosis}")

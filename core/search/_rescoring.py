@@ -10,6 +10,7 @@ from core.search._emission import (
     REPORT_ALLOWED,
     RunBase,
     StopKind,
+    WallStop,
     evaluation_figures,
 )
 from core.search.result import OptimizationResult
@@ -41,23 +42,32 @@ class ReportMixin(RunBase):
         ends after at most one round per minibatch-only entry. Only what is left is re-scored:
         promoted candidates are already on the full split, and `same_as` candidates are not in
         the archive. A stop (Ctrl-C, the stop file, the studio) is honoured between two
-        candidates, as during the search.
+        candidates, as during the search; the wall-clock budget cuts a re-scoring in flight (that
+        candidate keeps its minibatch scores).
 
         Returns:
             None when done, else the stop's reason (the report then spends nothing more).
         """
         rescored = 0
-        while wanted := self._rescore_wanted():
+        wanted = self._rescore_wanted()
+        if wanted:
+            self._log(f"re-scoring {len(wanted)} candidate(s) on the full validation split")
+        while wanted:
             for idx in wanted:
                 reason = self.stop.reason()
+                if reason is None:
+                    try:
+                        await self._rescore_one(idx)
+                    except WallStop as stop:
+                        reason = stop.reason
                 if reason is not None:
                     self._log(
                         f"stopped during the re-scoring ({reason}) after {rescored} candidate(s)",
                         "warning",
                     )
                     return reason
-                await self._rescore_one(idx)
                 rescored += 1
+            wanted = self._rescore_wanted()
         if rescored:
             self._log(f"re-scored {rescored} candidate(s) on the full validation split")
         return None
@@ -94,20 +104,35 @@ class ReportMixin(RunBase):
             )
         )
 
-    async def _test_split(self, best_idx: int, front: Sequence[int]) -> list[dict[str, Any]]:
+    async def _test_split(
+        self, best_idx: int, front: Sequence[int]
+    ) -> tuple[list[dict[str, Any]], str | None]:
         """Score the winner, then every other validation-front candidate, once each on the
         held-out test split (reported only: nothing is chosen by a test score). A stop is
-        honoured between two candidates. Returns one record per candidate scored, the winner's
-        first."""
+        honoured before each candidate, the winner's included; the wall-clock budget cuts a
+        test in flight (that candidate has no test record). Returns one record per candidate
+        scored, the winner's first, and the stop's reason (None: all were scored)."""
         if not self.test:
-            return []
+            return [], None
         out: list[dict[str, Any]] = []
-        for idx in [best_idx, *[i for i in front if i != best_idx]]:
-            if out and self.stop.reason() is not None:
-                self._log("stopped during the held-out test of the front", "warning")
-                break
+        todo = [best_idx, *[i for i in front if i != best_idx]]
+        self._log(f"scoring {len(todo)} front candidate(s) on the held-out test split")
+        for idx in todo:
             cand = self._cands[idx]
-            ev = await self._evaluate(idx, cand.spec, self.test, "test")
+            stopped = self.stop.reason()
+            ev = None
+            if stopped is None:
+                try:
+                    ev = await self._evaluate(idx, cand.spec, self.test, "test")
+                except WallStop as stop:
+                    stopped = stop.reason
+            if ev is None:
+                self._log(
+                    f"stopped during the held-out test of the front ({stopped}) after "
+                    f"{len(out)} candidate(s)",
+                    "warning",
+                )
+                return out, stopped
             score = self._score(ev, self.test)
             valid = self._valid(ev, score)
             self._emit_evaluated(idx, ev, "test", score, valid)
@@ -123,7 +148,7 @@ class ReportMixin(RunBase):
                     "reason": ev.reason,
                 }
             )
-        return out
+        return out, None
 
     async def _finish(self, kind: StopKind, reason: str) -> OptimizationResult:
         report = kind in REPORT_ALLOWED
@@ -143,7 +168,9 @@ class ReportMixin(RunBase):
         best_idx = self._archive_to_cand[best_a]
         front = [self._archive_to_cand[i] for i in self.archive.pareto_indices("validation")]
         if report:
-            test = await self._test_split(best_idx, front)
+            test, stopped = await self._test_split(best_idx, front)
+            if stopped is not None:
+                kind, reason = "user", f"{stopped} (during the held-out test)"
         self._snapshot(self._history[-1].generation if self._history else -1)
         status = "completed" if kind == "completed" else "stopped"
         gene = self.gene.name

@@ -9,7 +9,10 @@ Replayable events carry a key (what identifies them across a resumed run):
 - `("s", n)`: the n-th `ArchiveSnapshot` (1-based; the loop is deterministic).
 
 An event whose key was recorded is skipped; `LogMessage`s are skipped while the run is still
-replaying recorded work (until the first event that was not recorded).
+replaying recorded work (until the first event that was not recorded). `replay_pending` is True
+until every recorded proposal and result has come round again (snapshots are not waited for: a
+stopped run's last one comes after its stop); the engine leaves wall time out of its stop checks
+until then, so a resumed run reaches the point its recorded run stopped at.
 """
 
 from __future__ import annotations
@@ -55,10 +58,12 @@ class EventStream:
         self._seq = next_seq
         self._recorded = recorded
         self._replaying = bool(recorded)
+        self._pending = {k for k in recorded if k[0] != "s"}
 
     def emit(self, cls: type[Any], /, key: EventKey | None = None, **fields: Any) -> None:
         """Emit an event of type `cls` with `fields`, unless a resume recorded it already."""
         if key is not None and key in self._recorded:
+            self._pending.discard(key)
             return
         if key is None and self._replaying and cls is LogMessage:
             return
@@ -68,6 +73,11 @@ class EventStream:
         self._seq += 1
         for subscriber in self._subscribers:
             subscriber(event)
+
+    @property
+    def replay_pending(self) -> bool:
+        """True while some recorded proposal or result has not come round again in this run."""
+        return bool(self._pending)
 
     def log(self, message: str, level: str = "info") -> None:
         """Emit a `LogMessage`."""

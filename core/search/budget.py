@@ -3,8 +3,11 @@
 A `Budget` is a frozen record of limits; a `BudgetTracker` is the live handle a run keeps (what
 has been used, whether a limit is reached); a `StopSignal` collects the ways a person stops a run
 cleanly (a stop file, Ctrl-C, a call from another thread, e.g. the studio). All are checked by
-the search engine *between* candidate evaluations, never in the middle of one, so a stopped run
-has only complete records.
+the search engine *between* candidate evaluations, so a stopped run has only complete records,
+with one exception: wall time. An evaluation still running when `max_wall_s` is reached is cut
+short there (a hanging agent must not hold a run past its limit); the examples it finished are
+recorded, the candidate is not, and the run stops as by any budget (resumable: a resumed run
+replays what was recorded, then stops at the same point).
 
 What counts (the same figures `RunFinished.budget_used` reports):
 
@@ -60,7 +63,8 @@ class Budget(BaseModel):
     """Stop once the logical cost (evaluations plus design, USD) reaches this. Checked before
     every design and every evaluation, so a run overshoots by at most the one step in flight."""
     max_wall_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    """Stop once the run has taken this many seconds (checked between evaluations)."""
+    """Stop once the run has taken this many seconds: checked between evaluations, and an
+    evaluation still running at the limit is cut short there (see the module docstring)."""
     patience: int | None = Field(default=None, ge=0)
     """Stop after this many candidate evaluations in a row without a new best score on the full
     validation split."""
@@ -178,12 +182,20 @@ class BudgetTracker:
         """Seconds used so far (including a resumed run's recorded span)."""
         return self._wall_offset_s + (self._clock() - self._start)
 
-    def exhausted(self, *, next_evaluation: bool = False) -> str | None:
+    def wall_left_s(self) -> float | None:
+        """Seconds left before `max_wall_s` (0 or less: reached), None without a wall limit."""
+        if self.budget.max_wall_s is None:
+            return None
+        return self.budget.max_wall_s - self.wall_s
+
+    def exhausted(self, *, next_evaluation: bool = False, wall: bool = True) -> str | None:
         """The reason the run must stop now, or None.
 
         Args:
             next_evaluation: True when asking before a candidate evaluation: then
                 `max_evaluations` is reached when one more would exceed it.
+            wall: False leaves `max_wall_s` out (a resumed run replaying recorded work, whose
+                recorded span may already be past the limit, must reach its recorded end).
 
         Returns:
             e.g. `"max_evaluations reached (40)"`, `"max_usd reached (1.02 >= 1)"`,
@@ -198,7 +210,7 @@ class BudgetTracker:
         usd = self.usd
         if b.max_usd is not None and usd >= b.max_usd:
             return f"max_usd reached ({usd:.6g} >= {b.max_usd:g})"
-        if b.max_wall_s is not None and self.wall_s >= b.max_wall_s:
+        if wall and b.max_wall_s is not None and self.wall_s >= b.max_wall_s:
             return f"max_wall_s reached ({b.max_wall_s:g} s)"
         if b.patience is not None and self.since_improvement >= b.patience:
             return f"patience exhausted ({self.since_improvement} evaluations without a new best)"
