@@ -20,6 +20,9 @@ TopologyStudioError
 │   └── DegenerateSeedError           the seed topology's evaluation is degenerate
 ├── StoreError                        the run store
 │   ├── StoreBusyError                the database file is held by another process
+│   ├── StoreReadOnlyError            the file system refuses writes to the database (read-only)
+│   ├── StoreCorruptError             the database file is damaged (`store rebuild` restores it)
+│   ├── JournalWriteError             a run journal cannot be written (a full disk); resumable
 │   └── SchemaVersionError            a database from an unknown (newer) schema version
 ├── ApplyError                        applying a result to a target
 │   └── StaleTargetError              the target changed since the diff was made
@@ -37,6 +40,7 @@ __all__ = [
     "DegenerateSeedError",
     "EvaluationError",
     "HydrationError",
+    "JournalWriteError",
     "PipelineStepError",
     "ProblemError",
     "RouterError",
@@ -47,7 +51,9 @@ __all__ = [
     "StaleTargetError",
     "StepExecutionError",
     "StoreBusyError",
+    "StoreCorruptError",
     "StoreError",
+    "StoreReadOnlyError",
     "TopologyStudioError",
     "UnknownNamesError",
 ]
@@ -168,6 +174,46 @@ class StoreError(TopologyStudioError):
 
 class StoreBusyError(StoreError):
     """The database file is held by another process."""
+
+
+class StoreReadOnlyError(StoreError):
+    """The database file, or the folder it would be created in, cannot be written: a read-only
+    file system or no permission. Read-only commands open a read-only view instead
+    (`core.storage.open_store(..., on_busy="journals")`)."""
+
+
+class StoreCorruptError(StoreError):
+    """The database file is damaged (DuckDB found a bad checksum or no valid header).
+
+    The message names the file and the recovery: the run journals beside it are intact, and
+    `topology-studio store rebuild --db <file>` keeps the damaged file aside and restores the
+    runs from them (proposals, approvals and saved topology versions lived only in the file).
+
+    Attributes:
+        path: the damaged database file.
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class JournalWriteError(StoreError):
+    """A run journal could not be written (e.g. `ENOSPC`, a full disk).
+
+    Everything journaled before the failed line is kept (a partly written line is cut off),
+    and the journal refuses every later append, so a resumed run continues from the last
+    complete line.
+
+    Attributes:
+        path: the journal file.
+        errno: the operating system's error number (`errno.ENOSPC` for a full disk), if any.
+    """
+
+    def __init__(self, message: str, *, path: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.errno = errno
 
 
 class SchemaVersionError(StoreError):

@@ -6,6 +6,7 @@ topology-studio search PROBLEM [--strategy evolutionary|meta-agent|random] [budg
 topology-studio evaluate PROBLEM SPEC.json [--split validation|test|all] [--limit N]
 topology-studio runs | show RUN | diff RUN CANDIDATE | apply RUN CANDIDATE [--to PATH] [--yes]
 topology-studio studio [--port N] | demo [--no-ui]
+topology-studio store rebuild [--force]
 ```
 
 Results go to stdout (rich tables on a terminal, plain two-space columns otherwise, so scripts
@@ -18,6 +19,15 @@ second one stops it at once, records it as stopped and prints only the error lin
 resume). No traceback is ever printed unless `--debug` is given, before or after the command
 (then the error's traceback follows its line). The database is `--db`, else
 `$TOPOLOGY_STUDIO_DB`, else `data/runs.duckdb` in the current directory.
+
+Damaged, read-only and full stores: `runs` and `show` on a database that cannot be written (a
+read-only mount) answer from a read-only copy of it and its run journals, and say so. A damaged
+database is one error line naming the file and `store rebuild`, which keeps the damaged file
+as `<db>.damaged-<time>` and restores every run from the journals (not proposals, approvals or
+the editor's saved versions, which lived only in the database); `search` refuses a damaged
+database before it starts. A full disk stops a search with one line naming the journal and the
+`search --resume` command: everything journaled is kept, and the resumed run ends with the
+same front.
 """
 
 from __future__ import annotations
@@ -318,6 +328,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--comment", default="", metavar="TEXT", help="why (recorded)")
     _add_db(p)
 
+    p = sub.add_parser("store", help="look after the run database: rebuild it from its journals")
+    store_sub = p.add_subparsers(dest="store_command", metavar="ACTION", parser_class=_Parser)
+    p = store_sub.add_parser(
+        "rebuild",
+        help="a damaged database restored from its run journals (the damaged file is kept "
+        "aside as <db>.damaged-<time>; proposals and approvals are not restored)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="rebuild even a database that opens and reads fine (drops its proposals, "
+        "approvals and saved topology versions)",
+    )
+    _add_db(p)
+    _add_debug(p)
+
     p = sub.add_parser("studio", help="start the web studio on 127.0.0.1")
     p.add_argument("--port", type=_port, help="default: 8501 if free, else a free port")
     _add_db(p)
@@ -367,6 +393,10 @@ def _handler(
             "diff": _cli_runs.cmd_diff,
             "apply": _cli_runs.cmd_apply,
         }[command]
+    if command == "store":
+        from studio import _cli_store
+
+        return _cli_store.cmd_store_rebuild
     from studio import _cli_studio
 
     return _cli_studio.cmd_studio
@@ -391,6 +421,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help(out.stdout)
             return ExitCode.USAGE
+        if args.command == "store" and args.store_command is None:
+            raise CliUsageError(
+                "store: give an ACTION: rebuild (see 'topology-studio store --help')"
+            )
         if args.command == "search" and args.problem is None and args.resume is None:
             raise CliUsageError("search: give a PROBLEM, or --resume RUN")
         if getattr(args, "db", None) is None and args.db_global is not None:

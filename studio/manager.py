@@ -10,7 +10,9 @@ show what it returns, so it is tested without Streamlit.
   live. If another process holds the file (e.g. a `topology-studio` command, briefly), the
   manager falls back to a read-only view built from the journals and says so (`store_note`),
   retrying the file on later refreshes (`RETRY_BUSY_S`); it never raises `StoreBusyError` to a
-  page. If the database file is deleted or replaced while the studio has it open (the store
+  page. A database on a read-only file system is shown the same way, from a read-only copy of
+  the file kept live from the journals (`DuckDBRunStore.read_only_copy`); a damaged one raises
+  `StoreCorruptError`, whose message names `topology-studio store rebuild`. If the database file is deleted or replaced while the studio has it open (the store
   then refuses every call with a `StoreError` saying so), the manager closes that store, opens
   the file again (a deleted file is recreated and refilled from the run journals) and retries
   the call once; a second failure is raised as before. Pages get this through `store`, which
@@ -45,7 +47,7 @@ from typing import Any, Literal, TypeVar
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.errors import StoreBusyError, StoreError, TopologyStudioError
+from core.errors import StoreBusyError, StoreError, StoreReadOnlyError, TopologyStudioError
 from core.evaluation.evaluator import CandidateEvaluation
 from core.ir import TopologySpec, spec_hash
 from core.problems import Problem, load_problem
@@ -266,6 +268,20 @@ class StudioManager:
                     )
                     if self._fallback is None:
                         self._fallback = DuckDBRunStore.from_journals(journal_dir(self.db_path))
+                    return self._fallback
+                except StoreReadOnlyError as exc:
+                    # a read-only file system: a read-only copy of the file, live from the
+                    # journals (retried like a busy file: a remount may make it writable)
+                    self._next_try = now + RETRY_BUSY_S
+                    self._note = (
+                        f"The database cannot be written, so this is a read-only copy of it, "
+                        f"kept live from the run journals (retrying every {RETRY_BUSY_S:g} s). "
+                        f"{exc}"
+                    )
+                    if self._fallback is None:
+                        self._fallback = DuckDBRunStore.read_only_copy(
+                            self.db_path, reason=str(exc)
+                        )
                     return self._fallback
                 if self._fallback is not None:
                     self._fallback.close()

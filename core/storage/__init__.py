@@ -9,6 +9,8 @@
 - `RunJournal`, `read_journal`, `journal_path` (`journal`): the append-only JSON-lines journal a
   search writes and the store ingests (live across processes, resumable after a crash).
 - `ResumeState` (`resume`): what a resumed search needs from its journal.
+- `rebuild_store`, `RebuildReport` (`rebuild`): a damaged database restored from its journals
+  (the damaged file kept aside).
 - `queries`: the studio's queries as functions of a connection returning DataFrames.
 """
 
@@ -23,6 +25,7 @@ from core.storage.journal import (
     new_run_id,
     read_journal,
 )
+from core.storage.rebuild import RebuildReport, rebuild_store
 from core.storage.records import (
     IngestError,
     IngestReport,
@@ -39,6 +42,7 @@ __all__ = [
     "IngestError",
     "IngestReport",
     "ProposalRecord",
+    "RebuildReport",
     "ResumeState",
     "RunJournal",
     "RunRecord",
@@ -53,4 +57,5 @@ __all__ = [
     "new_run_id",
     "open_store",
     "read_journal",
+    "rebuild_store",
 ]

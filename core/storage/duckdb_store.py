@@ -24,6 +24,7 @@ Concurrency (the storage decision in `architecture.md`; field cases F9, F10):
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import logging
@@ -40,9 +41,15 @@ from typing import Any, Concatenate, ParamSpec, Self, TypeVar, cast
 import duckdb
 import pandas as pd  # pyright: ignore[reportMissingTypeStubs]
 
-from core.errors import StoreBusyError, StoreError
+from core.errors import (
+    SchemaVersionError,
+    StoreBusyError,
+    StoreCorruptError,
+    StoreError,
+    StoreReadOnlyError,
+)
 from core.storage import _ingest, queries
-from core.storage._schema import ensure_schema
+from core.storage._schema import CURRENT_VERSION, ensure_schema, read_version
 from core.storage.base import RunStore
 from core.storage.journal import JOURNAL_SUFFIX, encode_event
 from core.storage.journal import journal_dir as default_journal_dir
@@ -57,7 +64,7 @@ from core.storage.records import (
 from core.vocab.events import SearchEvent
 from core.vocab.pareto import DEFAULT_OBJECTIVES, Objective
 
-__all__ = ["DuckDBRunStore"]
+__all__ = ["NOT_RESTORED", "DuckDBRunStore", "corrupt_message"]
 
 _log = logging.getLogger(__name__)
 
@@ -85,6 +92,44 @@ def _busy_message(path: str, exc: BaseException) -> str:
         f"`show` do this). A search does not need the file: it writes its journal under "
         f"{default_journal_dir(path)} and the holder picks it up."
     )
+
+
+_BUSY = re.compile(r"Could not set lock|Conflicting lock", re.IGNORECASE)
+"""DuckDB's words for a file another process holds (a corrupt "block" is not a "lock")."""
+
+_CORRUPT = re.compile(r"Corrupt database file|does not match stored checksum", re.IGNORECASE)
+"""DuckDB's words for a damaged database file (a bad block checksum). A file that is not a
+DuckDB file at all ("not a valid DuckDB database file") is reported as such instead: it may be
+any file a `--db` pointed at by mistake."""
+
+_READ_ONLY = re.compile(r"Read-only file system|Permission denied", re.IGNORECASE)
+"""DuckDB's words for a file (or folder) the file system will not let it write."""
+
+
+NOT_RESTORED = (
+    "proposals, approvals and topology versions saved in the editor (they lived only in the "
+    "database; each applied version and its approval is still in the topology registry's "
+    "v*.meta.json files)"
+)
+"""What a rebuild from the journals cannot bring back (`core.storage.rebuild`)."""
+
+
+def corrupt_message(path: str, exc: BaseException | str) -> str:
+    """The one line for a damaged database file: what DuckDB said, and how to recover."""
+    return (
+        f"the run store {path} is damaged ({exc}). The run journals in "
+        f"{default_journal_dir(path)} are intact: 'topology-studio store rebuild --db {path}' "
+        f"keeps the damaged file aside and restores every journaled run from them. Not "
+        f"restored: {NOT_RESTORED}"
+    )
+
+
+def _store_error(path: str, exc: duckdb.Error, doing: str) -> StoreError:
+    """A DuckDB error of the store at `path` as the `StoreError` to raise."""
+    text = str(exc)
+    if _CORRUPT.search(text):
+        return StoreCorruptError(corrupt_message(path, text), path=path)
+    return StoreError(f"the run store {path}: {doing} failed: {text}")
 
 
 _P = ParamSpec("_P")
@@ -164,6 +209,8 @@ class DuckDBRunStore(RunStore):
             self._enter()
             try:
                 return fn(self, *args, **kwargs)
+            except duckdb.Error as exc:  # never a raw duckdb.Error from the store API
+                raise _store_error(self._path, exc, fn.__name__) from exc
             finally:
                 self._leave()
 
@@ -185,21 +232,28 @@ class DuckDBRunStore(RunStore):
             self._journal_dir = None if in_memory else default_journal_dir(self._path)
         self._read_only = read_only
         self._auto_ingest = auto_ingest
+        self.read_only_reason: str = ""
+        """Why this store is a read-only view ("" when it was not opened as one): e.g. the
+        database file is held by another process, or its file system is read-only."""
         if not in_memory:
-            Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                    raise StoreReadOnlyError(
+                        f"cannot create the run store {self._path}: {exc.strerror}"
+                    ) from exc
+                raise StoreError(f"cannot create the run store {self._path}: {exc}") from exc
         self._write_lock = _write_lock_for(self._path)
         with self._write_lock:  # two stores of this process opening one file migrate once
-            try:
-                con = duckdb.connect(self._path)
-            except duckdb.Error as exc:
-                text = str(exc)
-                if "lock" in text.lower():
-                    raise StoreBusyError(_busy_message(self._path, exc)) from exc
-                raise StoreError(f"cannot open the run store {self._path}: {text}") from exc
+            con = self._connect(self._path)
             try:
                 self.schema_version: int = ensure_schema(con)
                 """The database's schema version (after migrating)."""
                 rows = con.execute("SELECT journal, byte_offset FROM ingest_offsets").fetchall()
+            except duckdb.Error as exc:
+                con.close()
+                raise _store_error(self._path, exc, "opening") from exc
             except BaseException:
                 con.close()
                 raise
@@ -214,6 +268,99 @@ class DuckDBRunStore(RunStore):
         self._cursors_lock = threading.Lock()
         self._calls = 0
         self._calls_done = threading.Condition()
+
+    @staticmethod
+    def _connect(path: str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+        """`duckdb.connect`, its failures as the store's errors (busy, read-only, damaged)."""
+        try:
+            return duckdb.connect(path, read_only=read_only)
+        except duckdb.Error as exc:
+            text = str(exc)
+            if _BUSY.search(text):
+                raise StoreBusyError(_busy_message(path, exc)) from exc
+            if _CORRUPT.search(text):
+                raise StoreCorruptError(corrupt_message(path, text), path=path) from exc
+            if _READ_ONLY.search(text):
+                raise StoreReadOnlyError(f"cannot open the run store {path}: {text}") from exc
+            raise StoreError(f"cannot open the run store {path}: {text}") from exc
+
+    @classmethod
+    def read_only_copy(cls, path: str | os.PathLike[str], *, reason: str = "") -> Self:
+        """A read-only, in-memory copy of a database file that cannot be written, kept live
+        from its journals.
+
+        For a database on a read-only file system (or one this user may not write): the file
+        is opened read-only and copied into memory once (runs, proposals, approvals, topology
+        versions and the journals' read offsets), then the journals' newer lines are ingested
+        into the copy, by `auto_ingest` as usual. The file itself is never written. A missing
+        file gives the journals-only view (`from_journals`).
+
+        Args:
+            path: the database file.
+            reason: why it is read-only, kept in `read_only_reason`.
+
+        Raises:
+            StoreBusyError: another process holds the file.
+            StoreCorruptError: the file is damaged.
+            SchemaVersionError: the file is of a newer schema version.
+            StoreError: the file is not a run store, or is of an older schema version (it
+                cannot be migrated without writing it).
+        """
+        path = os.fspath(path)
+        if not os.path.exists(path):
+            store = cls.from_journals(default_journal_dir(path))
+            store.read_only_reason = reason
+            return store
+        src = cls._connect(path, read_only=True)
+        try:
+            version = read_version(src)
+        except duckdb.Error as exc:
+            src.close()
+            raise _store_error(path, exc, "opening") from exc
+        except BaseException:
+            src.close()
+            raise
+        src.close()
+        if version is not None and version != CURRENT_VERSION:
+            if version > CURRENT_VERSION:
+                raise SchemaVersionError(
+                    f"the run store {path} has schema version {version}, newer than this "
+                    f"Topology Studio understands ({CURRENT_VERSION}); upgrade topology-studio"
+                )
+            raise StoreError(
+                f"the run store {path} has schema version {version} and cannot be migrated to "
+                f"{CURRENT_VERSION} without writing it ({reason or 'it is read-only'})"
+            )
+        store = cls(":memory:", journal_dir=default_journal_dir(path), read_only=True)
+        store.read_only_reason = reason
+        try:
+            with store._write_lock:
+                cur = store._cur()
+                quoted = path.replace("'", "''")
+                cur.execute(f"ATTACH '{quoted}' AS ro_src (READ_ONLY)")
+                try:
+                    # the fresh in-memory schema is the file's own (same version): copy the rows
+                    for (table,) in cur.execute(
+                        "SELECT table_name FROM information_schema.tables "
+                        "WHERE table_catalog = 'ro_src' AND table_schema = 'main'"
+                    ).fetchall():
+                        cur.execute(f'DELETE FROM memory.main."{table}"')
+                        cur.execute(
+                            f'INSERT INTO memory.main."{table}" SELECT * FROM ro_src.main."{table}"'
+                        )
+                finally:
+                    cur.execute("DETACH ro_src")
+                rows = cur.execute("SELECT journal, byte_offset FROM ingest_offsets").fetchall()
+                store._offsets = {str(r[0]): int(r[1]) for r in rows}
+        except duckdb.Error as exc:
+            store.close()
+            raise _store_error(path, exc, "reading") from exc
+        except BaseException:
+            store.close()
+            raise
+        store._path = path
+        store.ingest()
+        return store
 
     @classmethod
     def from_journals(cls, journals: str | os.PathLike[str]) -> Self:
@@ -269,11 +416,30 @@ class DuckDBRunStore(RunStore):
 
     def _writable(self) -> duckdb.DuckDBPyConnection:
         if self._read_only:
-            raise StoreError(
-                "this run store is a read-only view (the database file is held by another "
-                "process); write through the process that holds it"
-            )
+            why = self.read_only_reason or "the database file is held by another process"
+            raise StoreError(f"this run store is a read-only view ({why}); nothing was written")
         return self._cur()
+
+    @_tracked
+    def check(self) -> None:
+        """Read every row of every table, so a damaged file is found now, not half-way
+        through a command (DuckDB checks a block's checksum when it reads the block).
+
+        Raises:
+            StoreCorruptError: a block of the file is damaged (the message says how to
+                rebuild the store from its journals).
+            StoreError: the store is closed.
+        """
+        cur = self._cur()
+        tables = [
+            str(r[0])
+            for r in cur.execute(
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_catalog = current_database() AND table_schema = 'main'"
+            ).fetchall()
+        ]
+        for table in tables:
+            cur.execute(f'SELECT count(*), sum(hash(t)) FROM main."{table}" AS t').fetchall()
 
     @staticmethod
     def _in_transaction(cur: duckdb.DuckDBPyConnection, fn: Callable[[], _T]) -> _T:
@@ -471,7 +637,14 @@ class DuckDBRunStore(RunStore):
                 before = self._offsets.get(path.name)
                 try:
                     n, bad = self._ingest_journal(cur, path)
-                except (OSError, duckdb.Error, StoreError) as exc:
+                except duckdb.Error as exc:
+                    if _CORRUPT.search(str(exc)):  # not this journal's fault: every one fails
+                        raise StoreCorruptError(
+                            corrupt_message(self._path, exc), path=self._path
+                        ) from exc
+                    failed.append((path.name, f"{type(exc).__name__}: {exc}"))
+                    continue
+                except (OSError, StoreError) as exc:
                     failed.append((path.name, f"{type(exc).__name__}: {exc}"))
                     continue
                 if self._offsets.get(path.name) != before:

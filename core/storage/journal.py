@@ -39,6 +39,8 @@ it is open, so resuming a run that is still running fails with `StoreBusyError`,
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
 import os
@@ -54,7 +56,7 @@ from typing import IO, Any, Final, Self, cast
 import pydantic
 import pydantic_core
 
-from core.errors import StoreBusyError, StoreError
+from core.errors import JournalWriteError, StoreBusyError, StoreError
 from core.storage import _filelock
 from core.vocab.events import CandidateProposed, ExampleEvaluated, SearchEvent, parse_event
 
@@ -361,6 +363,20 @@ def read_journal(path: str | os.PathLike[str]) -> list[SearchEvent]:
     return scan_journal(path).events
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to `fd` (`os.write` may write less than asked).
+
+    Raises:
+        OSError: the write failed (part of `data` may be in the file).
+    """
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:  # pragma: no cover - a regular file never returns 0 for a non-empty write
+            raise OSError(errno.EIO, "the journal write made no progress")
+        view = view[n:]
+
+
 class RunJournal:
     """Append-only writer of one run's journal. Use `create`, `resume` or `open`.
 
@@ -391,6 +407,9 @@ class RunJournal:
         self.next_seq = next_seq
         self.recorded = recorded
         self._fh: IO[bytes] | None = fh
+        self._good_bytes = os.fstat(fh.fileno()).st_size
+        """The file's size after the last line written in full (where a failed write is cut)."""
+        self._failed: JournalWriteError | None = None
         self._lock = threading.Lock()
         self._hashes: dict[int, str] = {}
         self._summary_seq: dict[str, int] = {}
@@ -487,12 +506,21 @@ class RunJournal:
     def append(self, event: SearchEvent) -> None:
         """Write one event as one line, flushed (and fsynced for `FSYNC_TYPES`).
 
+        A write the file system refuses (`ENOSPC`: a full disk; `EIO`, `EDQUOT`, ...) cuts the
+        part of the line that reached the file, so the journal ends with its last complete
+        line, and raises `JournalWriteError`; every later `append` raises it again (nothing
+        is written out of order), so a resumed run continues from that line.
+
         Raises:
             ValueError: `event.seq` is not `next_seq`, or its run id is not this journal's.
+            JournalWriteError: the line could not be written, now or by an earlier call
+                (`"cannot write the run journal <path>: <why>"`).
             StoreError: the journal is closed.
         """
         with self._lock:
             fh = self._require_open()
+            if self._failed is not None:
+                raise self._failed
             line = self._encode(event) + b"\n"
             if self.run_id is not None and event.run_id != self.run_id:
                 raise ValueError(
@@ -503,13 +531,29 @@ class RunJournal:
                     f"event seq {event.seq} out of order: this journal expects {self.next_seq}"
                 )
             check_run_id(event.run_id)
-            fh.write(line)
-            fh.flush()
-            if event.type in FSYNC_TYPES:
-                os.fsync(fh.fileno())
+            try:
+                _write_all(fh.fileno(), line)  # unbuffered: no bytes left behind in a buffer
+                if event.type in FSYNC_TYPES:
+                    os.fsync(fh.fileno())
+            except OSError as exc:
+                raise self._fail(fh, exc) from exc
+            self._good_bytes += len(line)
             self._learn(event)
             self.run_id = event.run_id
             self.next_seq += 1
+
+    def _fail(self, fh: IO[bytes], exc: OSError) -> JournalWriteError:
+        """Cut what a failed write left after the last complete line; remember the error."""
+        with contextlib.suppress(OSError):  # shrinking a file needs no space
+            os.ftruncate(fh.fileno(), self._good_bytes)
+        why = exc.strerror or str(exc)
+        self._failed = JournalWriteError(
+            f"cannot write the run journal {self.path}: {why} (everything journaled before "
+            "is kept)",
+            path=str(self.path),
+            errno=exc.errno,
+        )
+        return self._failed
 
     def sync(self) -> None:
         """Flush and fsync now."""
@@ -528,6 +572,9 @@ class RunJournal:
             try:
                 fh.flush()
                 os.fsync(fh.fileno())
+            except OSError:
+                if self._failed is None:  # a journal that failed already said so
+                    raise
             finally:
                 fh.close()
 
