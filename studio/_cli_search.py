@@ -8,16 +8,19 @@ run (the holder ingests it) and the summary comes from a read-only view of the j
 
 A database that no process could use (not a DuckDB file, a directory, a file this user cannot
 write, a newer schema) is refused before anything runs, so a search never runs to its end only
-to find it cannot record its results. `search --resume RUN` continues the run with the options it
-was started with; an option that differs from them is refused (a different budget, seed or
-strategy would not continue the same run), except those that change only how fast it runs
-(`--concurrency`, `--time-scale`).
+to find it cannot record its results. `search PROBLEM --resume RUN` continues the run with the
+options it was started with; an option that differs from them is refused (a different budget,
+seed or strategy would not continue the same run), except those that change only how fast it runs
+(`--concurrency`, `--time-scale`). The problem is always the one given on the command line, never
+one the journal names (a journal is data: it never chooses the code that is loaded); it must be
+the recorded problem, same name and same files hash (`Problem.files_sha256`), else it is refused.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -209,6 +212,8 @@ class _SearchSetup:
         self.run_id = run_id
         self.journal = journal
         self.resumed = resumed
+        self.problem_ref = problem.name
+        """The problem as given on the command line (a name or a path), for the resume hint."""
         self.note: str | None = None
         """A line to print before the run (the exhaustive strategy's count)."""
         self.db: Path | None = None
@@ -269,6 +274,7 @@ def _new_setup(args: argparse.Namespace, db: Path) -> _SearchSetup:
         resumed=False,
     )
     setup.note = note
+    setup.problem_ref = str(args.problem)
     return setup
 
 
@@ -339,12 +345,53 @@ def _changed_options(args: argparse.Namespace, started: RunStarted) -> list[str]
     return changed
 
 
+_PROBLEM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+"""What a recorded problem name must look like to be shown as a command to type."""
+
+
+def _resume_command(started: RunStarted | None, run_id: str, db: Path) -> str:
+    """`topology-studio search <recorded name> --resume RUN --db DB`, the recorded name only
+    when it is a plain problem name (never a path that stored data chose), else `PROBLEM`."""
+    name = started.problem if started is not None else ""
+    shown = name if _PROBLEM_NAME.fullmatch(name) and not name.endswith(".toml") else "PROBLEM"
+    return f"topology-studio search {shown} --resume {run_id} --db {db}"
+
+
+def _problem_mismatch(problem: Problem, started: RunStarted) -> str | None:
+    """Why `problem` (named on the command line) is not the recorded run's problem, or None.
+
+    The run's `problem` name must match, and its recorded `problem_config.files_sha256` (the
+    problem files' content hash; `code_sha256`, the module's, for a run recorded before it)
+    must equal the loaded problem's."""
+    recorded_cfg: Mapping[str, Any] = started.problem_config
+    recorded_files = recorded_cfg.get("files_sha256")
+    if recorded_files:
+        kind, recorded, now = "files sha256", str(recorded_files), problem.files_sha256
+    else:
+        kind = "module sha256"
+        recorded = str(recorded_cfg.get("code_sha256") or "")
+        now = problem.code_sha256 if recorded else ""
+    if problem.name == started.problem and recorded == now:
+        return None
+    return (
+        f"recorded problem {started.problem!r} ({kind} {recorded[:12] or 'not recorded'}), "
+        f"given problem {problem.name!r} at {problem.root} ({kind} {now[:12] or '-'})"
+    )
+
+
 def _resume_setup(args: argparse.Namespace, db: Path, out: Output) -> _SearchSetup:
-    """The recorded run's setup, after checking that the options given agree with it.
+    """The recorded run's setup, after checking that the problem and the options given agree
+    with it.
+
+    The problem is the one named on the command line (`search PROBLEM --resume RUN`), never
+    one the journal names: a journal is stored data, and the only code loaded by path is a
+    problem the researcher names. Its name and files hash must equal the recorded ones.
 
     Raises:
-        CliUsageError: no journal for the run, nothing recorded, or options that differ from
-            the recorded ones (all named in one line; the journal is left untouched).
+        CliUsageError: no journal for the run, nothing recorded, no PROBLEM given (the line
+            says the command to type), a problem other than the recorded one (both named), a
+            recorded `registries` override, or options that differ from the recorded ones
+            (all named in one line; the journal is left untouched).
     """
     path = journal_path(db, args.resume)
     if not path.is_file():
@@ -356,9 +403,20 @@ def _resume_setup(args: argparse.Namespace, db: Path, out: Output) -> _SearchSet
     started: RunStarted | None = state.started
     if started is None:
         raise CliUsageError(f"run {args.resume} recorded nothing to resume from ({path})")
+    if not args.problem:
+        raise CliUsageError(
+            f"resuming run {args.resume} needs its problem on the command line (a journal never "
+            f"chooses the code to load): {_resume_command(started, args.resume, db)}"
+        )
     changed = _changed_options(args, started)
     recorded_problem: Mapping[str, Any] = started.problem_config
     overrides = dict(recorded_problem.get("overrides") or {})
+    if "registries" in overrides:
+        raise CliUsageError(
+            f"run {args.resume} records an override of registries "
+            f"({_shown(overrides['registries'])}): resume loads only the problem's own module, "
+            "so start a new search instead"
+        )
     overrides.update(_speed_overrides(args))
     for item in args.overrides or []:
         overrides.update({k: v for k, v in parse_overrides([item]).items() if k in _SPEED_SETTINGS})
@@ -368,11 +426,13 @@ def _resume_setup(args: argparse.Namespace, db: Path, out: Output) -> _SearchSet
     overrides["search.traces"] = _recorded_traces(started)  # whatever the TOML says now
     if args.meta_model and "search.meta_model" not in overrides:
         overrides["search.meta_model"] = args.meta_model  # not recorded before: record it now
-    toml = recorded_problem.get("toml_path")
-    ref = args.problem or (toml if toml and Path(str(toml)).is_file() else started.problem)
-    problem = load_problem(ref, overrides=overrides)
-    if args.problem and problem.name != started.problem:
-        changed.insert(0, f"PROBLEM {args.problem} (recorded: {started.problem})")
+    problem = load_problem(args.problem, overrides=overrides)
+    mismatch = _problem_mismatch(problem, started)
+    if mismatch is not None:
+        raise CliUsageError(
+            f"cannot resume run {args.resume} with another problem than it was started with: "
+            f"{mismatch}; name the run's own problem, unchanged"
+        )
     if changed:
         raise CliUsageError(
             f"cannot resume run {args.resume} with other options than it was started with: "
@@ -392,7 +452,7 @@ def _resume_setup(args: argparse.Namespace, db: Path, out: Output) -> _SearchSet
             out.note(f"run {args.resume} had ended ({state.finished.status}); continuing it")
         else:
             out.note(f"resuming run {args.resume} after {state.n_events} recorded events")
-        return _SearchSetup(
+        setup = _SearchSetup(
             problem=problem,
             strategy=started.strategy,
             seed=started.seed,
@@ -404,6 +464,8 @@ def _resume_setup(args: argparse.Namespace, db: Path, out: Output) -> _SearchSet
             journal=journal,
             resumed=True,
         )
+        setup.problem_ref = str(args.problem)
+        return setup
     except BaseException:
         journal.close()
         raise
@@ -476,8 +538,12 @@ def _check_store(db: Path) -> None:
     store.close()
 
 
-def _resume_hint(run_id: str, db: Path) -> str:
-    return f"interrupted: continue with 'topology-studio search --resume {run_id} --db {db}'"
+def _resume_hint(setup: _SearchSetup, db: Path) -> str:
+    """How to continue the run: the problem as it was given on the command line."""
+    return (
+        f"interrupted: continue with 'topology-studio search {setup.problem_ref} --resume "
+        f"{setup.run_id} --db {db}'"
+    )
 
 
 def _report(db: Path, run_id: str, out: Output) -> str | None:
@@ -538,7 +604,7 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
         # a second Ctrl-C: the run was cancelled and recorded as stopped, nothing printed
         if _drop_if_empty(setup):
             raise
-        raise CliInterrupted(_resume_hint(setup.run_id, db)) from None
+        raise CliInterrupted(_resume_hint(setup, db)) from None
     except BaseException:
         _drop_if_empty(setup)
         raise
@@ -557,7 +623,7 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
         if setup.call_cache_line is not None:
             out.line(setup.call_cache_line)
     except KeyboardInterrupt:
-        raise CliInterrupted(_resume_hint(setup.run_id, db)) from None
+        raise CliInterrupted(_resume_hint(setup, db)) from None
     except StoreError as exc:  # e.g. the database was replaced while the search ran
         raise CliUsageError(
             f"{exc} (run {setup.run_id} is recorded in its journal {setup.journal.path}: a "
@@ -565,13 +631,13 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
         ) from exc
     if reason == "SIGINT":
         # stopped cleanly by Ctrl-C: the summary is printed, but a script must not go on
-        out.note(_resume_hint(setup.run_id, db))
+        out.note(_resume_hint(setup, db))
         return ExitCode.INTERRUPTED
     return ExitCode.OK
 
 
 def cmd_search(args: argparse.Namespace, out: Output) -> int:
-    """`search PROBLEM [...]` or `search --resume RUN`."""
+    """`search PROBLEM [...]` or `search PROBLEM --resume RUN`."""
     db = resolve_db_path(args.db)
     _check_store(db)
     setup = _resume_setup(args, db, out) if args.resume else _new_setup(args, db)

@@ -226,8 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--resume",
         metavar="RUN",
-        help="continue the interrupted run RUN with its recorded options (other values are "
-        "refused, except --concurrency and --time-scale)",
+        help="continue the interrupted run RUN of PROBLEM (give it: a journal never chooses the "
+        "problem to load; another problem, or changed problem files, is refused) with its "
+        "recorded options (other values are refused, except --concurrency and --time-scale)",
     )
     p.add_argument(
         "--no-test",
@@ -426,7 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "store: give an ACTION: rebuild (see 'topology-studio store --help')"
             )
         if args.command == "search" and args.problem is None and args.resume is None:
-            raise CliUsageError("search: give a PROBLEM, or --resume RUN")
+            raise CliUsageError("search: give a PROBLEM (and --resume RUN to continue a run of it)")
         if getattr(args, "db", None) is None and args.db_global is not None:
             args.db = args.db_global
         return _handler(args.command, json_output=bool(getattr(args, "json", False)))(args, out)

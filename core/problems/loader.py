@@ -399,6 +399,17 @@ def _code_sha256(files: Sequence[Path]) -> str:
     return h.hexdigest()
 
 
+def _files_sha256(root: Path, files: Sequence[Path]) -> str:
+    """sha256 (hex) of the problem's own files as read: each one's path relative to `root`
+    (sorted, duplicates once) and its bytes."""
+    h = hashlib.sha256()
+    for f in sorted(set(files)):
+        rel = f.relative_to(root).as_posix() if f.is_relative_to(root) else f.name
+        data = f.read_bytes()
+        h.update(f"{rel}\0{len(data)}\0".encode() + data)
+    return h.hexdigest()
+
+
 def load_problem(
     name_or_path: str | os.PathLike[str],
     *,
@@ -467,6 +478,10 @@ def load_problem(
 
     seed_spec = _load_seed(seed_path, parts)
     roles = _check_roles(parts, module_path)
+    module_files = _module_files(module_path)
+    read = [toml_path, *module_files, seed_path]
+    if config.gold.source == "jsonl":
+        read.append(gold_source)
     return Problem(
         config=config,
         root=root,
@@ -480,7 +495,8 @@ def load_problem(
         splits=splits,
         seed_spec=seed_spec,
         roles=roles,
-        code_sha256=_code_sha256(_module_files(module_path)),
+        code_sha256=_code_sha256(module_files),
+        files_sha256=_files_sha256(root, read),
         is_blank=parts.is_blank,
         effects=_check_effects(parts, module_path),
     )

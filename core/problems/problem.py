@@ -54,6 +54,10 @@ class Problem:
         effects: what each registered name reads and produces (`core.ir.dataflow.EffectTable`,
             from `ProblemParts.effects`).
         latency_source: `[models] latency_source`, where a run's latency comes from.
+        files_sha256: sha256 (hex) of the problem files the loader read, as bytes: its TOML,
+            its registries module (and that package's `*.py`), its seed spec and a `jsonl` gold
+            file; `""` for a problem built by hand. A run records it, and `search --resume`
+            refuses a problem whose files hash differs from the recorded one.
 
     Build the evaluator of any run of this problem with `evaluator()`: it carries every hook the
     problem defines (prices, blank test, latency source), so no caller can miss one.
@@ -75,6 +79,7 @@ class Problem:
         seed_spec: TopologySpec,
         roles: Mapping[str, Sequence[str]],
         code_sha256: str,
+        files_sha256: str = "",
         is_blank: Callable[[Any], bool] | None = None,
         effects: EffectTable | None = None,
     ) -> None:
@@ -99,6 +104,7 @@ class Problem:
         self.is_blank = is_blank
         self.latency_source: LatencySource = config.models.latency_source
         self._code_sha256 = code_sha256
+        self.files_sha256 = files_sha256
         self._config_hash: str | None = None
 
     def __repr__(self) -> str:
@@ -157,6 +163,11 @@ class Problem:
         }
 
     @property
+    def code_sha256(self) -> str:
+        """sha256 (hex) of the problem module's source files (each file's name and bytes)."""
+        return self._code_sha256
+
+    @property
     def config_hash(self) -> str:
         """sha256 (hex) of what decides scores and costs: the config except `[search]`,
         `[evaluation]` and `models.time_scale` (which change only how a search runs and wall
@@ -173,9 +184,9 @@ class Problem:
         """A JSON-serialisable record of the problem for the run store.
 
         Keys: `name`, `description`, `root`, `toml_path`, `config_hash`, `code_sha256`,
-        `config` (the full validated config), `overrides`, `score_function`, `split_sizes`
-        (split -> count), `seed_spec`, `agents` and `callables` (registered names, sorted),
-        `roles`.
+        `files_sha256`, `config` (the full validated config), `overrides`, `score_function`,
+        `split_sizes` (split -> count), `seed_spec`, `agents` and `callables` (registered names,
+        sorted), `roles`.
         """
         return {
             "name": self.name,
@@ -184,6 +195,7 @@ class Problem:
             "toml_path": str(self.toml_path),
             "config_hash": self.config_hash,
             "code_sha256": self._code_sha256,
+            "files_sha256": self.files_sha256,
             "config": self.config.model_dump(mode="json"),
             "overrides": json.loads(json.dumps(self.overrides, default=str)),
             "score_function": self.score_function_name,

@@ -24,7 +24,7 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     ("argv", "message"),
     [
         (["bogus"], "argument COMMAND: invalid choice: 'bogus'"),
-        (["search"], "search: give a PROBLEM, or --resume RUN"),
+        (["search"], "search: give a PROBLEM (and --resume RUN to continue a run of it)"),
         (["search", "gsm8k_replay", "--seed", "x"], "search: argument --seed: invalid int"),
         (
             ["search", "p", "--max-evaluations", "-1"],

@@ -1,4 +1,4 @@
-"""`search --resume RUN` with options: the recorded ones win, so a different one is refused.
+"""`search PROBLEM --resume RUN` with options: the recorded ones win, so a different one is refused.
 
 A resumed run replays its recorded proposals and results and runs the same deterministic loop
 on, so it continues only with the budget, seed, strategy, strategy options, problem settings
@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from cli_text import kv, section
 
+from core.problems import load_problem
 from core.storage import journal_path
 from studio.cli import main
 
@@ -84,9 +85,15 @@ def _interrupted(recorded: dict[str, Any], tmp_path: Path, text: str | None = No
     return db
 
 
-def _refused(capsys: pytest.CaptureFixture[str], db: Path, run_id: str, *options: str) -> list[str]:
+def _refused(
+    capsys: pytest.CaptureFixture[str],
+    db: Path,
+    run_id: str,
+    *options: str,
+    problem: str = "gsm8k_replay",
+) -> list[str]:
     before = journal_path(db, run_id).read_bytes()
-    code = main(["search", "--resume", run_id, "--db", str(db), *options])
+    code = main(["search", problem, "--resume", run_id, "--db", str(db), *options])
     cap = capsys.readouterr()
     assert code == 2, cap.err
     assert cap.out == ""
@@ -164,8 +171,15 @@ def test_another_problem_is_refused(
     shutil.copytree(REPO / "data" / "problems" / "gsm8k_replay", other)
     toml = other / "problem.toml"
     toml.write_text(toml.read_text().replace('name = "gsm8k_replay"', 'name = "other"', 1))
-    err = _refused(capsys, db, run_id, str(other))
-    assert err == [_line(run_id, f"PROBLEM {other} (recorded: gsm8k_replay)")]
+    err = _refused(capsys, db, run_id, problem=str(other))
+    started = json.loads(recorded["cut"].split("\n", 1)[0])["problem_config"]
+    now = load_problem(other).files_sha256
+    assert err == [
+        f"topology-studio: error: cannot resume run {run_id} with another problem than it was "
+        f"started with: recorded problem 'gsm8k_replay' (files sha256 "
+        f"{started['files_sha256'][:12]}), given problem 'other' at {other.resolve()} (files "
+        f"sha256 {now[:12]}); name the run's own problem, unchanged"
+    ]
 
 
 def test_a_different_designer_model_is_refused(

@@ -393,7 +393,7 @@ def test_resume_continues_an_interrupted_run_to_the_same_front(
     target = journal_path(db2, run_id)
     target.parent.mkdir(parents=True)
     target.write_text("".join(lines[:cut]) + lines[cut][: len(lines[cut]) // 2])  # torn line
-    proc = _cli(["search", "--resume", run_id, "--db", str(db2)], tmp_path,
+    proc = _cli(["search", "gsm8k_replay", "--resume", run_id, "--db", str(db2)], tmp_path,
                 TOPOLOGY_STUDIO_CACHE=str(tmp_path / "cache"))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert f"resuming run {run_id}" in proc.stderr
@@ -437,12 +437,12 @@ def test_ctrl_c_stops_cleanly_and_the_run_resumes(tmp_path: Path) -> None:
     run_id = kv(out, "run")
     assert kv(out, "status") == "stopped (SIGINT)"
     assert err.splitlines()[-1] == (
-        f"interrupted: continue with 'topology-studio search --resume {run_id} --db {db}'"
+        f"interrupted: continue with 'topology-studio search gsm8k_replay --resume {run_id} --db {db}'"
     )
     events = [json.loads(x) for x in journal_path(db, run_id).read_text().splitlines()]
     assert events[-1]["type"] == "run_finished"
     assert (events[-1]["status"], events[-1]["reason"]) == ("stopped", "SIGINT")
-    resumed = _cli(["search", "--resume", run_id, "--db", str(db)], tmp_path,
+    resumed = _cli(["search", "gsm8k_replay", "--resume", run_id, "--db", str(db)], tmp_path,
                    TOPOLOGY_STUDIO_CACHE=str(tmp_path / "cache"))  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert kv(resumed.stdout, "status") == "stopped (max_evaluations reached (40))"

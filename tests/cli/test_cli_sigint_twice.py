@@ -92,7 +92,7 @@ def test_a_second_ctrl_c_prints_one_line_and_the_resume_hint(tmp_path: Path) -> 
     assert out == ""
     assert err.splitlines() == [
         "topology-studio: error: interrupted",
-        f"interrupted: continue with 'topology-studio search --resume {run_id} --db {db}'",
+        f"interrupted: continue with 'topology-studio search gsm8k_replay --resume {run_id} --db {db}'",
     ]
     # the journal's per-example lines are compact: read it as the store does
     events = [e.model_dump() for e in read_journal(journal_path(db, run_id))]
@@ -104,7 +104,10 @@ def test_a_second_ctrl_c_prints_one_line_and_the_resume_hint(tmp_path: Path) -> 
 
     # the journal is intact: the run resumes (faster: --time-scale is a speed setting) to the
     # end of the same search run without interruption
-    resumed = _cli(["search", "--resume", run_id, "--time-scale", "0", "--db", str(db)], tmp_path)
+    resumed = _cli(
+        ["search", "gsm8k_replay", "--resume", run_id, "--time-scale", "0", "--db", str(db)],
+        tmp_path,
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stderr.splitlines() == [f"run {run_id} had ended (stopped); continuing it"]
     whole = _cli([*SEARCH, "--time-scale", "0", "--db", str(tmp_path / "whole.duckdb")], tmp_path)

@@ -92,7 +92,7 @@ def test_resume_with_traces_of_a_run_without_is_refused(
     run_id, path = _search(db)
     capsys.readouterr()
     before = path.read_bytes()
-    code = main(["search", "--resume", run_id, "--db", str(db), "--traces"])
+    code = main(["search", "gsm8k_replay", "--resume", run_id, "--db", str(db), "--traces"])
     err = capsys.readouterr().err
     assert code == 2
     assert err.splitlines() == [
@@ -108,7 +108,7 @@ def test_resume_keeps_the_recorded_traces_setting(
 ) -> None:
     db = tmp_path / "runs.duckdb"
     run_id, path = _search(db, "--traces")
-    assert main(["search", "--resume", run_id, "--db", str(db)]) == 0
+    assert main(["search", "gsm8k_replay", "--resume", run_id, "--db", str(db)]) == 0
     capsys.readouterr()
     resumed = [e for e in read_journal(path) if e.type == "run_started"]
     assert [e.resumed for e in resumed] == [False, True]

@@ -145,7 +145,7 @@ def test_a_killed_replay_search_resumes_to_the_uninterrupted_archive(tmp_path: P
     print(f"crash test: killed after {len(killed)} events ({n_killed} example evaluations)")
 
     # resumed to its end
-    resumed = run_cli("search", "--resume", run_id, "--db", str(b))
+    resumed = run_cli("search", "gsm8k_replay", "--resume", run_id, "--db", str(b))
     assert f"resuming run {run_id} after {len(killed)} recorded events" in resumed.stderr
 
     events = events_of(crashed_journal)
