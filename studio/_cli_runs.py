@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from core.errors import SpecError, StoreError
-from core.ir import TopologySpec, parse_topology
+from core.ir import TopologySpec, parse_topology, spec_hash
 from core.ir.diff import structural_diff, unified_json_diff
 from core.ir.limits import MAX_DEPTH_CEILING, SpecLimits
 from core.search.apply import apply_specs
@@ -26,11 +26,13 @@ from studio._cli_results import print_test_front
 from studio._cli_store import open_cli_store
 
 __all__ = [
+    "COST_TOTAL_NOTE",
     "candidate_spec",
     "cmd_apply",
     "cmd_diff",
     "cmd_runs",
     "cmd_show",
+    "errors_line",
     "print_run",
     "resolve_run_id",
 ]
@@ -103,9 +105,43 @@ def _skipped_text(skipped: Sequence[IngestError]) -> str:
     return f"{len(skipped)} (not stored; first: {where} of {first.journal})"
 
 
+COST_TOTAL_NOTE = "every model call of the run: search, re-scoring and held-out test"
+"""What the summary's `cost_usd_total` counts (the progress bar's cost is the search's alone,
+so the total is larger once the front is re-scored and tested)."""
+
+_MAX_LISTED = 5
+
+
+def errors_line(archive: pd.DataFrame) -> str:
+    """The summary's `errors` value: which candidates had example runs that raised, and how
+    often (`error_rate`, the share of the candidate's example runs), highest first.
+
+    e.g. `none`, or `2 of 10 candidates: 3 (30.0% of its example runs), 7 (10.0%)`; past 5
+    candidates, `and N more`. `archive` is `RunStore.archive(run_id)` (one row a candidate).
+    """
+    if archive.empty or "error_rate" not in archive:
+        return "none"
+    rates: list[tuple[float, int]] = []
+    for rec in archive.to_dict("records"):
+        rate = rec.get("error_rate")
+        if rate is not None and not pd.isna(rate) and float(rate) > 0:
+            rates.append((float(rate), int(rec["candidate_idx"])))
+    if not rates:
+        return "none"
+    rates.sort(key=lambda r: (-r[0], r[1]))
+    listed = [f"{idx} ({100 * rate:.1f}%)" for rate, idx in rates[:_MAX_LISTED]]
+    listed[0] = listed[0].replace("%)", "% of its example runs)")
+    more = f", and {len(rates) - _MAX_LISTED} more" if len(rates) > _MAX_LISTED else ""
+    return f"{len(rates)} of {len(archive)} candidates: {', '.join(listed)}{more}"
+
+
 def print_run(store: RunStore, run_id: str, out: Output) -> dict[str, Any]:
     """Print a run's summary, its validation Pareto front, and its best topology with the
     held-out test score; return the figures printed (for `search`'s own summary).
+
+    The summary counts `candidates` (topologies evaluated, the budget's unit), the run's
+    `cost_usd_total` (`COST_TOTAL_NOTE`) and the candidates whose example runs raised
+    (`errors_line`).
 
     The summary says how many lines of the run's journal were skipped (not valid events, so
     not stored; `RunStore.list_ingest_errors`) when there are any."""
@@ -122,9 +158,13 @@ def print_run(store: RunStore, run_id: str, out: Output) -> dict[str, Any]:
         ("seed", run.seed if run.seed is not None else "-"),
         ("status", run.status + (f" ({run.reason})" if run.reason else "")),
         ("started", _ts(run.started_at)),
-        ("evaluations", int(used.get("evaluations", 0)) if used else "-"),
-        ("cost_usd_total", fmt_float(used.get("usd"), 6) if used else "-"),
+        ("candidates", int(used.get("evaluations", 0)) if used else "-"),
+        (
+            "cost_usd_total",
+            f"{fmt_float(used.get('usd'), 6)} ({COST_TOTAL_NOTE})" if used else "-",
+        ),
         ("wall_s", fmt_float(used.get("wall_s"), 1) if used else "-"),
+        ("errors", errors_line(store.archive(run_id))),
     ]
     skipped = store.list_ingest_errors(run_id)
     if skipped:
@@ -193,13 +233,13 @@ def cmd_runs(args: argparse.Namespace, out: Output) -> int:
                 "status",
                 "started",
                 "candidates",
-                "evaluations",
+                "example_runs",
                 "cost_usd",
                 "best",
                 "best_score",
             ),
             rows,
-            right=("candidates", "evaluations", "cost_usd", "best", "best_score"),
+            right=("candidates", "example_runs", "cost_usd", "best", "best_score"),
         )
     return ExitCode.OK
 
@@ -236,6 +276,101 @@ def _who(by: str | None) -> str:
         return os.environ.get("USER", "unknown")
 
 
+def _store_apply_record(store: RunStore, version: int, record: dict[str, Any]) -> bool:
+    """Record an applied version's proposal and approval in the store, once: nothing when an
+    approval already names `version` for the target; only the approval when its proposal was
+    recorded before a kill (same target, base, run, candidate and proposer, undecided).
+
+    Returns:
+        True if it recorded something, False if the store had the record already.
+
+    Raises:
+        StoreError: the store refused the write.
+    """
+    target = str(record["target"])
+    rows: list[dict[str, Any]] = [
+        {k: _none_if_na(v) for k, v in r.items()}
+        for r in store.list_proposals(target).to_dict("records")
+    ]
+    if any(r["applied_version"] == version for r in rows):
+        return False
+    same = [
+        r
+        for r in rows
+        if r["decision"] is None
+        and r["base_version"] == record["base_version"]
+        and r["run_id"] == record["run_id"]
+        and r["candidate_idx"] == record["candidate_idx"]
+        and r["proposed_by"] == record["proposed_by"]
+    ]
+    if same:
+        proposal_id = int(same[0]["proposal_id"])
+    else:
+        proposal_id = store.record_proposal(
+            target,
+            str(record["spec_json"]),
+            spec_hash=record["spec_hash"],
+            run_id=record["run_id"],
+            candidate_idx=record["candidate_idx"],
+            base_version=record["base_version"],
+            diff=str(record["diff"]),
+            proposed_by=str(record["proposed_by"]),
+        )
+        _apply_step("proposal")
+    store.record_approval(
+        proposal_id,
+        who=str(record["who"]),
+        comment=str(record["comment"]),
+        base_version=record["base_version"],
+        applied_version=version,
+    )
+    return True
+
+
+def _apply_step(name: str) -> None:
+    """A point between two steps of `apply --yes` in the store (`"proposal"`): does nothing.
+    Crash tests replace it (and `core.search.registry._step`) to kill the process there."""
+
+
+def _none_if_na(value: Any) -> Any:
+    try:
+        return None if value is None or pd.isna(value) else value
+    except (TypeError, ValueError):
+        return value
+
+
+def _recover_registry(registry: TopologyRegistry, store: RunStore, out: Output) -> None:
+    """Finish what a killed `apply --yes` left: the registry's own recovery (complete or roll
+    back the write, remove temporary files), then the store's record of a completed write."""
+    report = registry.recover()
+    for name, version in report.rolled_back:
+        out.note(
+            f"note: rolled back an interrupted write of {registry.root}/{name} version "
+            f"{version} (its spec was never written)"
+        )
+    for pending in report.to_record:
+        where = f"{registry.root}/{pending.name} version {pending.version}"
+        if store.read_only:
+            out.note(f"note: {where} was written by an interrupted apply; its approval is "
+                     "recorded in the store once the database is writable")  # fmt: skip
+            continue
+        try:
+            recorded = _store_apply_record(store, pending.version, pending.record)
+        except StoreError as exc:
+            out.note(f"note: {where}: its approval could not be recorded in the store: {exc}")
+            continue
+        registry.settle(pending.name, pending.version)
+        if recorded:
+            out.note(f"note: recorded the approval of {where} (an interrupted apply wrote it)")
+
+
+def _unrecorded_versions(registry: TopologyRegistry, store: RunStore, name: str) -> list[int]:
+    """The registry versions of `name` that no approval in the store names as applied."""
+    rows = store.list_proposals(f"{registry.root}/{name}").to_dict("records")
+    applied = {int(v) for r in rows if (v := _none_if_na(r["applied_version"])) is not None}
+    return [rec.version for rec in registry.history(name) if rec.version not in applied]
+
+
 def cmd_apply(args: argparse.Namespace, out: Output) -> int:
     """`apply RUN CANDIDATE [--to PATH] [--yes]`: diff against a topology registry (default: the
     studio's, `studio.manager.default_registry_root`); write with
@@ -245,7 +380,12 @@ def cmd_apply(args: argparse.Namespace, out: Output) -> int:
     The store records the proposal and its approval only once the registry holds the new
     version: a registry that refuses the write (`ApplyError`, e.g. `"cannot write registry
     PATH: <why>"`, or `StaleTargetError`) is one error line (exit 2) and leaves nothing
-    recorded, since nothing was applied."""
+    recorded, since nothing was applied.
+
+    The write and its record are one recoverable step: the registry journals the write with the
+    proposal and approval to record (`TopologyRegistry.write(record=...)`), and the next `apply`
+    completes or rolls back what a killed one left (`_recover_registry`) before anything else.
+    The registry's versions of the topology that the store has no record of are listed."""
     from studio.manager import default_registry_root  # only apply needs the studio's manager
 
     db = resolve_db_path(args.db)
@@ -262,11 +402,20 @@ def cmd_apply(args: argparse.Namespace, out: Output) -> int:
             f"{where} {registry.root}: not a directory (a topology registry is a folder)"
         )
     with open_cli_store(db, out) as store:
+        _recover_registry(registry, store, out)
         run_id = resolve_run_id(store, args.run)
         run = store.get_run(run_id)
         name = args.name or (run.problem if run is not None and run.problem else None)
         if not name:
             raise CliUsageError("the run has no problem name: give the topology's --name")
+        if not store.read_only:
+            missing = _unrecorded_versions(registry, store, name)
+            if missing:
+                out.note(
+                    f"note: versions of {registry.root}/{name} with no record in the run store: "
+                    f"{', '.join(map(str, missing))} (written by another tool or before the "
+                    f"store recorded applies; each keeps its approval in its v*.meta.json)"
+                )
         spec = candidate_spec(store, run_id, args.candidate)
         try:
             (shown,) = apply_specs({name: spec}, registry, dry_run=True)
@@ -291,33 +440,47 @@ def cmd_apply(args: argparse.Namespace, out: Output) -> int:
         # refuses (unwritable, changed since the diff) raises before anything is recorded, so
         # the store never holds a proposal that no one will decide (the registry keeps the
         # approval with the version either way)
+        spec_json = spec.model_dump_json()
+        record: dict[str, Any] | None = None
+        if not store.read_only:
+            record = {
+                "target": f"{registry.root}/{name}",
+                "spec_json": spec_json,
+                "spec_hash": spec_hash(spec),
+                "run_id": run_id,
+                "candidate_idx": args.candidate,
+                "base_version": shown.base_version,
+                "diff": shown.unified,
+                "proposed_by": who,
+                "who": who,
+                "comment": args.comment,
+            }
+        # the registry journals the write with its record first: a write it refuses
+        # (unwritable, changed since the diff) raises before anything is recorded, and a kill
+        # at any step is completed or rolled back by the next apply (`_recover_registry`)
         (done,) = apply_specs(
-            {name: spec}, registry, dry_run=False, expected=[shown], approval=approval, note=note
+            {name: spec},
+            registry,
+            dry_run=False,
+            expected=[shown],
+            approval=approval,
+            note=note,
+            records=None if record is None else {name: record},
         )
-        if store.read_only:
+        version = int(done.new_version or 0)
+        if record is None:
             out.note(
-                "note: the database is held by another process; the approval is recorded "
-                "in the registry only"
+                "note: the database is read-only here; the approval is recorded in the registry "
+                "only"
             )
         else:
             try:
-                proposal_id = store.record_proposal(
-                    f"{registry.root}/{name}",
-                    spec.model_dump_json(),
-                    run_id=run_id,
-                    candidate_idx=args.candidate,
-                    base_version=shown.base_version,
-                    diff=shown.unified,
-                    proposed_by=who,
-                )
-                store.record_approval(
-                    proposal_id,
-                    who=who,
-                    comment=args.comment,
-                    base_version=shown.base_version,
-                    applied_version=done.new_version,
-                )
+                _store_apply_record(store, version, record)
+                registry.settle(name, version)
             except StoreError as exc:
-                out.note(f"note: written, but the approval was not recorded in the store: {exc}")
+                out.note(
+                    f"note: written, but the approval was not recorded in the store: {exc} (the "
+                    "next apply records it)"
+                )
         out.line(f"written: {registry.root}/{name} version {done.new_version} (approved by {who})")
     return ExitCode.OK

@@ -282,13 +282,18 @@ def apply_specs(
     expected: Sequence[GeneDiff] | None = None,
     approval: Approval | None = None,
     note: str = "",
+    records: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[GeneDiff]:
     """`apply_result` for any gene name -> spec mapping (e.g. one candidate of a stored run).
 
-    Same arguments, return value and errors as `apply_result`.
+    Same arguments, return value and errors as `apply_result`, plus `records`: registry
+    targets only, gene name -> the caller's record of that write (e.g. the run store's
+    proposal and approval), journaled with it (`TopologyRegistry.write(record=...)`): the
+    caller `settle`s it once stored, and a killed caller's record comes back from
+    `TopologyRegistry.recover()`.
     """
     if isinstance(target, TopologyRegistry):
-        return _apply_registry(specs, target, dry_run, expected, approval, note)
+        return _apply_registry(specs, target, dry_run, expected, approval, note, records or {})
     if isinstance(target, Mapping):
         mapping = cast(Mapping[str, Any], target)
         slots = [_mapping_slot(mapping, gene) for gene in specs]
@@ -329,6 +334,7 @@ def _apply_registry(
     expected: Sequence[GeneDiff] | None,
     approval: Approval | None,
     note: str,
+    records: Mapping[str, Mapping[str, Any]],
 ) -> list[GeneDiff]:
     diffs: list[GeneDiff] = []
     for gene, after in specs.items():
@@ -345,6 +351,13 @@ def _apply_registry(
             out.append(d)
             continue
         # the registry re-checks the base under its lock: a writer in between is refused
-        rec = registry.write(d.gene_name, d.after, d.base_version, approval=approval, note=note)
+        rec = registry.write(
+            d.gene_name,
+            d.after,
+            d.base_version,
+            approval=approval,
+            note=note,
+            record=records.get(d.gene_name),
+        )
         out.append(d.model_copy(update={"written": True, "new_version": rec.version}))
     return out

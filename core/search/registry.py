@@ -8,6 +8,7 @@ when a search's winner is approved. Layout under the registry's root directory:
 <root>/<name>/v000001.meta.json   version 1's record (`VersionRecord`: hash, time, approval, note)
 <root>/<name>/current.json        a copy of the current version's spec, for readers of one path
 <root>/<name>/.lock               locked (`flock`) while a write checks its base and writes
+<root>/<name>/.pending.json       a write in progress (its journal entry; see "Recovery")
 ```
 
 Versions are numbered 1, 2, 3, ... per name and never rewritten: `rollback(name, v)` writes a new
@@ -22,6 +23,18 @@ each file to a temporary file in the same directory, `fsync`s it and `os.replace
 directory. A reader never sees a half-written file, and two writers racing from the same base
 cannot both win: the second one sees the first one's version and is refused.
 
+Recovery (issue 11, item 10): a write is one recoverable step. Its journal entry,
+`.pending.json` (the version's record, and the caller's record of it, e.g. the run store's
+proposal and approval), is written first; then the record file, the spec file (the commit
+point) and `current.json`. The entry is removed when the write is complete, or, when the
+caller has a record to store elsewhere, once the caller `settle`s it after storing that record.
+`recover()` (run by every `write` under the name's lock, and by whoever opens the registry for
+an apply) finishes or rolls back what a killed writer left: with the spec file present the
+write is completed (record file and `current.json` rewritten) and, if it carries a caller's
+record, returned for the caller to store and `settle`; without it, the write is rolled back
+(its record file removed). Temporary files of killed writes, record files without a spec and a
+stale `current.json` are cleaned up too.
+
 A registry the file system refuses (a read-only folder, a path below a file, `/proc/...`, a full
 disk) is an `ApplyError` saying so, never a bare `OSError`: `"cannot write registry <root>: <why>"`
 (nothing of the version was written then) or `"cannot read registry <root>: <why>"`.
@@ -30,13 +43,16 @@ disk) is an `ApplyError` saying so, never a bare `OSError`: `"cannot write regis
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
 import tempfile
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -50,7 +66,7 @@ try:  # POSIX advisory locks; elsewhere the base check still runs, without the l
 except ImportError:  # pragma: no cover - not on Linux
     _fcntl = None
 
-__all__ = ["Approval", "TopologyRegistry", "VersionRecord"]
+__all__ = ["Approval", "PendingWrite", "RecoveryReport", "TopologyRegistry", "VersionRecord"]
 
 _log = logging.getLogger(__name__)
 
@@ -98,6 +114,49 @@ class VersionRecord(BaseModel):
     """The approval it was written under, if any."""
     note: str = ""
     """Where it came from, e.g. `"rollback to v2"` or `"run 3f2a candidate 7"`."""
+
+
+PENDING_FILE = ".pending.json"
+"""A name's write in progress: its journal entry (see the module docstring, "Recovery")."""
+
+
+def _step(name: str) -> None:
+    """A point between two steps of a write (`"pending"`, `"meta"`, `"spec"`, `"current"`,
+    `"settle"`): does nothing. Crash tests replace it to kill the process at each step."""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingWrite:
+    """A completed registry write whose caller's record was not stored yet.
+
+    Attributes:
+        name: the topology's name.
+        version: the version that was written.
+        record: what the caller gave `write(record=...)` to store elsewhere (JSON-like).
+    """
+
+    name: str
+    version: int
+    record: dict[str, Any]
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    """What `TopologyRegistry.recover` found and did.
+
+    Attributes:
+        completed: `(name, version)` of writes it completed (the spec was written).
+        rolled_back: `(name, version)` of writes it rolled back (the spec was not written).
+        to_record: completed writes whose caller's record is still to be stored (then
+            `settle`d).
+        removed: debris removed (temporary files, record files without a spec), file names
+            relative to the registry root.
+    """
+
+    completed: list[tuple[str, int]] = field(default_factory=list[tuple[str, int]])
+    rolled_back: list[tuple[str, int]] = field(default_factory=list[tuple[str, int]])
+    to_record: list[PendingWrite] = field(default_factory=list[PendingWrite])
+    removed: list[str] = field(default_factory=list[str])
 
 
 def _check_name(name: str) -> str:
@@ -298,6 +357,101 @@ class TopologyRegistry:
                 if _fcntl is not None:
                     _fcntl.flock(fh.fileno(), _fcntl.LOCK_UN)
 
+    # -- recovery --------------------------------------------------------------------------
+
+    def recover(self, name: str | None = None) -> RecoveryReport:
+        """Complete or roll back what killed writes left (see the module docstring).
+
+        Args:
+            name: one topology, or None for every name in the registry.
+
+        Returns:
+            What was completed, rolled back, is still to be recorded, and removed.
+
+        Raises:
+            ApplyError: the registry cannot be read or written.
+        """
+        report = RecoveryReport()
+        if name is not None:
+            names = [_check_name(name)]
+        elif not self.root.is_dir():
+            return report
+        else:
+            try:
+                names = sorted(p.name for p in self.root.iterdir() if p.is_dir())
+            except OSError as exc:
+                raise self._read_error(exc) from exc
+        for n in names:
+            if not _NAME_RE.match(n) or not (self.root / n).is_dir():
+                continue
+            with self._locked(n):
+                self._recover_locked(n, report)
+        return report
+
+    def _recover_locked(self, name: str, report: RecoveryReport) -> None:
+        """`recover` for one name, its lock held (so no live writer is half-way)."""
+        d = self.root / name
+        try:
+            for p in sorted(d.iterdir()):
+                if p.name.startswith(".") and p.name.endswith(".tmp"):
+                    p.unlink(missing_ok=True)
+                    report.removed.append(f"{name}/{p.name}")
+            pending_path = d / PENDING_FILE
+            pending: dict[str, Any] | None = None
+            if pending_path.exists():
+                try:
+                    pending = json.loads(pending_path.read_text(encoding="utf-8"))
+                except ValueError:  # torn before its atomic rename: impossible; be safe
+                    pending = None
+            keep_pending = False
+            if pending is not None:
+                version = int(pending["version"])
+                rec = VersionRecord.model_validate(pending["meta"])
+                if self._spec_path(name, version).exists():
+                    meta = self._meta_path(name, version)
+                    if not meta.exists():
+                        _atomic_write_text(meta, rec.model_dump_json(indent=2))
+                    report.completed.append((name, version))
+                    if pending.get("record") is not None:
+                        report.to_record.append(PendingWrite(name, version, pending["record"]))
+                        keep_pending = True
+                else:
+                    self._meta_path(name, version).unlink(missing_ok=True)
+                    report.rolled_back.append((name, version))
+            versions = set(self._versions(name))
+            for p in sorted(d.glob("v*.meta.json")):
+                m = re.fullmatch(r"v(\d{6})\.meta\.json", p.name)
+                if m and int(m.group(1)) not in versions:
+                    p.unlink(missing_ok=True)
+                    report.removed.append(f"{name}/{p.name}")
+            if versions:
+                text = self._spec_path(name, max(versions)).read_text(encoding="utf-8")
+                current = d / "current.json"
+                if not current.exists() or current.read_text(encoding="utf-8") != text:
+                    _atomic_write_text(current, text)
+            if not keep_pending:
+                pending_path.unlink(missing_ok=True)
+            _fsync_dir(d)
+        except OSError as exc:
+            raise self._write_error(exc) from exc
+
+    def settle(self, name: str, version: int) -> None:
+        """Mark a write's caller's record as stored: its journal entry is removed.
+
+        Raises:
+            ApplyError: the entry cannot be removed.
+        """
+        with self._locked(_check_name(name)):
+            path = self.root / name / PENDING_FILE
+            try:
+                data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+                if data is not None and int(data["version"]) == version:
+                    _step("settle")
+                    path.unlink()
+                    _fsync_dir(path.parent)
+            except OSError as exc:
+                raise self._write_error(exc) from exc
+
     def write(
         self,
         name: str,
@@ -306,6 +460,7 @@ class TopologyRegistry:
         *,
         approval: Approval | None = None,
         note: str = "",
+        record: Mapping[str, Any] | None = None,
     ) -> VersionRecord:
         """Write `spec` as the next version of `name`, if `name` is still at `base_version`.
 
@@ -316,6 +471,10 @@ class TopologyRegistry:
                 did not exist.
             approval: who approved the write (recorded with the version).
             note: where the spec came from (recorded), e.g. `"run 3f2a candidate 7"`.
+            record: a JSON-like record the caller stores elsewhere once the write is done
+                (e.g. the run store's proposal and approval). It is journaled with the write;
+                call `settle(name, version)` once it is stored. A killed caller's record is
+                returned by the next `recover()` (see the module docstring).
 
         Returns:
             The new version's record.
@@ -328,6 +487,16 @@ class TopologyRegistry:
         """
         _check_name(name)
         with self._locked(name):
+            leftover = RecoveryReport()
+            self._recover_locked(name, leftover)  # what a killed writer left, first
+            if leftover.to_record:
+                _log.warning(
+                    "%s: version %d of %r has a record still to store (an apply was killed); "
+                    "run an apply of it to record it",
+                    self.root,
+                    leftover.to_record[0].version,
+                    name,
+                )
             current = self.current_version(name)
             if current != base_version:
                 raise StaleTargetError(
@@ -347,15 +516,27 @@ class TopologyRegistry:
             )
             text = spec_to_json(spec)
             meta = self._meta_path(name, version)
+            pending = self.root / name / PENDING_FILE
+            entry = {
+                "version": version,
+                "meta": rec.model_dump(mode="json"),
+                "record": None if record is None else dict(record),
+            }
             try:
+                _atomic_write_text(pending, json.dumps(entry, indent=2))
+                _step("pending")
                 _atomic_write_text(meta, rec.model_dump_json(indent=2))
+                _step("meta")
                 _atomic_write_text(self._spec_path(name, version), text)
+                _step("spec")
             except OSError as exc:
                 with contextlib.suppress(OSError):  # no record of a version that is not there
                     meta.unlink(missing_ok=True)
+                    pending.unlink(missing_ok=True)
                 raise self._write_error(exc) from exc
             try:  # the version is written: a stale convenience copy is no reason to say not
                 _atomic_write_text(self.root / name / "current.json", text)
+                _step("current")
             except OSError as exc:
                 _log.warning(
                     "%s: version %d of %r written, but its current.json was not refreshed: %s",
@@ -364,6 +545,9 @@ class TopologyRegistry:
                     name,
                     _why(exc),
                 )
+            if record is None:
+                with contextlib.suppress(OSError):  # recover() removes it if this fails
+                    pending.unlink()
             _fsync_dir(self.root / name)
         return rec
 
