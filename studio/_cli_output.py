@@ -193,20 +193,30 @@ class Output:
         Values are printed with `str`; None prints as `-`; a value holding spaces stays one
         column only on a terminal, so callers keep plain-mode cells free of spaces. `right`
         names the numeric columns (right-aligned, never cut); `short` gives shorter headers
-        used on a terminal, where width is scarce.
+        used on a terminal, where width is scarce. On a terminal, text columns wrap at word
+        boundaries (a column is never narrower than its longest word, so no word is cut) and
+        one space separates the columns.
         """
         cells = [["-" if v is None else str(v) for v in row] for row in rows]
         if self.rich:
-            t = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
+            t = Table(
+                title=title,
+                title_justify="left",
+                header_style="bold",
+                box=box.SIMPLE_HEAD,
+                padding=(0, 0),  # the box draws one space between columns: 80 columns fit
+                pad_edge=False,
+            )
             for i, c in enumerate(columns):
-                # numbers never shrink (a cut number is wrong); text columns fold instead
+                # numbers never shrink (a cut number is wrong); text columns wrap at spaces,
+                # never narrower than their longest word
                 numeric = c in right
-                width = max([len(c), *(len(row[i]) for row in cells)]) if numeric else len(c)
                 label = (short or {}).get(c, c)
-                if not numeric:
-                    width = len(label)
-                else:
+                if numeric:
                     width = max([len(label), *(len(row[i]) for row in cells)])
+                else:
+                    words = [len(w) for row in cells for w in row[i].split()]
+                    width = max([len(label), *words])
                 t.add_column(
                     label,
                     justify="right" if numeric else "left",

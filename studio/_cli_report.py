@@ -43,12 +43,15 @@ FRONT_COLUMNS: tuple[str, ...] = (
     "latency_ms",
     "n_agents",
     "depth",
+    "error_rate",
     "score",
     "operator",
     "same_as",
     "best",
 )
 """The columns of the printed Pareto front (plain mode: two-space separated, one row a line).
+`error_rate` is the share of the candidate's example runs that raised (its agents' or
+functions' errors, timeouts), 4 decimals.
 `same_as` lists the other front candidates with exactly the same printed figures (different
 topologies that score alike, e.g. the seed with a no-op step inserted): they get no row."""
 
@@ -58,8 +61,10 @@ _SHORT = {
     "cost_usd": "cost $",
     "latency_ms": "lat ms",
     "n_agents": "agents",
+    "error_rate": "errors",
     "operator": "made by",
     "same_as": "same as",
+    "best": "*",
 }
 
 
@@ -86,8 +91,8 @@ def front_table(archive: pd.DataFrame) -> list[list[str]]:
     Give it an archive of one split (`RunStore.archive(run_id, split="validation")`): the
     front is only meaningful when every entry was scored on the same examples.
 
-    Numbers are printed with fixed decimals: accuracy and score 4, cost 6 (USD per example),
-    latency 1 (ms per example), so a reader can compare them with the store's values rounded
+    Numbers are printed with fixed decimals: accuracy, error rate and score 4, cost 6 (USD per
+    example), latency 1 (ms per example), so a reader can compare them with the store's values rounded
     the same way. Front candidates whose printed figures (accuracy to score) are all equal
     share one row: the best one if it is among them, else the first; the others are listed in
     `same_as` (`-` when none). `best` is `*` on the run's best entry.
@@ -104,6 +109,7 @@ def front_table(archive: pd.DataFrame) -> list[list[str]]:
             fmt_float(_opt(rec["latency_ms"]), 1),
             _int(rec["n_agents"]),
             _int(rec["depth"]),
+            fmt_float(_opt(rec.get("error_rate")), 4),
             fmt_float(_opt(rec["aggregate_score"]), 4),
         )
         groups.setdefault(figures, []).append(rec)
@@ -154,11 +160,27 @@ def front_legend(
     )
 
 
+def _words(row: list[str]) -> list[str]:
+    """A front row for a terminal: the operator and `same_as` with spaces to wrap at
+    (`mutate:wrap_in_parallel` -> `mutate: wrap in parallel`, `3,5` -> `3, 5`)."""
+    op, same = FRONT_COLUMNS.index("operator"), FRONT_COLUMNS.index("same_as")
+    out = list(row)
+    out[op] = out[op].replace(":", ": ").replace("_", " ")
+    out[same] = out[same].replace(",", ", ")
+    return out
+
+
 def print_front(
     out: Output, archive: pd.DataFrame, *, title: str = "Pareto front", legend: str | None = None
 ) -> None:
-    """Print the front table (or a line saying it is empty), then `legend` if given."""
+    """Print the front table (or a line saying it is empty), then `legend` if given.
+
+    On a terminal the operator names are spelled with spaces (`mutate: wrap in parallel`) so
+    a narrow terminal (80 columns) wraps them at word boundaries; plain output keeps
+    `front_table`'s cells."""
     rows = front_table(archive)
+    if out.rich:
+        rows = [_words(row) for row in rows]
     if not rows:
         out.heading(title)
         out.line("(no valid candidate: the front is empty)")
@@ -167,7 +189,16 @@ def print_front(
     out.table(
         FRONT_COLUMNS,
         rows,
-        right=("candidate", "accuracy", "cost_usd", "latency_ms", "n_agents", "depth", "score"),
+        right=(
+            "candidate",
+            "accuracy",
+            "cost_usd",
+            "latency_ms",
+            "n_agents",
+            "depth",
+            "error_rate",
+            "score",
+        ),
         short=_SHORT,
     )
     if legend:

@@ -68,6 +68,7 @@ __all__ = [
     "cmd_evaluate",
     "cmd_search",
     "demo_data",
+    "root_cause",
 ]
 
 DEMO_PROBLEM = "gsm8k_replay"
@@ -700,7 +701,7 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
                 (
                     "full search",
                     f"topology-studio search {DEMO_PROBLEM} --seed {args.seed} --db {db}   "
-                    f"({n} evaluations, a few minutes: finds ensembles and cascades)",
+                    f"({n} candidates, a few minutes: finds ensembles and cascades)",
                 )
             ]
         )
@@ -731,10 +732,44 @@ def _read_spec(path_text: str) -> TopologySpec:
         raise SpecError(f"{where}: {exc}", exc.errors) from None
 
 
+_PIPELINE_WRAP = re.compile(r" failed after \d+ attempt\(s\): ")
+"""How `core.runtime.pipeline` wraps a failing step's error: `PipelineStepError: pipeline 'p':
+step 0 ('s') failed after 1 attempt(s): ValueError: ...` (nested pipelines nest the text)."""
+
+_MAX_CAUSES = 5
+
+
+def root_cause(error: str) -> str:
+    """The root cause in an example run's error text, as `Type: message`: what follows the
+    last pipeline wrapper (`_PIPELINE_WRAP`), else the whole text.
+
+    e.g. `PipelineStepError: pipeline 'pipeline': step 0 ('sloppy') failed after 1
+    attempt(s): ValueError: no answer for q3` -> `ValueError: no answer for q3`.
+    """
+    return _PIPELINE_WRAP.split(error)[-1].strip()
+
+
+def _cause_lines(results: Sequence[ExampleResult]) -> list[tuple[str, str]]:
+    """`("error", "<n> of <m> example runs: <root cause>")` per distinct root cause of the
+    runs that raised, most frequent first (at most 5, then how many more)."""
+    causes: dict[str, int] = {}
+    for r in results:
+        if r.status == "error" and r.error:
+            cause = root_cause(r.error)
+            causes[cause] = causes.get(cause, 0) + 1
+    ranked = sorted(causes.items(), key=lambda kv: -kv[1])  # stable: first seen first
+    lines = [("error", f"{n} of {len(results)} example runs: {c}") for c, n in ranked]
+    if len(lines) > _MAX_CAUSES:
+        rest = sum(n for _, n in ranked[_MAX_CAUSES:])
+        lines = [*lines[:_MAX_CAUSES], ("error", f"{rest} more example runs, other causes")]
+    return lines
+
+
 def _example_rows(results: Sequence[ExampleResult]) -> list[list[str]]:
     rows: list[list[str]] = []
     for r in results:
-        summary = (r.output_summary or r.error or "").replace("\n", " ")
+        error = root_cause(r.error) if r.status == "error" and r.error else r.error
+        summary = (r.output_summary or error or "").replace("\n", " ")
         if len(summary) > 60:
             summary = summary[:57] + "..."
         rows.append(
@@ -815,6 +850,7 @@ def cmd_evaluate(args: argparse.Namespace, out: Output) -> int:
                 ("blank_rate", fmt_float(ev.blank_rate, 4)),
                 ("n_agents", ev.n_agents),
                 ("depth", ev.depth),
+                *_cause_lines(ev.results),
             ]
         )
         if not ev.valid:

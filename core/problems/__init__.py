@@ -20,9 +20,11 @@ my_problem/
   __init__.py       optional: makes the directory a package so registries.py can import siblings
 ```
 
-A name is looked up as `<dir>/<name>/problem.toml` in `$TOPOLOGY_STUDIO_PROBLEMS`
-(`os.pathsep`-separated), `./data/problems/`, then the checkout's `data/problems/`; a path (a
-directory or the TOML file) is used as is.
+A name is a directory of that name in the working directory when it holds a `problem.toml`
+(so `search myproblem` and `search ./myproblem` are the same), else it is looked up as
+`<dir>/<name>/problem.toml` in `$TOPOLOGY_STUDIO_PROBLEMS` (`os.pathsep`-separated),
+`./data/problems/`, then the checkout's `data/problems/`; a path (a directory or the TOML file)
+is used as is.
 
 ## problem.toml
 
@@ -61,8 +63,10 @@ example_timeout_s = 300.0           # one run's deadline, s (default 300; --exam
 time_scale = 1.0                    # replayed latency is slept times this (0: no sleep)
 latency_source = "auto"             # "auto" | "model" (0 ms with no model call) | "wall"
 [models.prices."replay:my_model"]   # model name as recorded in usage -> USD per 1K tokens
-input_usd_per_1k = 0.5
-output_usd_per_1k = 1.5
+input_usd_per_1k = 0.5              # every registered agent's model needs an entry (or a
+output_usd_per_1k = 1.5             # genai-prices price), else the load fails naming the key
+[models.prices."function:solve:"]   # FunctionModel(solve): "function:<fn>:" (see below)
+free = true                         # declared free: $0, no prices
 
 [datasets.my_data]                  # pinned files: configured dir, cache, download; sha256 checked
 url = "https://example.org/pinned/{file}"
@@ -109,6 +113,85 @@ operators and the meta agent only combine compatible things. The seed spec is pa
 Datasets (`ctx.dataset_file(dataset, file)`) are looked up in `$TOPOLOGY_STUDIO_DATASETS`
 (or `load_problem(datasets_dir=...)`), then the cache, then downloaded from the pinned `url`;
 see `core.problems.datasets`. `data/problems/gsm8k_replay/` is a complete example.
+
+## A complete problem with no API key: an agent from a plain Python function
+
+pydantic-ai's `FunctionModel` turns a Python function into a model: the function gets the
+messages and returns the response, through the same code path as a hosted model (usage
+counted, structured output, retries). Four files make a problem that `topology-studio search
+adder` (or `search ./adder`, from the folder holding `adder/`) runs offline:
+
+`adder/problem.toml`:
+
+```toml
+name = "adder"
+description = "Add the two numbers in the question."
+score_function = "exact"
+
+[gold]
+source = "jsonl"
+path = "gold.jsonl"
+validation_size = 4
+
+[search]
+max_evaluations = 4
+
+[models]
+time_scale = 0
+# The price key is the model name recorded in usage: "function:<function name>:" for
+# FunctionModel(fn) ("function:<fn>:<stream fn>" with a stream function, "function:<name>" for
+# FunctionModel(fn, model_name="<name>")), "test:<name>" for TestModel, else "provider:model".
+# An agent whose model has no entry (and that genai-prices does not know) stops the load with
+# an error naming the key to add; give prices or declare the model free:
+[models.prices."function:add:"]
+free = true                         # or: input_usd_per_1k = 0.5 and output_usd_per_1k = 1.5
+```
+
+`adder/registries.py`:
+
+```python
+import re
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from core.hydrate import AgentRegistry, CallableRegistry
+from core.problems import ProblemContext, ProblemParts
+
+
+def add(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    # the model: adds the first two numbers of the latest prompt
+    prompt = str(getattr(messages[-1].parts[-1], "content", ""))
+    a, b = (int(n) for n in re.findall(r"-?[0-9]+", prompt)[:2])
+    return ModelResponse(parts=[TextPart(str(a + b))])
+
+
+def build(ctx: ProblemContext) -> ProblemParts:
+    agents = AgentRegistry()
+    agents.register("adder", lambda: Agent(FunctionModel(add)), "Adds the two numbers.")
+    return ProblemParts(
+        callable_registry=CallableRegistry(),
+        agent_registry=agents,
+        score_functions={"exact": lambda output, ex: float(str(output).strip() == ex.expected)},
+    )
+```
+
+`adder/seed.json`:
+
+```json
+{"kind": "pipeline", "steps": [{"operation": {"kind": "agent_step", "agent_name": "adder"}}]}
+```
+
+`adder/gold.jsonl` (one example a line):
+
+```json
+{"id": "q1", "input": "What is 2 + 3?", "expected": "5"}
+{"id": "q2", "input": "What is 10 + 32?", "expected": "42"}
+{"id": "q3", "input": "What is 7 + 8?", "expected": "15"}
+{"id": "q4", "input": "What is 1 + 1?", "expected": "2"}
+{"id": "q5", "input": "What is 20 + 22?", "expected": "42"}
+```
 
 Evaluate a candidate with `problem.evaluator()`: it carries every hook the problem defines (its
 prices, its `is_blank` test, its `latency_source`), so no caller can forget one.

@@ -79,8 +79,10 @@ def resolve_problem(name_or_path: str | os.PathLike[str]) -> Path:
     """The TOML file of a problem given by name or by path.
 
     A `Path`, or a string with a path separator or ending in `.toml`, is a path: a directory
-    (its `problem.toml` is used) or the TOML file itself. Any other string is a name, looked up
-    as `<dir>/<name>/problem.toml` in `problem_search_dirs()`.
+    (its `problem.toml` is used) or the TOML file itself. Any other string is a name: a
+    directory of that name in the working directory holding a `problem.toml` is used as is (so
+    `search myproblem` and `search ./myproblem` are the same), else it is looked up as
+    `<dir>/<name>/problem.toml` in `problem_search_dirs()`.
 
     Raises:
         ProblemError: nothing found (the message lists where it looked).
@@ -94,7 +96,10 @@ def resolve_problem(name_or_path: str | os.PathLike[str]) -> Path:
     name = str(name_or_path)
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", name):
         raise ProblemError(f"{name!r} is neither a problem name nor a path")
-    looked: list[str] = []
+    here = Path(name) / PROBLEM_FILE
+    if here.is_file():
+        return here.resolve()
+    looked: list[str] = [str(Path.cwd() / here)]
     for d in problem_search_dirs():
         candidate = d / name / PROBLEM_FILE
         if candidate.is_file():

@@ -229,15 +229,15 @@ def test_front_rows_group_candidates_with_the_same_figures() -> None:
         return {
             "candidate_idx": idx, "accuracy": acc, "cost_usd": 0.01, "latency_ms": 100.0,
             "n_agents": 1, "depth": 1, "aggregate_score": acc - 0.001, "operator": "seed",
-            "is_best": best, "on_front": on_front,
+            "is_best": best, "on_front": on_front, "error_rate": 0.0 if idx != 7 else 0.25,
         }  # fmt: skip
 
     archive = pd.DataFrame(
         [row(0, 0.5), row(3, 0.5, best=True), row(5, 0.5), row(7, 0.25), row(9, 0.1, False, False)]
     )
     assert front_table(archive) == [
-        ["3", "0.5000", "0.010000", "100.0", "1", "1", "0.4990", "seed", "0,5", "*"],
-        ["7", "0.2500", "0.010000", "100.0", "1", "1", "0.2490", "seed", "-", ""],
+        ["3", "0.5000", "0.010000", "100.0", "1", "1", "0.0000", "0.4990", "seed", "0,5", "*"],
+        ["7", "0.2500", "0.010000", "100.0", "1", "1", "0.2500", "0.2490", "seed", "-", ""],
     ]
     weights = {"accuracy": 1.0, "cost_usd": -0.1, "latency_ms": -1e-06, "confidence": 0.1}
     assert front_legend(weights, 300) == (

@@ -24,9 +24,10 @@ SUMMARY = [
     "seed:           7",
     "status:         completed (max_evaluations reached)",
     "started:        {started}",
-    "evaluations:    4",
-    "cost_usd_total: 0.006000",
+    "candidates:     4",
+    "cost_usd_total: 0.006000 (every model call of the run: search, re-scoring and held-out test)",
     "wall_s:         1.5",
+    "errors:         none",
 ]
 """The summary lines `show` prints for the runs below (plain mode: stdout is not a terminal)."""
 
