@@ -68,7 +68,7 @@ with guard():
         seed = c3.number_input("Seed", value=42, step=1, key="f_seed")
         c4, c5, c6 = st.columns(3)
         max_evals = c4.number_input(
-            "Budget: evaluations", min_value=1, value=20, step=1, key="f_evals"
+            "Budget: candidates", min_value=1, value=20, step=1, key="f_evals"
         )
         max_usd = c5.number_input(
             "Budget: USD (0 = problem default)", min_value=0.0, value=0.0, key="f_usd"

@@ -229,7 +229,7 @@ def progress_figure(snapshots: pd.DataFrame) -> go.Figure:
                 )
             )
     fig.update_layout(
-        xaxis_title="example evaluations",
+        xaxis_title="example runs",
         yaxis_title="best aggregate score",
         yaxis2={"title": "hypervolume", "overlaying": "y", "side": "right", "rangemode": "tozero"},
         legend={"orientation": "h", "y": -0.25},
@@ -394,7 +394,7 @@ def live_figure(
         xaxis={"domain": [0.0, 0.56]},
         xaxis2={"domain": [0.68, 1.0], "anchor": "y2", "matches": "x3", "showticklabels": False},
         yaxis2={"anchor": "x2", "domain": [0.58, 1.0], "title": "best score"},
-        xaxis3={"domain": [0.68, 1.0], "anchor": "y3", "title": "example evaluations"},
+        xaxis3={"domain": [0.68, 1.0], "anchor": "y3", "title": "example runs"},
         yaxis3={"anchor": "x3", "domain": [0.0, 0.42], "title": "hypervolume",
                 "rangemode": "tozero"},
         annotations=[
