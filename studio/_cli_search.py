@@ -29,7 +29,14 @@ from typing import Any, cast
 from pydantic import ValidationError
 from pydantic_ai.exceptions import UserError
 
-from core.errors import BudgetError, SpecError, StoreBusyError, StoreError, TopologyStudioError
+from core.errors import (
+    BudgetError,
+    JournalWriteError,
+    SpecError,
+    StoreBusyError,
+    StoreError,
+    TopologyStudioError,
+)
 from core.evaluation.call_cache import DuckDBCallCache, call_cache_path
 from core.evaluation.evaluator import CandidateEvaluation, ExampleResult, TopologyEvaluator
 from core.evaluation.metrics import GoldExample
@@ -41,6 +48,7 @@ from core.search.events import RunStarted
 from core.search.result import OptimizationResult
 from core.search.strategies import strategy_config_class
 from core.storage import (
+    DuckDBRunStore,
     ResumeState,
     RunJournal,
     journal_path,
@@ -526,9 +534,13 @@ def _check_store(db: Path) -> None:
     A missing database is created when the run ends (its folder is checked with the
     journal's), so nothing is created here.
 
+    Every row is read once (`DuckDBRunStore.check`), so a damaged file is refused now rather
+    than after the whole search, when its run could not be stored.
+
     Raises:
         StoreError: `db` is not a DuckDB file, is a directory, cannot be written, or has a
             newer schema (the same line `runs --db` prints).
+        StoreCorruptError: `db` is damaged (the line names `store rebuild`).
     """
     if not db.exists():
         return
@@ -536,7 +548,11 @@ def _check_store(db: Path) -> None:
         store = open_store(db)
     except StoreBusyError:
         return
-    store.close()
+    try:
+        if isinstance(store, DuckDBRunStore):
+            store.check()
+    finally:
+        store.close()
 
 
 def _resume_hint(setup: _SearchSetup, db: Path) -> str:
@@ -613,6 +629,11 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
         raise CliUsageError(str(failed)) from failed
     if isinstance(failed, BudgetError):
         raise failed
+    if isinstance(failed, JournalWriteError):
+        # e.g. a full disk: every complete line is kept, so the run resumes where it stopped
+        hint = _resume_hint(setup, db).removeprefix("interrupted: ")
+        out.error(f"{failed}: free space, then {hint}")
+        return ExitCode.FAILED
     if failed is not None:
         out.error(f"{failed} (run {setup.run_id} failed; its journal: {setup.journal.path})")
         diagnosis = getattr(failed, "diagnosis", "")
