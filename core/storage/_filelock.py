@@ -11,6 +11,7 @@ On platforms without `fcntl` (Windows) nothing is locked and liveness is unknown
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import time
 from typing import IO
@@ -53,19 +54,24 @@ def unlock(fh: IO[bytes]) -> None:
 def is_locked(path: str | os.PathLike[str]) -> bool | None:
     """Whether a writer holds the file's lock right now.
 
+    The probe opens the file with `O_NONBLOCK`, so a FIFO in a journal's place never blocks
+    it; anything but a regular file has no writer to find (False).
+
     Returns:
-        True: a live writer holds it. False: nobody does (or the file is gone). None: the
-        platform cannot tell.
+        True: a live writer holds it. False: nobody does (or the file is gone, or it is not a
+        regular file). None: the platform cannot tell.
     """
     if sys.platform == "win32":
         return None
     import fcntl
 
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         return False
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -49,6 +49,7 @@ from core.errors import (
     StoreReadOnlyError,
 )
 from core.storage import _ingest, queries
+from core.storage._journal_files import JournalRefusedError, journal_refusal, open_journal
 from core.storage._schema import CURRENT_VERSION, ensure_schema, read_version
 from core.storage.base import RunStore
 from core.storage.journal import JOURNAL_SUFFIX, encode_event
@@ -579,13 +580,23 @@ class DuckDBRunStore(RunStore):
     @staticmethod
     def _line_ends_at(path: Path, offset: int) -> bool:
         """Whether the byte before `offset` is a newline (where an ingest left off)."""
-        with path.open("rb") as fh:
+        with open_journal(path) as fh:
             fh.seek(offset - 1)
             return fh.read(1) == b"\n"
 
     def _ingest_journal(self, cur: duckdb.DuckDBPyConnection, path: Path) -> tuple[int, int]:
-        """Ingest one journal's new complete lines: `(new events, skipped lines)`."""
+        """Ingest one journal's new complete lines: `(new events, skipped lines)`.
+
+        Raises:
+            JournalRefusedError: the path leads outside the journals folder or to anything but
+                a regular file (never opened then; see `core.storage._journal_files`).
+        """
         name = path.name
+        if self._journal_dir is not None:
+            given = name if path.parent == self._journal_dir else str(path)
+            why = journal_refusal(self._journal_dir, given)
+            if why is not None:
+                raise JournalRefusedError(why)
         run_id = name.removesuffix(JOURNAL_SUFFIX)  # a journal holds the run it is named after
         size = self._journal_size(path)
         start = self._offsets.get(name, 0)
@@ -601,13 +612,13 @@ class DuckDBRunStore(RunStore):
         delta: _ingest.Delta | None = None
         end = size
         if start == 0 and size >= _DIRECT_BYTES and not _GLOB_CHARS.search(str(path)):
-            with path.open("rb") as fh:
+            with open_journal(path) as fh:
                 fh.seek(size - 1)
                 ends_complete = fh.read(1) == b"\n"
             if ends_complete and _ingest.load_delta_from_file(cur, path, run_id=run_id):
                 delta = _ingest.Delta()
         if delta is None:
-            with path.open("rb") as fh:
+            with open_journal(path) as fh:
                 fh.seek(start)
                 chunk = _ingest.split_complete_lines(fh.read(size - start))
             if not chunk:
@@ -623,7 +634,47 @@ class DuckDBRunStore(RunStore):
 
     @_tracked
     def ingest(self) -> IngestReport:
-        return self._ingest_paths(self._journal_files())
+        report = self._ingest_paths(self._journal_files())
+        self._record_damage()
+        return report
+
+    def _damaged(self, cur: duckdb.DuckDBPyConnection) -> dict[str, str]:
+        """Run id -> why its stored `journal` is refused (`_journal_files.journal_refusal`:
+        outside the journals folder, or not a regular file), for the runs listed `damaged`."""
+        if self._journal_dir is None:
+            return {}
+        rows = cur.execute(
+            "SELECT run_id, journal FROM runs WHERE journal IS NOT NULL ORDER BY run_id"
+        ).fetchall()
+        out: dict[str, str] = {}
+        for run_id, journal in rows:
+            why = journal_refusal(self._journal_dir, str(journal))
+            if why is not None:
+                out[str(run_id)] = why
+        return out
+
+    def _record_refusal(self, cur: duckdb.DuckDBPyConnection, journal: str, error: str) -> None:
+        """Record a refused journal in `ingest_errors` once: byte 0, no line read."""
+        seen = cur.execute(
+            "SELECT 1 FROM ingest_errors WHERE journal = ? AND error = ? LIMIT 1", [journal, error]
+        ).fetchone()
+        if seen is None:
+            cur.execute(
+                "INSERT INTO ingest_errors (journal, byte_offset, error, line_head, recorded_at, "
+                "line_no) VALUES (?, 0, ?, '', ?, NULL)",
+                [journal, error, time.time()],
+            )
+
+    def _record_damage(self) -> None:
+        """Record, once each, why a run's stored journal is refused, under the run's own
+        journal name (`<run_id>.jsonl`, so `list_ingest_errors(run_id)` finds it)."""
+        with self._write_lock:
+            cur = self._cur()
+            try:
+                for run_id, why in self._damaged(cur).items():
+                    self._record_refusal(cur, run_id + JOURNAL_SUFFIX, why)
+            except duckdb.Error as exc:  # e.g. a read-only connection: listed damaged anyway
+                _log.warning("recording a refused run journal failed: %s", exc)
 
     def _ingest_paths(self, paths: Iterable[Path]) -> IngestReport:
         """Ingest these journals' new complete lines (`ingest` on a list of files)."""
@@ -637,6 +688,10 @@ class DuckDBRunStore(RunStore):
                 before = self._offsets.get(path.name)
                 try:
                     n, bad = self._ingest_journal(cur, path)
+                except JournalRefusedError as exc:
+                    self._record_refusal(cur, path.name, str(exc))
+                    failed.append((path.name, str(exc)))
+                    continue
                 except duckdb.Error as exc:
                     if _CORRUPT.search(str(exc)):  # not this journal's fault: every one fails
                         raise StoreCorruptError(
@@ -701,6 +756,9 @@ class DuckDBRunStore(RunStore):
             self._refresh([str(row[15])])
             row = self._run_row(run_id) or row
             status = queries.effective_status(str(row[4]), row[15], self._journal_dir)
+        if row[15] is not None and self._journal_dir is not None:
+            if journal_refusal(self._journal_dir, str(row[15])) is not None:
+                status = "damaged"
         return RunRecord(
             run_id=str(row[0]),
             problem=row[1],
@@ -723,7 +781,18 @@ class DuckDBRunStore(RunStore):
     def list_runs(self) -> pd.DataFrame:
         self._refresh()
         cur = self._cur()
-        return queries.list_runs(cur, self._journal_dir, interrupted=self._interrupted(cur))
+        runs = queries.list_runs(cur, self._journal_dir, interrupted=self._interrupted(cur))
+        damaged = self._damaged(cur)
+        if damaged:
+            ids = cast(list[Any], runs["run_id"].tolist())  # pyright: ignore[reportUnknownMemberType]
+            status = cast(list[Any], runs["status"].tolist())  # pyright: ignore[reportUnknownMemberType]
+            label = cast(list[Any], runs["status_label"].tolist())  # pyright: ignore[reportUnknownMemberType]
+            for i, run_id in enumerate(ids):
+                if str(run_id) in damaged:
+                    status[i], label[i] = "damaged", f"damaged: {damaged[str(run_id)]}"
+            runs["status"] = status
+            runs["status_label"] = label
+        return runs
 
     # ---- specs --------------------------------------------------------------------------------
 

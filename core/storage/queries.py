@@ -25,6 +25,7 @@ import duckdb
 import numpy as np
 import pandas as pd  # pyright: ignore[reportMissingTypeStubs]
 
+from core.storage._journal_files import journal_refusal
 from core.storage.journal import journal_is_live
 from core.vocab.pareto import DEFAULT_OBJECTIVES, Objective, pareto_front_mask
 
@@ -126,8 +127,13 @@ def effective_status(status: str, journal: str | None, journal_dir: Path | None)
 
     The stored status must have been read after the lock was seen free, else a writer that
     appended its `run_finished` and let go in between reads as interrupted: a caller that
-    ingests journals re-reads them when this says `interrupted` (`DuckDBRunStore` does)."""
+    ingests journals re-reads them when this says `interrupted` (`DuckDBRunStore` does).
+
+    A journal that `journal_refusal` refuses (outside `journal_dir`, not a regular file) is
+    never probed: the status is returned as stored (a store lists such a run `damaged`)."""
     if status != "running" or journal is None or journal_dir is None:
+        return status
+    if journal_refusal(journal_dir, journal) is not None:
         return status
     path = journal_dir / journal
     if not path.exists():

@@ -17,9 +17,11 @@ __all__ = [
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
-RunStatus = Literal["running", "interrupted", "completed", "stopped", "failed"]
+RunStatus = Literal["running", "interrupted", "completed", "stopped", "failed", "damaged"]
 """A run's state. `interrupted`: no `run_finished` event and no live process writes its journal
-any more (it crashed or was killed; resume it)."""
+any more (it crashed or was killed; resume it). `damaged`: its stored `journal` is one the store
+refuses to read (outside the store's journals folder, or not a regular file, e.g. a FIFO); the
+reason is in `ingest_errors` (`RunStore.list_ingest_errors`)."""
 
 
 class RunRecord(BaseModel):

@@ -357,9 +357,17 @@ def test_a_journal_that_cannot_be_read_never_stops_the_others(tmp_path: Path) ->
     with DuckDBRunStore(db, auto_ingest=False) as store:
         report = store.ingest()
         assert (report.n_events, report.n_journals) == (11, 1)
-        assert [name for name, _ in report.failed] == ["broken.jsonl"]
-        assert report.failed[0][1].startswith("IsADirectoryError")
+        # refused before it is opened (issue 11, item 2), and the refusal recorded
+        assert report.failed == [
+            ("broken.jsonl", "journal 'broken.jsonl' is a directory, not a regular file")
+        ]
         assert store.list_runs()["status"].tolist() == ["completed"]
+        (error,) = store.list_ingest_errors("broken")
+        assert (error.byte_offset, error.error, error.line_head) == (
+            0,
+            "journal 'broken.jsonl' is a directory, not a regular file",
+            "",
+        )
 
 
 def test_queries_ingest_new_journal_lines_by_themselves(tmp_path: Path) -> None:
