@@ -7,7 +7,12 @@ Prints, best of several rounds (to damp noise from other processes):
   50 levels well under 50 ms;
 - how fast a spec past the limit is refused (120 levels as text, 300 as a dict, a 200k-bracket
   bomb), which never reaches a recursive parser;
-- `spec_hash` and `to_dot` of the 50-level spec, and hydrating it.
+- `spec_hash` and `to_dot` of the 50-level spec, and hydrating it;
+- issue 11 item 3: a 58 MB spec text of 10^6 agent steps refused with the default limits
+  (`max_nodes=200`: by its size, `max_text_bytes`), and with the size limit lifted (by the
+  streaming node count), each with the time and the peak memory the refusal allocated
+  (`tracemalloc`, the text itself not counted); targets < 500 ms and < 100 MB (it used to take
+  7.3 s and 525 MB).
 
 Usage: `python bench/bench_ir.py [--rounds N]`.
 """
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +31,8 @@ from core.hydrate import AgentRegistry, CallableRegistry, topology_from_spec
 from core.ir import SpecLimits, parse_topology, spec_hash, to_dot
 
 F1_TARGET_MS = 50.0
+HUGE_TARGET_MS = 500.0
+HUGE_TARGET_MB = 100.0
 LIMITS = SpecLimits(max_depth=64, max_nodes=1000)
 
 
@@ -65,6 +73,45 @@ def refused(payload: str | dict[str, Any]) -> Callable[[], object]:
         raise AssertionError("expected SpecLimitError")
 
     return run
+
+
+def huge_text(n_steps: int) -> str:
+    """A pipeline of `n_steps` agent steps as JSON text, 58 bytes a step."""
+    step = '{"operation": {"kind": "agent_step", "agent_name": "a"}}'
+    return '{"kind": "pipeline", "steps": [' + ", ".join([step] * n_steps) + "]}"
+
+
+def refusal_figures(text: str, limits: SpecLimits) -> tuple[float, float, str]:
+    """`(ms, peak MB allocated, limit name)` of one refusal of `text`."""
+    tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        parse_topology(text, limits)
+    except SpecLimitError as exc:
+        ms = (time.perf_counter() - start) * 1000
+        peak = tracemalloc.get_traced_memory()[1] / 1e6
+        tracemalloc.stop()
+        return ms, peak, exc.limit
+    raise AssertionError("expected SpecLimitError")
+
+
+def print_huge(rounds: int) -> None:
+    text = huge_text(1_000_000)
+    size_mb = len(text) / 1e6
+    for label, limits in (
+        ("default limits", SpecLimits()),
+        ("size limit lifted", SpecLimits(max_text_bytes=10**9)),
+    ):
+        figures = [refusal_figures(text, limits) for _ in range(rounds)]
+        ms = min(f[0] for f in figures)
+        peak = max(f[1] for f in figures)
+        limit = figures[0][2]
+        ok = ms < HUGE_TARGET_MS and peak < HUGE_TARGET_MB
+        print(
+            f"refuse {size_mb:.0f} MB text, {label}: {ms:8.3f} ms, peak {peak:6.2f} MB by {limit} "
+            f"(target < {HUGE_TARGET_MS:.0f} ms, < {HUGE_TARGET_MB:.0f} MB: "
+            f"{'OK' if ok else 'SLOW'})"
+        )
 
 
 def main() -> None:
@@ -111,6 +158,7 @@ def main() -> None:
         20,
     )
     print(f"topology_from_spec, 50 levels:    {hydrate_ms:8.3f} ms")
+    print_huge(rounds)
 
 
 if __name__ == "__main__":

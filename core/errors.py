@@ -77,10 +77,10 @@ class SpecError(TopologyStudioError, ValueError):
 
 
 class SpecLimitError(SpecError):
-    """A spec exceeds a structural limit (nesting depth or node count).
+    """A spec exceeds a structural limit (nesting depth, node count, or its text's size).
 
     Attributes:
-        limit: the limit's name, `"max_depth"` or `"max_nodes"`.
+        limit: the limit's name, `"max_depth"`, `"max_nodes"` or `"max_text_bytes"`.
         value: the limit's configured value.
         path: the JSON path where the limit was crossed, e.g. `"$.steps[0].operation.step"`.
     """

@@ -40,7 +40,8 @@ def json_nesting_cap(max_depth: int) -> int:
 
 def _frames_path(frames: list[list[Any]]) -> str:
     path = "$"
-    for kind, where in frames[:-1]:
+    for frame in frames[:-1]:
+        kind, where = frame[0], frame[1]
         if kind == "a":
             path = join_index(path, cast(int, where))
         else:
@@ -62,19 +63,34 @@ below the interpreter's recursion limit, and loose enough that a spec a little p
 is reported by the precise spec-level check, with the composite's path."""
 
 
-def scan_json_text(text: str, *, max_depth: int) -> None:
-    """Check that JSON text nests at most `max(json_nesting_cap(max_depth), TEXT_NESTING_CAP)`
-    containers, so the recursive JSON parser never sees absurd nesting.
+def _is_kind_key(token: str) -> bool:
+    """Whether a JSON string token is the key `kind` (escapes decoded: `"kin\\u0064"` is too)."""
+    return token == '"kind"' or (
+        "\\" in token and len(token) <= 40 and _decode_key(token) == "kind"
+    )
 
-    Strings are skipped whole (brackets inside them do not count). Invalid JSON is not reported
-    here (the JSON parser does that next); only nesting that no spec within `max_depth` can have.
+
+def scan_json_text(text: str, *, max_depth: int, max_nodes: int | None = None) -> None:
+    """Check that JSON text nests at most `max(json_nesting_cap(max_depth), TEXT_NESTING_CAP)`
+    containers, so the recursive JSON parser never sees absurd nesting, and (with `max_nodes`)
+    that it holds at most `max_nodes` nodes, counted while streaming: the scan stops at node
+    `max_nodes + 1`, so a huge text costs no more than its first `max_nodes` nodes.
+
+    A node is an object with a `kind` key (as in `normalize_raw`), counted once when its first
+    `kind` key is met. Strings are skipped whole (brackets and `"kind"` inside them do not
+    count). Invalid JSON is not reported here (the JSON parser does that next); only nesting
+    that no spec within `max_depth` can have, and more nodes than `max_nodes`.
 
     Raises:
-        SpecLimitError: `limit="max_depth"`, with the JSON path of the first container too deep.
+        SpecLimitError: `limit="max_depth"`, with the JSON path of the first container too deep;
+            `limit="max_nodes"`, with the path of the first node past the limit (the same
+            message as `normalize_raw`'s).
     """
     cap = max(json_nesting_cap(max_depth), TEXT_NESTING_CAP)
-    # Each frame: ["o", current key] for objects, ["a", current index] for arrays.
+    # Each frame: ["o", current key, counted as a node] for objects, ["a", current index] for
+    # arrays.
     frames: list[list[Any]] = []
+    nodes = 0
     last_string: str | None = None
     for match in _TOKEN.finditer(text):
         token = match.group()
@@ -82,7 +98,7 @@ def scan_json_text(text: str, *, max_depth: int) -> None:
         if first == '"':
             last_string = token
         elif first in "{[":
-            frames.append(["o", None] if first == "{" else ["a", 0])
+            frames.append(["o", None, False] if first == "{" else ["a", 0])
             if len(frames) > cap:
                 # the path of the container just opened: every enclosing frame's key/index
                 path = _frames_path(frames)
@@ -98,7 +114,13 @@ def scan_json_text(text: str, *, max_depth: int) -> None:
                 frames.pop()
         elif first == ":":
             if frames and frames[-1][0] == "o" and last_string is not None:
-                frames[-1][1] = _decode_key(last_string)
+                frame = frames[-1]
+                if max_nodes is not None and not frame[2] and _is_kind_key(last_string):
+                    frame[2] = True
+                    nodes += 1
+                    if nodes > max_nodes:
+                        raise _limit_nodes(_frames_path(frames), max_nodes)
+                frame[1] = _decode_key(last_string)
         elif frames and frames[-1][0] == "a":  # ','
             frames[-1][1] = cast(int, frames[-1][1]) + 1
 

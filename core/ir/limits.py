@@ -4,8 +4,13 @@
 built node, and return a validated spec. The order is fixed so that no input, however deep,
 reaches a recursive parser before the limits are checked:
 
+0. JSON text longer than `SpecLimits.text_bytes` (default `max_nodes * TEXT_BYTES_PER_NODE`,
+   3,276,800 bytes for 200 nodes) is refused before anything reads it, so a text's size never
+   decides the cost (a 58 MB text of 10^6 steps used to take seconds and half a gigabyte
+   before `max_nodes` refused it);
 1. JSON text is pre-scanned (iteratively, strings skipped) for container nesting deeper than any
-   spec within `max_depth` can have (`3 * max_depth + 2` containers);
+   spec within `max_depth` can have (`3 * max_depth + 2` containers), counting nodes as it
+   streams: it stops at node `max_nodes + 1`, before `json.loads` builds anything;
 2. the decoded data is walked iteratively: node count (`max_nodes`) and spec depth (`max_depth`,
    section 6: 0 for an atomic step, 1 + the deepest child for a composite) are checked, and a
    plain copy is made;
@@ -35,6 +40,7 @@ __all__ = [
     "DEFAULT_MAX_DEPTH",
     "DEFAULT_MAX_NODES",
     "MAX_DEPTH_CEILING",
+    "TEXT_BYTES_PER_NODE",
     "SpecLimits",
     "check_limits",
     "parse_operation",
@@ -51,6 +57,10 @@ MAX_DEPTH_CEILING = 64
 definitions/containers): it validates a chain of pipelines at most 126 deep and dumps one to JSON
 at most 84 deep (measured with pydantic 2.13). 64 keeps every spec that passes the limits
 serializable, with room left for the models that embed a spec (a design, an archive entry)."""
+TEXT_BYTES_PER_NODE = 16_384
+"""Bytes of JSON text allowed per node of `max_nodes` when `SpecLimits.max_text_bytes` is not
+set: 16 KiB, room for a node with a long inline prompt; the default limits allow 200 x 16 KiB =
+3,276,800 bytes (a canonical 200-node spec of short names is about 15 KB)."""
 
 
 class SpecLimits(BaseModel):
@@ -66,6 +76,17 @@ class SpecLimits(BaseModel):
     """Maximum spec depth (default 8, at most `MAX_DEPTH_CEILING` = 64)."""
     max_nodes: int = Field(default=DEFAULT_MAX_NODES, ge=1, le=100_000)
     """Maximum number of nodes of any kind (default 200)."""
+    max_text_bytes: int | None = Field(default=None, ge=1)
+    """Maximum size of a spec given as JSON text, UTF-8 bytes; None: `max_nodes *
+    TEXT_BYTES_PER_NODE` (3,276,800 for the default 200 nodes). See `text_bytes`."""
+
+    @property
+    def text_bytes(self) -> int:
+        """The text size limit in force, bytes: `max_text_bytes`, else `max_nodes *
+        TEXT_BYTES_PER_NODE`."""
+        if self.max_text_bytes is not None:
+            return self.max_text_bytes
+        return self.max_nodes * TEXT_BYTES_PER_NODE
 
 
 @cache
@@ -78,7 +99,41 @@ def _operation_adapter() -> TypeAdapter[OperationSpec]:
     return TypeAdapter(OperationSpec)
 
 
+def _text_too_big(size: int, unit: str, limits: SpecLimits) -> SpecLimitError:
+    limit = limits.text_bytes
+    rule = (
+        "its max_text_bytes"
+        if limits.max_text_bytes is not None
+        else f"max_nodes={limits.max_nodes} x {TEXT_BYTES_PER_NODE:,} bytes per node"
+    )
+    return SpecLimitError(
+        f"spec text is {size:,} {unit}, over the limit of {limit:,} bytes ({rule}): refused "
+        "before parsing",
+        limit="max_text_bytes",
+        value=limit,
+        path="$",
+    )
+
+
+def _check_size(data: str | bytes | bytearray, limits: SpecLimits) -> None:
+    """Refuse text over `limits.text_bytes` (UTF-8 bytes) without decoding or copying a large
+    one: a str longer than the limit in characters is over it in bytes too; one within it is
+    measured exactly only when it could be over (more than a quarter of the limit)."""
+    limit = limits.text_bytes
+    if isinstance(data, bytes | bytearray):
+        if len(data) > limit:
+            raise _text_too_big(len(data), "bytes", limits)
+        return
+    if len(data) > limit:
+        raise _text_too_big(len(data), "characters", limits)
+    if len(data) * 4 > limit:
+        size = len(data.encode("utf-8", "surrogatepass"))
+        if size > limit:
+            raise _text_too_big(size, "bytes", limits)
+
+
 def _decode(data: str | bytes | bytearray, limits: SpecLimits) -> Any:
+    _check_size(data, limits)
     if isinstance(data, bytes | bytearray):
         try:
             text = bytes(data).decode("utf-8-sig")
@@ -89,7 +144,7 @@ def _decode(data: str | bytes | bytearray, limits: SpecLimits) -> Any:
             ) from None
     else:
         text = data
-    scan_json_text(text, max_depth=limits.max_depth)
+    scan_json_text(text, max_depth=limits.max_depth, max_nodes=limits.max_nodes)
     try:
         return json.loads(text)
     except RecursionError:  # pragma: no cover - the pre-scan caps nesting well below this
@@ -149,13 +204,15 @@ def parse_topology(
     Args:
         data: JSON text (str, or UTF-8 bytes), a mapping, or an already-built spec (checked
             against the limits and returned as is).
-        limits: structural limits; default `SpecLimits()` (depth 8, 200 nodes).
+        limits: structural limits; default `SpecLimits()` (depth 8, 200 nodes, and JSON text
+            of at most 3,276,800 bytes).
 
     Returns:
         The validated `TopologySpec`.
 
     Raises:
-        SpecLimitError: too deep or too many nodes (names the limit and the JSON path).
+        SpecLimitError: text over `limits.text_bytes` (checked first, `limit="max_text_bytes"`),
+            too deep or too many nodes (names the limit and the JSON path).
         SpecError: anything else (invalid JSON, unknown kind, a field out of range, ...), with
             one `(json_path, message)` per problem in `.errors`.
     """
@@ -168,7 +225,7 @@ def parse_operation(
     """Parse and validate any node (atomic or composite); see `parse_topology`.
 
     Raises:
-        SpecLimitError: too deep or too many nodes.
+        SpecLimitError: text over `limits.text_bytes`, too deep or too many nodes.
         SpecError: anything else.
     """
     return cast(OperationSpec, _parse(data, limits, topology=False))

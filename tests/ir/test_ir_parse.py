@@ -215,8 +215,14 @@ def test_max_nodes() -> None:
 
 
 def test_spec_limits_validation() -> None:
-    assert SpecLimits().model_dump() == {"max_depth": 8, "max_nodes": 200}
-    for bad in ({"max_depth": 0}, {"max_depth": MAX_DEPTH_CEILING + 1}, {"max_nodes": 0}):
+    assert SpecLimits().model_dump() == {"max_depth": 8, "max_nodes": 200, "max_text_bytes": None}
+    bad_limits: tuple[dict[str, int], ...] = (
+        {"max_depth": 0},
+        {"max_depth": MAX_DEPTH_CEILING + 1},
+        {"max_nodes": 0},
+        {"max_text_bytes": 0},
+    )
+    for bad in bad_limits:
         with pytest.raises(ValidationError):
             SpecLimits(**bad)
 
