@@ -1,6 +1,6 @@
 """What a resumed search needs from an interrupted run's journal.
 
-`topology-studio search --resume RUN` continues a killed run without re-running what was
+`topology-studio search PROBLEM --resume RUN` continues a killed run without re-running what was
 recorded. The search engine does it like this (its side lives in `core/search/`):
 
 ```python
