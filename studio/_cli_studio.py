@@ -1,9 +1,17 @@
-"""`topology-studio studio`: start the Streamlit studio on 127.0.0.1 and wait for Ctrl-C."""
+"""`topology-studio studio`: start the Streamlit studio on 127.0.0.1 and wait for Ctrl-C.
+
+The Streamlit child never outlives the command: it runs in its own process group (a terminal's
+Ctrl-C reaches the command, which stops the child: SIGINT, then SIGKILL after 10 s), the command
+forwards SIGTERM and SIGHUP to it, and on Linux the child is also sent SIGTERM by the kernel if
+the command dies without a word (SIGKILL). It starts with Python's default signal handling
+whatever the command inherited (`nohup`, `&` in a script ignore SIGINT).
+"""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import os
 import signal
 import socket
@@ -95,7 +103,9 @@ def launch_studio(db_path: Path, out: Output, *, port: int | None = None) -> int
     env = dict(os.environ)
     env[DB_ENV] = str(db_path.resolve())
     out.line(f"Studio: http://{HOST}:{chosen}  (database {db_path}; Ctrl-C stops it)")
-    proc = subprocess.Popen(studio_command(chosen), env=env)  # noqa: S603 (fixed argv)
+    proc = subprocess.Popen(  # noqa: S603 (fixed argv)
+        studio_command(chosen), env=env, process_group=0, preexec_fn=_child_signals
+    )
     previous = _forward_sigterm(proc)
     try:
         return proc.wait()
@@ -111,11 +121,30 @@ def launch_studio(db_path: Path, out: Output, *, port: int | None = None) -> int
         return ExitCode.OK
     finally:
         if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
 
 
-def _forward_sigterm(proc: subprocess.Popen[bytes]) -> Any:
-    """On SIGTERM, stop the studio too (so it is never orphaned); returns the old handler.
+_FORWARDED = (signal.SIGTERM, signal.SIGHUP)
+"""Signals that stop the command and its child alike (the child is in its own group)."""
+
+_PR_SET_PDEATHSIG = 1
+"""Linux `prctl` option: the signal a process gets when its parent dies."""
+
+
+def _child_signals() -> None:
+    """In the child before `exec`: Python's default dispositions (an inherited SIG_IGN of
+    SIGINT would survive `exec`), and on Linux SIGTERM when the command dies."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _forward_sigterm(proc: subprocess.Popen[bytes]) -> dict[int, Any] | None:
+    """On SIGTERM or SIGHUP, stop the studio too (so it is never orphaned); returns the old
+    handlers by signal.
 
     Only possible on the main thread; elsewhere nothing is installed (returns None).
     """
@@ -127,9 +156,12 @@ def _forward_sigterm(proc: subprocess.Popen[bytes]) -> Any:
             proc.terminate()
         raise KeyboardInterrupt
 
-    old = signal.getsignal(signal.SIGTERM)
-    signal.signal(signal.SIGTERM, handler)
-    return old if old is not None else signal.SIG_DFL
+    old: dict[int, Any] = {}
+    for signum in _FORWARDED:
+        previous = signal.getsignal(signum)
+        old[signum] = previous if previous is not None else signal.SIG_DFL
+        signal.signal(signum, handler)
+    return old
 
 
 def cmd_studio(args: argparse.Namespace, out: Output) -> int:

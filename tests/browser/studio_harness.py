@@ -84,6 +84,8 @@ def serve_studio(
         env=full_env,
         stdout=log,
         stderr=subprocess.STDOUT,
+        process_group=0,  # its own group; default SIGINT even when pytest runs with it ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     url = f"http://127.0.0.1:{port}"
     try:

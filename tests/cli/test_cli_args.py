@@ -186,6 +186,8 @@ def test_studio_serves_on_loopback_and_stops_with_its_child(tmp_path: Path, sig:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        process_group=0,  # its own group: a runner's signals never reach it by accident
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # even under nohup
     )
     try:
         deadline = time.monotonic() + 90
