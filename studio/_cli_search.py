@@ -120,6 +120,8 @@ def _problem_overrides(args: argparse.Namespace) -> dict[str, Any]:
         overrides["search.meta_model"] = args.meta_model  # recorded, so a resume can check it
     if getattr(args, "traces", False):
         overrides["search.traces"] = True  # recorded: a resume keeps it
+    if getattr(args, "example_timeout_s", None) is not None:
+        overrides["evaluation.example_timeout_s"] = args.example_timeout_s  # recorded
     overrides.update(_speed_overrides(args))
     return overrides
 
@@ -231,6 +233,8 @@ class _SearchSetup:
         """False with `--no-call-cache`."""
         self.call_cache_line: str | None = None
         """`call cache: N hits of M calls (x%), K new model calls`, once the run ended."""
+        self.interrupted = False
+        """True once a Ctrl-C (SIGINT) asked the search to stop, in whichever phase."""
 
 
 def _create_journal(db: Path, run_id: str) -> RunJournal:
@@ -335,6 +339,8 @@ def _changed_options(args: argparse.Namespace, started: RunStarted) -> list[str]
         differs(flag, getattr(args, field), budget.get(field))
     differs("--generations", args.generations, started.config.get("n_generations"))
     differs("--minibatch-size", args.minibatch_size, started.config.get("minibatch_size"))
+    evaluator: Mapping[str, Any] = started.config.get("evaluator") or {}
+    differs("--example-timeout-s", args.example_timeout_s, evaluator.get("example_timeout_s"))
     n_test = int(started.config.get("n_test") or 0)
     if args.no_test and n_test:
         changed.append(f"--no-test (recorded: a held-out test split of {n_test} examples)")
@@ -511,8 +517,14 @@ def run_cli_search(setup: _SearchSetup, out: Output) -> OptimizationResult:
     search.evaluator.set_call_cache(call_cache)
     try:
         with progress:
-            return asyncio.run(search.run())
+            try:
+                return asyncio.run(search.run())
+            except asyncio.CancelledError:
+                # a second Ctrl-C where asyncio.run had no handler of its own: the search
+                # unwound and recorded itself as stopped, as under asyncio.run's handler
+                raise KeyboardInterrupt from None
     finally:
+        setup.interrupted = search.stop.reason() == "SIGINT"
         if call_cache is not None:
             call_cache.flush()
             setup.call_cache_line = call_cache.stats().summary_line()
@@ -651,8 +663,9 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
             f"{exc} (run {setup.run_id} is recorded in its journal {setup.journal.path}: a "
             f"later command on a usable --db {db} ingests it)"
         ) from exc
-    if reason == "SIGINT":
-        # stopped cleanly by Ctrl-C: the summary is printed, but a script must not go on
+    if setup.interrupted or reason == "SIGINT":
+        # stopped cleanly by Ctrl-C (in the generations, the re-scoring or the held-out test:
+        # the run's reason then says where): the summary is printed, but a script must not go on
         out.note(_resume_hint(setup, db))
         return ExitCode.INTERRUPTED
     return ExitCode.OK

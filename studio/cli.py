@@ -16,7 +16,12 @@ Errors: every `core.errors.TopologyStudioError` and every argument error is one 
 `topology-studio: error: ...`, and exit code 2; a search that ran and failed exits 1; Ctrl-C
 exits 130 (a first Ctrl-C stops a search cleanly, records and prints it, then exits 130; a
 second one stops it at once, records it as stopped and prints only the error line and how to
-resume). No traceback is ever printed unless `--debug` is given, before or after the command
+resume; the same in every phase: the seed's evaluation, the generations, the final re-scoring
+and the held-out test, and also when the command was started with SIGINT ignored, `nohup` or
+`&` in a script, since it takes SIGINT back). An example run with no output within
+`--example-timeout-s` (the problem's `[evaluation] example_timeout_s`, default 300 s) is an error
+`example_timeout: timed out after S s`; `--max-wall-s` cuts an evaluation still running at the
+limit, and the run stops resumable. No traceback is ever printed unless `--debug` is given, before or after the command
 (then the error's traceback follows its line). The database is `--db`, else
 `$TOPOLOGY_STUDIO_DB`, else `data/runs.duckdb` in the current directory.
 
@@ -34,7 +39,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -142,6 +149,17 @@ def _add_problem_overrides(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_example_timeout(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--example-timeout-s",
+        type=_positive_float,
+        metavar="S",
+        help="deadline of one example run, seconds (default: the problem's [evaluation] "
+        "example_timeout_s, else 300); a run with no output by then is an error 'timed out "
+        "after S s', never a hang",
+    )
+
+
 def _add_budget(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("budget (defaults: the problem's [search] table)")
     g.add_argument(
@@ -157,7 +175,11 @@ def _add_budget(p: argparse.ArgumentParser) -> None:
         help="priced model usage of the whole run, USD (above 0)",
     )
     g.add_argument(
-        "--max-wall-s", type=_positive_float, metavar="S", help="wall-clock seconds (above 0)"
+        "--max-wall-s",
+        type=_positive_float,
+        metavar="S",
+        help="wall-clock seconds (above 0); an evaluation still running at the limit is cut "
+        "short and the run stops, resumable",
     )
     g.add_argument(
         "--patience",
@@ -250,6 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
         "charged its recorded cost)",
     )
     _add_budget(p)
+    _add_example_timeout(p)
     _add_problem_overrides(p)
     _add_db(p)
 
@@ -266,6 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--concurrency", type=_positive_int, metavar="N", help="examples evaluated at once"
     )
+    _add_example_timeout(p)
     _add_problem_overrides(p)
 
     p = sub.add_parser("runs", help="list the recorded runs")
@@ -403,12 +427,26 @@ def _handler(
     return _cli_studio.cmd_studio
 
 
+def _take_back_sigint() -> None:
+    """Restore Python's SIGINT handler when the command was started with SIGINT ignored
+    (`nohup`, `command &` in a script, some CI runners): a Ctrl-C or a supervisor's SIGINT
+    must still stop a search cleanly (asyncio installs its own handler only over Python's),
+    and the studio's child must not inherit the ignored disposition. Main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (the console script exits with it).
 
     Exit codes: 0 success; 1 a search or evaluation that ran and failed, or an unexpected
     internal error; 2 a bad input (argument, problem, dataset, spec, budget, store); 130 Ctrl-C.
+    Run as a program (`argv` None), it first takes back a SIGINT it was started with ignored.
     """
+    if argv is None:
+        _take_back_sigint()
     args_list = list(sys.argv[1:] if argv is None else argv)
     # the CLI owns the terminal (progress bar, tables): pydantic-ai's first-run banner would
     # land in the middle of the progress bar (it reads this variable when it would show)
