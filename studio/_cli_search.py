@@ -414,6 +414,11 @@ def _resume_setup(args: argparse.Namespace, db: Path, out: Output) -> _SearchSet
             f"no journal for run {args.resume!r} at {path}: give the run id that "
             "'topology-studio runs' lists, and the same --db"
         )
+    if path.resolve().parent != path.parent.resolve():  # a symlink out of the journals folder
+        raise CliUsageError(
+            f"cannot resume run {args.resume}: its journal {path} leads outside "
+            f"{path.parent} (to {path.resolve()}); a journal is read only inside its folder"
+        )
     state = ResumeState.from_events(read_journal(path))  # read only: nothing changes yet
     started: RunStarted | None = state.started
     if started is None:

@@ -53,6 +53,8 @@ def journal_refusal(journal_dir: Path, journal: str | os.PathLike[str]) -> str |
         file"`. It never opens the file (one `lstat`, plus resolving a symlink).
     """
     text = os.fspath(journal)
+    if "\0" in text:
+        return f"journal {text!r} is not a file name (it holds a NUL byte)"
     folder = journal_dir.resolve()
     given = Path(text)
     candidate = given if given.is_absolute() else journal_dir / given

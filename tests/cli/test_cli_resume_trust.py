@@ -228,3 +228,21 @@ def test_the_files_hash_covers_every_file_the_loader_reads(tmp_path: Path) -> No
     d = _problem_dir(tmp_path / "p_extra")
     (d / "notes.txt").write_text("not read by the loader")
     assert load_problem(d).files_sha256 == base
+
+
+def test_a_journal_symlinked_out_of_its_folder_is_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run's journal path is chosen by the run id, but a symlink there could lead anywhere:
+    it is refused before a byte is read."""
+    mine = _problem_dir(tmp_path / "mine")
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    db = tmp_path / "runs.duckdb"
+    real = _journal(db, "toy", load_problem(mine).to_dict())
+    real.rename(elsewhere)
+    real.symlink_to(elsewhere)
+    line = _refused(capsys, ["search", str(mine), "--resume", RUN, "--db", str(db)], real)
+    assert line == (
+        f"topology-studio: error: cannot resume run {RUN}: its journal {real} leads outside "
+        f"{real.parent} (to {elsewhere}); a journal is read only inside its folder"
+    )

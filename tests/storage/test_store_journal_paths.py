@@ -119,6 +119,9 @@ def test_journal_refusal_names_what_is_wrong(tmp_path: Path) -> None:
     assert journal_refusal(folder, "sub/../../x.jsonl") == f"journal 'sub/../../x.jsonl' {outside}"
     assert journal_refusal(folder, "/etc/passwd") == f"journal '/etc/passwd' {outside}"
     assert journal_refusal(folder, "sub") == "journal 'sub' is a directory, not a regular file"
+    assert journal_refusal(folder, "a\0b") == (
+        "journal 'a\\x00b' is not a file name (it holds a NUL byte)"
+    )
     assert journal_refusal(folder, "pipe.jsonl") == (
         "journal 'pipe.jsonl' is a FIFO, not a regular file"
     )
