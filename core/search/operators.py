@@ -62,7 +62,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from core.errors import SearchError, SpecError
 from core.evaluation.checks import check_allowed_kinds, normalize_allowed_kinds
 from core.hydrate import BUILTIN_MERGES
-from core.ir.canonical import canonical_dict, spec_hash
+from core.ir.canonical import canonical_dict, spec_hash, strip_node_ids
 from core.ir.dataflow import EffectTable, analyse, behaviour_hash
 from core.ir.limits import SpecLimits, parse_operation, parse_topology
 from core.ir.metrics import spec_metrics
@@ -849,6 +849,70 @@ def escalate_after(
     condition, y = rng.choice(conditions), rng.choice(dearer)
     new = cascade_spec(target.node, _agent(y), condition, keep, ctx)
     return _finish(lambda: _splice(spec, target.path, new), ctx)
+
+
+def bridge_specs(
+    cheap: TopologySpec, dear: TopologySpec, ctx: MutationContext
+) -> list[TopologySpec]:
+    """Cascades that fill the gap between two neighbours on an (accuracy, cost) front.
+
+    `cheap` is run whole, then a router accepts its answer on a condition and otherwise runs Y,
+    the dearest agent of `dear` that is dearer than every agent of `cheap` (by `ctx.agent_costs`):
+    one spec per declared-verdict condition that needs no more candidates than `cheap` surely
+    leaves (so no condition is placed before its input), in registry order. Each lands, in
+    cost, between `cheap` and `cheap` + Y, and in accuracy where the condition's escalation
+    rate puts it: the FrugalGPT construction, aimed at the part of the front with the most
+    hypervolume missing (`EvolutionarySearch`). Empty when no such Y, condition or identity
+    step exists, or a result breaks `ctx`'s limits.
+    """
+    keep = _keep_step(ctx)
+    if keep is None or not ctx.kind_allowed("router") or not ctx.kind_allowed("function_step"):
+        return []
+    dearer = [a for a in _dearer_than(ctx, set(_agents_in(cheap))) if a in set(_agents_in(dear))]
+    if not dearer or not _agents_in(cheap):
+        return []
+    y = dearer[-1]
+    lo = analyse(cheap, ctx.effects).out.lo
+    out: list[TopologySpec] = []
+    for condition in _verdict_conditions(ctx, lo):
+        new = cascade_spec(cheap, _agent(y), condition, keep, ctx)
+        spec = _finish(lambda new=new: _splice(cheap, "$", new), ctx)
+        if spec is not None:
+            out.append(spec)
+    return out
+
+
+def _id_free(spec: AnyNode) -> dict[str, Any]:
+    return strip_node_ids(spec.model_dump(mode="json", exclude_none=True))
+
+
+def mix_specs(cheap: TopologySpec, dear: TopologySpec, ctx: MutationContext) -> list[TopologySpec]:
+    """Routers that send part of the inputs to `dear` and the rest to `cheap`.
+
+    For each registered condition that reads only the input (`needs_candidates == 0`, e.g. the
+    question's length), both ways round: `router(when c: dear, else cheap)` and
+    `router(when c: cheap, else dear)`, in registry order. Cost and accuracy are the two ends'
+    mixed by the share of inputs the condition routes, so the points lie between them, above
+    the straight line when the condition marks where `dear` pays off. Empty when routers are not
+    allowed or a result breaks `ctx`'s limits (e.g. `max_depth`: a router adds one level).
+    """
+    if not ctx.kind_allowed("router"):
+        return []
+    a, b = _id_free(cheap), _id_free(dear)
+    out: list[TopologySpec] = []
+    for condition in ctx.names("condition"):
+        if ctx.effects.callable(condition).needs_candidates != 0:
+            continue
+        for first, other in ((b, a), (a, b)):
+            data = {
+                "kind": "router",
+                "routes": [{"name": "mix", "step": first, "condition_name": condition}],
+                "fallback_step": other,
+            }
+            spec = is_valid_candidate(data, ctx)  # type: ignore[arg-type]
+            if spec is not None:
+                out.append(spec)
+    return out
 
 
 def _agent_target(spec: TopologySpec, rng: random.Random) -> tuple[_Pos, str] | None:

@@ -39,7 +39,7 @@ VALID: dict[str, dict[str, Any]] = {
                           "output_tokens": 6, "requests": 1},
     "candidate_evaluated": {"candidate_idx": 1, "spec_hash": "h", "split": "validation",
                             "n_examples": 2, "accuracy": 1.0, "cost_usd": 0.1, "latency_ms": 2.0,
-                            "n_agents": 1, "depth": 1, "aggregate_score": 0.9},
+                            "n_agents": 1, "depth": 1, "aggregate_score": 0.9, "same_as": 0},
     "archive_snapshot": {"generation": 0, "entries": [0, 1], "front": [1], "best_idx": 1,
                          "best_score": 0.9, "n_evaluations": 4},
     "log": {"message": "m"},
@@ -59,7 +59,12 @@ MODELS: dict[str, type[pydantic.BaseModel]] = {
 
 RANGES = {"INTEGER": (INT32_MIN, INT32_MAX), "BIGINT": (INT64_MIN, INT64_MAX)}
 
-LOWER_BOUNDS = {"seq": 0, "candidate_idx": 0, ("candidate_proposed", "generation"): -1}
+LOWER_BOUNDS = {
+    "seq": 0,
+    "candidate_idx": 0,
+    "same_as": 0,
+    ("candidate_proposed", "generation"): -1,
+}
 """Fields whose own rule starts above their column type's minimum (by name, or by event type
 and name)."""
 
@@ -89,7 +94,7 @@ def refusal(text: str) -> dict[str, Any]:
 
 def test_every_integer_field_of_every_event_is_covered() -> None:
     fields = {(kind, name) for kind, name, _ in integer_fields()}
-    assert len(fields) == 27  # seq of each of 7 types, and 20 others
+    assert len(fields) == 28  # seq of each of 7 types, and 21 others (v5: same_as)
     for kind, name in fields:
         assert name in VALID[kind] or name == "seq", (kind, name)
 

@@ -67,3 +67,19 @@ def test_population_is_rank_then_crowding_then_archive_order() -> None:
         EvolutionaryConfig(population_size=3, survival_objectives=("accuracy", "cost_usd"))
     ).population(context(archive))
     assert [i for i, _, _ in small] == [1, 2, 0]
+
+
+def test_front_gaps_are_the_missing_rectangles_between_cost_neighbours_widest_first() -> None:
+    """Front bridges aim at the widest gap: (accuracy gain) x (USD per example between)."""
+    archive = Archive(objectives=["accuracy", "cost_usd"])
+    for e in (
+        entry("a", 0.25, 0.5),  # front
+        entry("b", 0.5, 1.0),  # front
+        entry("c", 1.0, 2.0),  # front
+        entry("d", 0.2, 1.5),  # dominated: not a gap's end
+        entry("e", 0.5, 1.0),  # b's twin: no gap between them
+        entry("f", math.nan, 0.1),  # invalid: never an end
+    ):
+        archive.add(e)
+    gaps = EvolutionarySearch.front_gaps(context(archive))
+    assert gaps == [(1, 2, 0.5), (0, 1, 0.125)]  # (0.5 x 1.0), (0.25 x 0.5); b before e

@@ -12,8 +12,10 @@ from core.search.operators import (
     MutationContext,
     agent_cost_order,
     agreement_gate,
+    bridge_specs,
     escalate_after,
     k_vote,
+    mix_specs,
     mutate,
     opening_specs,
     random_spec,
@@ -191,3 +193,52 @@ def test_the_opening_is_singles_then_gates_votes_and_cascades_in_cost_order() ->
     ]
     expected = [*singles, gate, vote, *cascades]
     assert [spec_hash(s) for s, _ in opening] == [spec_hash(parse_topology(e)) for e in expected]
+
+
+GATE = parse_topology(
+    pipe(
+        {"kind": "parallel", "steps": [A("cheap"), A("mid")], "merge": "collect"},
+        router("agree", F("keep"), A("mid"), "accept"),
+    )
+)
+TOP = parse_topology(pipe(A("strong")))
+
+
+def test_a_cascade_bridge_runs_the_cheap_end_whole_then_escalates_to_the_dear_ends_agent() -> None:
+    """After the gate two candidates surely exist, so the two-candidate condition is allowed
+    too; the escalation is `strong` (the dear end's dearest agent, dearer than the gate's)."""
+    bridges = bridge_specs(GATE, TOP, CTX)
+    gate_steps = GATE.model_dump(mode="json", exclude_none=True)["steps"]
+    escalate = [
+        router("agree", F("keep"), A("strong"), "accept"),
+        router("bad", A("strong"), F("keep"), "escalate"),
+        router("ok", F("keep"), A("strong"), "accept"),
+    ]
+    expected = [
+        spec_hash(parse_topology({"kind": "pipeline", "steps": [*gate_steps, {"operation": r}]}))
+        for r in escalate
+    ]
+    assert [spec_hash(b) for b in bridges] == expected  # condition names sorted
+    # after one agent only one-candidate conditions: never `agree` before its input exists
+    single = bridge_specs(SEED, TOP, CTX)
+    assert [spec_hash(b) for b in single] == [
+        spec_hash(
+            parse_topology(pipe(A("cheap"), router("bad", A("strong"), F("keep"), "escalate")))
+        ),
+        spec_hash(parse_topology(pipe(A("cheap"), router("ok", F("keep"), A("strong"), "accept")))),
+    ]
+    # no agent of the dear end is dearer than the cheap end's: no bridge
+    assert bridge_specs(TOP, SEED, CTX) == []
+
+
+def test_a_mix_bridge_routes_on_each_input_only_condition_both_ways_round() -> None:
+    mixes = mix_specs(SEED, TOP, CTX)
+    assert [spec_hash(m) for m in mixes] == [
+        spec_hash(parse_topology(router("is_long", pipe(A("strong")), pipe(A("cheap")), "mix"))),
+        spec_hash(parse_topology(router("is_long", pipe(A("cheap")), pipe(A("strong")), "mix"))),
+    ]
+    assert all(analyse(m, EFFECTS).ok for m in mixes)
+    # a router adds a level: over max_depth nothing is proposed (the gate is 2 deep, a mix 3)
+    assert len(mix_specs(GATE, TOP, CTX.model_copy(update={"max_depth": 3}))) == 2
+    assert mix_specs(GATE, TOP, CTX.model_copy(update={"max_depth": 2})) == []
+    assert mix_specs(SEED, TOP, CTX.model_copy(update={"allowed_step_kinds": ("pipeline",)})) == []

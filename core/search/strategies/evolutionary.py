@@ -17,8 +17,19 @@ Then per generation:
    down), within a front by crowding distance (more isolated first), then fewer agents, then
    smaller depth (size and depth only break ties), then archive order; the first
    `population_size` form the population.
-2. **Parents** by binary (or `tournament_size`) tournament on (rank, -crowding, archive index).
-3. **Offspring**, `population_size` of them: with probability `crossover_rate` a subtree
+2. **Front bridges**, up to `bridge_share` of the generation's offspring: the valid entries'
+   (accuracy, cost) Pareto front, sorted by cost, has a gap between each pair of neighbours,
+   the hypervolume a point between them could add, `(acc_dear - acc_cheap) * (cost_dear -
+   cost_cheap)`. Widest gap first, its bridges are: routers that send the inputs an
+   input-only condition picks to one neighbour and the rest to the other, both ways round
+   (`core.search.operators.mix_specs`, operator `bridge:mix`); then the cheaper neighbour run
+   whole, escalating on each condition its candidates allow to the dearer neighbour's dearest
+   agent (`bridge_specs`, operator `bridge:cascade`). Parent: the cheaper neighbour. A bridge's
+   cost lies between its ends, so each one is a bet on exactly the part of the front with the
+   most hypervolume missing; random mutation rarely builds one (it needs two whole
+   topologies, or the right agent and a condition after the right node, at once).
+3. **Parents** by binary (or `tournament_size`) tournament on (rank, -crowding, archive index).
+4. **Offspring**, the rest of `population_size`: with probability `crossover_rate` a subtree
    crossover of two parents (`core.search.operators.crossover`), else (or when it fails) a
    mutation of one parent (`core.search.operators.mutate`). Every offspring is checked with the
    engine's own check (`ctx.check(spec).ok`) and is new (its canonical hash is not among the
@@ -35,7 +46,9 @@ names and nodes are visited in sorted or document order by the operators.
 
 from __future__ import annotations
 
+import math
 import random
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
@@ -45,8 +58,15 @@ from core.errors import SearchError
 from core.ir import TopologySpec, parse_topology
 from core.ir.dataflow import normalize
 from core.ir.models import AgentStepSpec, PipelineSpec
-from core.search.operators import MutationContext, crossover, mutate, opening_specs
-from core.search.pareto import crowding_distance, non_dominated_sort
+from core.search.operators import (
+    MutationContext,
+    bridge_specs,
+    crossover,
+    mix_specs,
+    mutate,
+    opening_specs,
+)
+from core.search.pareto import crowding_distance, non_dominated_sort, pareto_front_mask
 from core.search.strategies.base import AskContext, Proposal, SearchSpace, Strategy, StrategyConfig
 
 __all__ = ["EvolutionaryConfig", "EvolutionarySearch"]
@@ -68,6 +88,9 @@ class EvolutionaryConfig(StrategyConfig):
     opening_share: float = Field(default=0.6, ge=0.0, le=1.0)
     """The most of the evaluation budget the opening may take (singles included); with no
     evaluation budget, the whole opening is proposed."""
+    bridge_share: float = Field(default=0.5, ge=0.0, le=1.0)
+    """The share of each generation's offspring (after the opening) that are front bridges:
+    cascades aimed at the widest gaps of the (accuracy, cost) front (module docstring)."""
     survival_objectives: tuple[str, ...] = ("accuracy", "cost_usd", "latency_ms")
     """What NSGA-II ranks on (archive objective names; accuracy is maximised, the rest
     minimised); `n_agents` then `depth` break ties."""
@@ -166,6 +189,69 @@ class EvolutionarySearch(Strategy):
         kinds = ("opening:gate", "opening:vote", "opening:cascade")
         return fresh(_interleave([by_kind[k] for k in kinds if k in by_kind]))
 
+    @staticmethod
+    def front_gaps(ctx: AskContext) -> list[tuple[int, int, float]]:
+        """The gaps of the valid entries' (accuracy, cost) Pareto front: `(cheaper archive
+        index, dearer archive index, area)` for each pair of cost-neighbours on the front whose
+        accuracy rises, widest first (ties: cheaper first); area = accuracy gain x USD per
+        example between them."""
+        archive = ctx.archive
+        valid = [i for i, e in enumerate(archive) if e.invalid_reason is None]
+        if not valid:
+            return []
+        points = np.array(
+            [[archive[i].objective("accuracy"), archive[i].objective("cost_usd")] for i in valid],
+            dtype=np.float64,
+        )
+        mask = pareto_front_mask(points, ["max", "min"])
+        front = sorted(
+            (valid[k] for k in range(len(valid)) if mask[k]),
+            key=lambda i: (archive[i].objective("cost_usd"), -archive[i].objective("accuracy"), i),
+        )
+        distinct: list[int] = []  # one entry per point, the earliest (twins make no gap)
+        for i in front:
+            point = (archive[i].objective("accuracy"), archive[i].objective("cost_usd"))
+            if not distinct or point != (
+                archive[distinct[-1]].objective("accuracy"),
+                archive[distinct[-1]].objective("cost_usd"),
+            ):
+                distinct.append(i)
+        gaps: list[tuple[int, int, float]] = []
+        for lo, hi in zip(distinct, distinct[1:], strict=False):
+            da = archive[hi].objective("accuracy") - archive[lo].objective("accuracy")
+            dc = archive[hi].objective("cost_usd") - archive[lo].objective("cost_usd")
+            if da > 0 and dc > 0:
+                gaps.append((lo, hi, da * dc))
+        gaps.sort(key=lambda g: (-g[2], archive[g[0]].objective("cost_usd"), g[0]))
+        return gaps
+
+    def _bridges(
+        self,
+        ctx: AskContext,
+        mctx: MutationContext,
+        n: int,
+        spec_of: Callable[[int], TopologySpec],
+        avoid: set[str],
+    ) -> list[Proposal]:
+        """Up to `n` front bridges, widest gap first (module docstring, step 2)."""
+        out: list[Proposal] = []
+        for lo, hi, _area in self.front_gaps(ctx):
+            cheap, dear = spec_of(lo), spec_of(hi)
+            children = [(c, "bridge:mix") for c in mix_specs(cheap, dear, mctx)]
+            children += [(c, "bridge:cascade") for c in bridge_specs(cheap, dear, mctx)]
+            for child, operator in children:
+                if len(out) >= n:
+                    return out
+                check = ctx.check(child)
+                hashes = {h for h in (check.spec_hash, check.behaviour_hash) if h}
+                if not check.ok or hashes & avoid:
+                    continue
+                avoid.update(hashes)
+                out.append(
+                    Proposal(spec=child, parent_idx=ctx.archive_candidates[lo], operator=operator)
+                )
+        return out
+
     def _tournament(self, population: list[tuple[int, int, float]]) -> tuple[int, int, float]:
         k = min(self.config.tournament_size, len(population))
         contestants = self._rng.sample(population, k)
@@ -199,7 +285,10 @@ class EvolutionarySearch(Strategy):
             check = ctx.check(spec)
             return check.ok and check.behaviour_hash not in avoid
 
-        for _ in range(n):
+        out.extend(
+            self._bridges(ctx, mctx, math.ceil(self.config.bridge_share * n), spec_of, avoid)
+        )
+        for _ in range(n - len(out)):
             a = self._tournament(population)
             child: TopologySpec | None = None
             operator = ""
