@@ -238,8 +238,8 @@ def test_printed_front_is_what_the_store_holds(small_run: dict[str, Any]) -> Non
     table = section(stdout, "Pareto front (validation)")
     header, rows = table[0].split(), [r.split() for r in table[1:-1]]
     assert header == [
-        "candidate", "accuracy", "cost_usd", "latency_ms", "n_agents", "depth", "score",
-        "operator", "same_as", "best",
+        "candidate", "accuracy", "cost_usd", "latency_ms", "n_agents", "depth", "error_rate",
+        "score", "operator", "same_as", "best",
     ]  # fmt: skip
     assert table[-1] == (
         "(per problem, over the 20 validation problems: accuracy = share correct, cost_usd in "
@@ -248,7 +248,7 @@ def test_printed_front_is_what_the_store_holds(small_run: dict[str, Any]) -> Non
         "cost, latency, n_agents and depth and better on one; same_as: front candidates with "
         "the same figures, not listed again)"
     )
-    printed = [(*r[:7], r[8]) for r in rows]
+    printed = [(*r[:8], r[9]) for r in rows]
     best_printed = [r[0] for r in rows if r[-1] == "*"]
 
     assert journal_path(small_run["db"], run_id).is_file()
@@ -268,6 +268,7 @@ def test_printed_front_is_what_the_store_holds(small_run: dict[str, Any]) -> Non
                 fmt_float(r["latency_ms"], 1),
                 str(int(r["n_agents"])),
                 str(int(r["depth"])),
+                fmt_float(r["error_rate"], 4),
                 fmt_float(r["aggregate_score"], 4),
             )
             groups.setdefault(figures, []).append(r)
