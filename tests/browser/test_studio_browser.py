@@ -55,7 +55,7 @@ def replay_store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    run_id = re.search(r"run:\s+(\S+)", proc.stdout)
+    run_id = re.search(r"^run:\s+(\S+)", proc.stdout, re.MULTILINE)
     assert run_id is not None, proc.stdout[-2000:]
     with DuckDBRunStore(db) as store:
         archive = store.archive(run_id.group(1))
