@@ -189,16 +189,7 @@ def print_front(
     out.table(
         FRONT_COLUMNS,
         rows,
-        right=(
-            "candidate",
-            "accuracy",
-            "cost_usd",
-            "latency_ms",
-            "n_agents",
-            "depth",
-            "error_rate",
-            "score",
-        ),
+        right=FRONT_COLUMNS[: FRONT_COLUMNS.index("operator")],  # the figures
         short=_SHORT,
     )
     if legend:
