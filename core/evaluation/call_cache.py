@@ -23,6 +23,7 @@ import logging
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 
 from core.agents.call_cache import CallRecord, InMemoryCallCache
 
@@ -99,12 +100,21 @@ class DuckDBCallCache(InMemoryCallCache):
         file is unusable: then a warning was logged once and the records stay in memory)."""
         if not self._pending or not self.usable:
             return
-        rows = [(self.namespace, k, r.to_json()) for k, r in self._pending.items()]
+        batch = pd.DataFrame(
+            {
+                "namespace": [self.namespace] * len(self._pending),
+                "key": list(self._pending),
+                "record": [r.to_json() for r in self._pending.values()],
+            }
+        )
         try:
             con = duckdb.connect(str(self.path))
             try:
                 con.execute(_SCHEMA)
-                con.executemany("INSERT OR REPLACE INTO calls VALUES (?, ?, ?)", rows)
+                # One scan of a DataFrame, not `executemany`: that binds and runs the statement
+                # once per row, 2.6 ms each (27 s of a cold 146 s default search, 10,480 rows).
+                con.register("batch", batch)
+                con.execute("INSERT OR REPLACE INTO calls SELECT namespace, key, record FROM batch")
             finally:
                 con.close()
         except duckdb.Error as exc:
