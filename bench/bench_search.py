@@ -24,8 +24,20 @@
     minibatch 10): does its front hold a cascade (a router with an identity accept route) or a
     vote (`merge_vote`, or a vote step)?
 
+(c) The default offline search (issue 17): `topology-studio search gsm8k_replay` exactly as a
+    newcomer types it (the problem's defaults: evolutionary, seed 42, 48 evaluations, the
+    held-out test of the validation front), run twice as a child process on a fresh database:
+    `cold` (an empty call cache) and `warm` (the call cache the first run left beside the
+    database, `<db>.calls.duckdb`: every call is a hit). Per run it prints wall time, CPU time
+    (user + system of the child, from `os.wait4`) and peak RSS (`ru_maxrss`), then whether the
+    run's results are identical to `BASELINE` (the same command's results recorded before the
+    changes of issue 17: every candidate's figures, both fronts, the winner, and every
+    journalled per-example record but its timestamp, latency included) and to each other.
+    `--write-baseline DB RUN` records a run as that baseline. Targets: warm <= 10 s wall,
+    peak RSS <= 300 MiB, identical results.
+
 Usage: `python bench/bench_search.py [--skip-gsm8k] [--candidates N] [--seeds 1 2 3 4 5]
-[--max-nodes 7] [--strategies evolutionary random] [--skip-exhaustive --exhaustive-hv X]`.
+[--max-nodes 7] [--strategies evolutionary random] [--skip-exhaustive --exhaustive-hv X] [--default-search-only]`.
 Needs `TOPOLOGY_STUDIO_DATASETS` (or the dataset cache) for (b).
 """
 
@@ -33,11 +45,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
+import json
 import math
+import os
+import re
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from core.agents.call_cache import InMemoryCallCache
@@ -413,6 +433,151 @@ async def _acceptance(args: argparse.Namespace) -> None:
     print(f"{verdict(bool(found))}  the demo's short search finds a cascade or a vote on its front")
 
 
+# --- (c) the default offline search ---------------------------------------------------------
+
+BASELINE = Path(__file__).with_name("baselines") / "gsm8k_replay_default.json"
+"""Results of `topology-studio search gsm8k_replay` (seed 42) recorded before issue 17's changes
+(2026-12-02, commit 50d0018): what every later version must reproduce exactly."""
+
+_ARCHIVE_FIELDS = (
+    "candidate_idx",
+    "parent_idx",
+    "operator",
+    "candidate_status",
+    "spec_hash",
+    "n_examples",
+    "accuracy",
+    "cost_usd",
+    "latency_ms",
+    "aggregate_score",
+    "error_rate",
+    "same_as",
+    "on_front",
+    "is_best",
+    "test_accuracy",
+)
+_EXAMPLE_FIELDS = ("c", "x", "a", "u", "l", "i", "o", "r", "os", "er")
+"""A journalled per-example record's keys but `e` (sequence) and `t` (timestamp)."""
+
+
+def fingerprint(db: Path, run_id: str) -> dict[str, Any]:
+    """A run's results without its timings: the archive (`show --json`, `_ARCHIVE_FIELDS`), the
+    test front, the best candidate, and the sha256 of its sorted per-example records."""
+    out = subprocess.run(
+        [sys.executable, "-m", "studio.cli", "show", run_id, "--db", str(db), "--json"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    shown = json.loads(out)
+    rows: list[str] = []
+    journal = Path(str(db) + ".journals") / f"{run_id}.jsonl"
+    with journal.open(encoding="utf-8") as fh:
+        for line in fh:
+            rec = json.loads(line)
+            if "type" in rec:
+                continue
+            rows.append(json.dumps([rec.get(k) for k in _EXAMPLE_FIELDS]))
+    rows.sort()
+    return {
+        "archive": [{k: r.get(k) for k in _ARCHIVE_FIELDS} for r in shown["archive"]],
+        "test_front": shown["test_front"],
+        "best": shown["best"]["candidate_idx"] if shown.get("best") else None,
+        "n_example_records": len(rows),
+        "example_records_sha256": hashlib.sha256("\n".join(rows).encode()).hexdigest(),
+    }
+
+
+def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    diffs: list[str] = []
+    for key in a.keys() | b.keys():
+        if a.get(key) == b.get(key):
+            continue
+        if isinstance(a.get(key), list) and isinstance(b.get(key), list):
+            la, lb = a[key], b[key]
+            n = next(
+                (i for i, (x, y) in enumerate(zip(la, lb, strict=False)) if x != y),
+                min(len(la), len(lb)),
+            )
+            diffs.append(f"{key} (first at row {n})")
+        else:
+            diffs.append(f"{key} ({a.get(key)!r} vs {b.get(key)!r})")
+    return sorted(diffs)
+
+
+@dataclass
+class ChildRun:
+    run_id: str
+    wall_s: float
+    cpu_s: float
+    peak_rss_mib: float
+
+
+def _run_cli(args: list[str]) -> ChildRun:
+    start = time.perf_counter()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "studio.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert child.stdout is not None
+    output = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - start
+    if child.returncode != 0:
+        raise SystemExit(f"topology-studio {' '.join(args)} failed ({child.returncode}):\n{output}")
+    found = re.search(r"^== Run (\S+) ==", output, re.MULTILINE)
+    if found is None:
+        raise SystemExit(f"no run id in the output of topology-studio {' '.join(args)}")
+    return ChildRun(found.group(1), wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
+
+
+def _default_search(write_baseline: list[str] | None) -> None:
+    if write_baseline:
+        db, run_id = Path(write_baseline[0]), write_baseline[1]
+        BASELINE.parent.mkdir(exist_ok=True)
+        BASELINE.write_text(json.dumps(fingerprint(db, run_id), indent=1) + "\n")
+        print(f"(c) baseline written: {BASELINE} (run {run_id} of {db})")
+        return
+    baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else None
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "runs.duckdb"
+        print("(c) default offline search: topology-studio search gsm8k_replay (fresh database)")
+        prints: dict[str, dict[str, Any]] = {}
+        runs: dict[str, ChildRun] = {}
+        for label in ("cold", "warm"):
+            run = _run_cli(["search", "gsm8k_replay", "--db", str(db)])
+            runs[label] = run
+            prints[label] = fingerprint(db, run.run_id)
+            same = (
+                "no baseline"
+                if baseline is None
+                else "identical to the baseline"
+                if prints[label] == baseline
+                else "DIFFERS from the baseline: "
+                + ", ".join(_differences(baseline, prints[label]))
+            )
+            print(
+                f"    {label:<5} wall {run.wall_s:6.1f} s, CPU {run.cpu_s:6.1f} s, peak RSS "
+                f"{run.peak_rss_mib:6.0f} MiB; results {same}",
+                flush=True,
+            )
+    warm = runs["warm"]
+    ok_same = baseline is not None and all(p == baseline for p in prints.values())
+    print(
+        f"{'PASS' if warm.wall_s <= 10.0 else 'FAIL'}  default search, warm call cache, <= 10 s "
+        f"wall ({warm.wall_s:.1f} s; cold {runs['cold'].wall_s:.1f} s)"
+    )
+    rss = max(r.peak_rss_mib for r in runs.values())
+    print(f"{'PASS' if rss <= 300 else 'FAIL'}  peak RSS <= 300 MiB ({rss:.0f} MiB)")
+    print(
+        f"{'PASS' if ok_same else 'FAIL'}  fronts, winner and recorded latencies identical to "
+        "the baseline, cold and warm"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Search benchmarks (issues 3 and 10).")
     parser.add_argument("--candidates", type=int, default=200, help="(a): candidates")
@@ -423,7 +588,14 @@ def main() -> None:
     parser.add_argument("--skip-exhaustive", action="store_true", help="use --exhaustive-hv")
     parser.add_argument("--exhaustive-hv", type=float, default=1.0)
     parser.add_argument("--ref-cost", type=float, default=1.0)
+    parser.add_argument("--default-search-only", action="store_true", help="only (c)")
+    parser.add_argument(
+        "--write-baseline", nargs=2, metavar=("DB", "RUN"), help="(c): record RUN as BASELINE"
+    )
     args = parser.parse_args()
+    if args.default_search_only or args.write_baseline:
+        _default_search(args.write_baseline)
+        return
     elapsed, evaluated = asyncio.run(_overhead(args.candidates))
     print(
         f"(a) engine overhead: {evaluated} candidates in {elapsed:.2f} s = "
@@ -431,6 +603,7 @@ def main() -> None:
     )
     if not args.skip_gsm8k:
         asyncio.run(_acceptance(args))
+        _default_search(None)
 
 
 if __name__ == "__main__":

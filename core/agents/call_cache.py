@@ -341,13 +341,11 @@ def _tool_count(agent: Any) -> int | None:
     return len(tools)
 
 
-def agent_identity(agent: Any) -> dict[str, Any] | None:
-    """The static configuration of `agent` that changes a call's result, as JSON-able data, or
-    None when the agent cannot be keyed (see the module docstring for the rule).
-
-    Keys: `system_prompts` (list of str), `instructions` (list of str), `model_settings`,
-    `output_type` (qualified name) and `output_schema` (its JSON schema, or None).
-    """
+def _identity_parts(
+    agent: Any,
+) -> tuple[tuple[str, ...], tuple[str, ...], str, Any] | None:
+    """The static configuration of `agent` as hashable parts `(system_prompts, instructions,
+    model_settings as canonical JSON text, output_type)`, or None when it cannot be keyed."""
     if type(agent) is not Agent:
         return None  # a wrapper agent or an agent-like: its behaviour is not ours to key
     for attr in _NO_DYNAMIC:
@@ -366,20 +364,59 @@ def agent_identity(agent: Any) -> dict[str, Any] | None:
         if not isinstance(text, str):
             return None  # an instruction function: dynamic
         instructions.append(text)
-    output_type = getattr(agent, "output_type", None)
     settings = getattr(agent, "model_settings", None)
+    settings_text = json.dumps(settings, sort_keys=True, default=repr)
+    return (
+        tuple(str(p) for p in prompts),  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        tuple(instructions),
+        settings_text,
+        getattr(agent, "output_type", None),
+    )
+
+
+def _identity_of(parts: tuple[tuple[str, ...], tuple[str, ...], str, Any]) -> dict[str, Any]:
+    prompts, instructions, settings_text, output_type = parts
     return {
-        "system_prompts": [str(p) for p in prompts],  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-        "instructions": instructions,
-        "model_settings": json.loads(json.dumps(settings, sort_keys=True, default=repr)),
+        "system_prompts": list(prompts),
+        "instructions": list(instructions),
+        "model_settings": json.loads(settings_text),
         "output_type": _type_name(output_type),
         "output_schema": _schema(output_type),
     }
 
 
+@lru_cache(maxsize=1024)
+def _identity_text(parts: tuple[tuple[str, ...], tuple[str, ...], str, Any]) -> str:
+    """`_identity_of(parts)` as the canonical text `call_key` embeds, once per distinct
+    configuration (dumping the output schema on every call was a fifth of a warm search)."""
+    return json.dumps(
+        _identity_of(parts), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+
+
+def agent_identity(agent: Any) -> dict[str, Any] | None:
+    """The static configuration of `agent` that changes a call's result, as JSON-able data, or
+    None when the agent cannot be keyed (see the module docstring for the rule).
+
+    Keys: `system_prompts` (list of str), `instructions` (list of str), `model_settings`,
+    `output_type` (qualified name) and `output_schema` (its JSON schema, or None).
+    """
+    parts = _identity_parts(agent)
+    return None if parts is None else _identity_of(parts)
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def call_key(agent: Any, prompt: Any, trial: int, *, name: str) -> str | None:
     """The cache key of one call of `agent` on `prompt` in trial `trial` (sha256 hex), or None
     when the agent cannot be keyed (`agent_identity`) or the prompt is not text or JSON data.
+
+    The key is the sha256 of the canonical JSON (sorted keys, no spaces, UTF-8) of
+    `{"agent": name, "identity": agent_identity(agent), "model": <model name>, "prompt":
+    prompt, "trial": trial}`. The text is assembled from its parts, the identity's text cached
+    per configuration, so it equals `json.dumps` of that object byte for byte (a test pins it).
 
     Args:
         agent: the agent.
@@ -387,18 +424,19 @@ def call_key(agent: Any, prompt: Any, trial: int, *, name: str) -> str | None:
         trial: the evaluator's 0-based trial index of the example being run.
         name: the agent step's name (the registered agent name).
     """
-    identity = agent_identity(agent)
-    if identity is None:
+    parts = _identity_parts(agent)
+    if parts is None:
         return None
-    payload = {
-        "agent": name,
-        "model": agent_model_name(agent),
-        "identity": identity,
-        "prompt": prompt,
-        "trial": trial,
-    }
     try:
-        text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        identity = _identity_text(parts)
+    except TypeError:  # an unhashable part (e.g. an output type that is not hashable)
+        identity = _dump(_identity_of(parts))
+    try:
+        text = (
+            f'{{"agent":{_dump(name)},"identity":{identity},'
+            f'"model":{_dump(agent_model_name(agent))},"prompt":{_dump(prompt)},'
+            f'"trial":{_dump(trial)}}}'
+        )
     except (TypeError, ValueError):
         return None
     return hashlib.sha256(text.encode()).hexdigest()

@@ -4,17 +4,27 @@ exactly what the call recorded."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from core.agents.call_cache import CallCacheStats, CallRecord, InMemoryCallCache, use_call_cache
+from core.agents.call_cache import (
+    CallCacheStats,
+    CallRecord,
+    InMemoryCallCache,
+    agent_identity,
+    call_key,
+    use_call_cache,
+)
 from core.evaluation.call_cache import DuckDBCallCache, call_cache_path
 from core.runtime import AgentStep
 from core.runtime.tracing import MODEL_LATENCY_KEY, capture_trace, record_model_latency
@@ -145,3 +155,40 @@ def test_record_round_trips_and_rejects_garbage() -> None:
     assert CallRecord.from_json(rec.to_json()) == rec
     with pytest.raises(ValueError, match="not a call record"):
         CallRecord.from_json('{"output": 1}')
+
+
+class _Reply(BaseModel):
+    text: str
+    n: int
+
+
+@pytest.mark.parametrize(
+    ("agent_kwargs", "prompt"),
+    [
+        ({"system_prompt": "be brief"}, "What is 2+2?"),
+        ({"system_prompt": ("a", "ünïcode ✓"), "instructions": "step by step"}, "é"),
+        ({"output_type": _Reply, "model_settings": {"temperature": 0.0, "seed": 3}}, "q"),
+        ({}, {"question": "How many?", "candidates": [{"run": "x", "answer": 1.5}]}),
+    ],
+)
+def test_call_key_is_the_sha256_of_the_documented_canonical_payload(
+    agent_kwargs: dict[str, Any], prompt: Any
+) -> None:
+    # The key is assembled from cached parts; it must equal, byte for byte, the documented
+    # digest of the whole payload, so caches written before the fast path stay valid.
+    agent = Agent(FunctionModel(Counting().respond, model_name="echo"), **agent_kwargs)
+    identity = agent_identity(agent)
+    assert identity is not None
+    payload = {"agent": "a1", "model": "function:echo", "identity": identity, "prompt": prompt}
+    payload["trial"] = 2
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    expected = hashlib.sha256(text.encode()).hexdigest()
+    assert call_key(agent, prompt, 2, name="a1") == expected
+    assert call_key(agent, prompt, 2, name="a1") == expected  # (the cached identity again)
+    assert call_key(agent, prompt, 3, name="a1") != expected
+
+
+def test_call_key_refuses_a_prompt_that_is_not_json_data() -> None:
+    agent = Agent(FunctionModel(Counting().respond, model_name="echo"))
+    assert call_key(agent, object(), 0, name="a1") is None
+    assert call_key(agent, {1: "x", "a": "y"}, 0, name="a1") is None  # keys not sortable

@@ -66,10 +66,12 @@ def build(ctx: ProblemContext) -> ProblemParts:
     agents = AgentRegistry()
     for run in RUNS:
         settings = params.runs[run]
+        # One agent per run, shared by every topology hydrated from this registry: a
+        # pydantic-ai Agent keeps no state between runs, and building one per hydration (its
+        # output schema, toolsets) was 4% of a warm default search.
         agents.register(
             run,
-            partial(
-                make_replay_agent,
+            make_replay_agent(
                 run,
                 data,
                 settings,
