@@ -115,6 +115,8 @@ class RunContext:
     """Keep the run's spans in `ExampleResult.trace`; False: `[]` (`EvaluatorConfig`)."""
     call_cache: CallCache | None = None
     """The call-level model cache active in each run, with the run's trial (None: off)."""
+    clock: Callable[[], float] | None = None
+    """The wall clock, in seconds (None: `time.perf_counter_ns`); tests pass a fake one."""
 
 
 def _describe(value: float) -> str:
@@ -155,7 +157,9 @@ async def run_example(
     output: Any = None
     error: str | None = None
     timed_out = False
-    start = time.perf_counter_ns()
+    clock = ctx.clock
+    start = time.perf_counter_ns() if clock is None else 0
+    start_s = 0.0 if clock is None else clock()
     with capture_trace() as trace, use_call_cache(ctx.call_cache, trial):
         try:
             if ctx.timeout_s is None:
@@ -172,7 +176,10 @@ async def run_example(
                     error = f"example_timeout: timed out after {ctx.timeout_s:g} s"
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
-    wall_ms = (time.perf_counter_ns() - start) / 1e6
+    if clock is None:
+        wall_ms = (time.perf_counter_ns() - start) / 1e6
+    else:
+        wall_ms = (clock() - start_s) * 1000.0
 
     usage = list(trace.usage_by_model().values())
     quote = ctx.pricer.total(usage)
