@@ -48,7 +48,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from pydantic import BaseModel, TypeAdapter
 from pydantic_ai import Agent
@@ -69,6 +69,8 @@ __all__ = [
     "decode_output",
     "enter_fastest_race",
     "in_fastest_race",
+    "is_quoting_model",
+    "is_simulated_clock",
     "encode_output",
     "use_call_cache",
 ]
@@ -256,6 +258,30 @@ class QuotingModel(Protocol):
     model (pydantic-ai's preamble takes a varying number of event-loop turns)."""
 
     def quote_request(self, prompt: Any, /) -> tuple[str, int, int, int, float] | None: ...
+
+
+_KINDS: dict[tuple[type, type], bool] = {}
+
+
+def _has_kind(model: object, protocol: type) -> bool:
+    tp: type = type(model)
+    known = _KINDS.get((tp, protocol))
+    if known is None:
+        known = _KINDS[(tp, protocol)] = isinstance(model, protocol)
+    return known
+
+
+def is_simulated_clock(model: Any) -> TypeGuard[SimulatedClock]:
+    """`isinstance(model, SimulatedClock)`, decided once per model class (a runtime-checkable
+    Protocol check costs ~6 us on Python 3.11; it ran on every call-cache hit, 5% of a warm
+    search). A model class either defines the protocol's methods or it does not."""
+    return _has_kind(model, SimulatedClock)
+
+
+def is_quoting_model(model: Any) -> TypeGuard[QuotingModel]:
+    """`isinstance(model, QuotingModel)`, decided once per model class (see
+    `is_simulated_clock`)."""
+    return _has_kind(model, QuotingModel)
 
 
 _ACTIVE: ContextVar[CallContext | None] = ContextVar("call_cache", default=None)

@@ -160,7 +160,11 @@ async def run_example(
     clock = ctx.clock
     start = time.perf_counter_ns() if clock is None else 0
     start_s = 0.0 if clock is None else clock()
-    with capture_trace() as trace, use_call_cache(ctx.call_cache, trial):
+    # (span summaries are read only from a kept trace: without one, none is taken)
+    with (
+        capture_trace(summaries=ctx.capture_traces) as trace,
+        use_call_cache(ctx.call_cache, trial),
+    ):
         try:
             if ctx.timeout_s is None:
                 output = await topology.execute(example.input)

@@ -23,7 +23,6 @@ import logging
 from pathlib import Path
 
 import duckdb
-import pandas as pd
 
 from core.agents.call_cache import CallRecord, InMemoryCallCache
 
@@ -100,6 +99,8 @@ class DuckDBCallCache(InMemoryCallCache):
         file is unusable: then a warning was logged once and the records stay in memory)."""
         if not self._pending or not self.usable:
             return
+        import pandas as pd  # pyright: ignore[reportMissingTypeStubs]  (here, not at import: pandas and pyarrow take 0.65 s to load)
+
         batch = pd.DataFrame(
             {
                 "namespace": [self.namespace] * len(self._pending),

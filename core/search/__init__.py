@@ -49,12 +49,7 @@ from core.search.pareto import (
     pareto_front_mask,
 )
 from core.search.registry import Approval, TopologyRegistry, VersionRecord
-from core.search.result import (
-    CandidateRecord,
-    OptimizationResult,
-    RunDetails,
-    unpack_topology_output,
-)
+from core.search.result import CandidateRecord, OptimizationResult, unpack_topology_output
 from core.search.strategies import (
     STRATEGY_NAMES,
     AskContext,
@@ -121,7 +116,6 @@ __all__ = [
     "Proposal",
     "RandomConfig",
     "RandomSearch",
-    "RunDetails",
     "SearchRun",
     "SearchSpace",
     "StopSignal",

@@ -613,12 +613,7 @@ def test_inline_agents_are_refused_unless_enabled() -> None:
         {
             "operation": {
                 "kind": "agent_step",
-                "inline_spec": {
-                    "name": "i",
-                    "model": "test",
-                    "system_prompt": "hi",
-                    "output_schema": {"type": "string"},
-                },
+                "inline_spec": {"model": "test", "instructions": "hi"},
             }
         }
     )

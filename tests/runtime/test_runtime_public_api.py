@@ -40,9 +40,6 @@ RUNTIME = [
 AGENTS = [
     "UNKNOWN_MODEL",
     "AgentLike",
-    "BaseAgent",
-    "DynamicAgent",
-    "GlobalState",
     "agent_model_name",
     "is_agent",
     "model_name",

@@ -216,3 +216,34 @@ def test_parents_are_right_across_tasks_the_step_creates() -> None:
         ]
     )
     assert all(s.end_ns is not None for s in trace.spans)
+
+
+def test_a_trace_without_summaries_leaves_non_plain_values_unsummarised() -> None:
+    """`capture_trace(summaries=False)`: plain values still read as text (they cost nothing to
+    keep), every other input and output is "", in function, agent-less composite and nested
+    spans alike; structure and timing are unchanged."""
+
+    def make_box(x: int) -> Box:
+        return Box(items=[x])
+
+    def unbox(box: Box) -> int:
+        return box.items[0] + 1
+
+    inner = Pipeline([make_box], name="inner")
+    pipe = Pipeline([inner, unbox, lambda n: [n]], name="outer")
+
+    async def go() -> tuple[Any, Trace]:
+        with capture_trace(summaries=False) as trace:
+            return await pipe.run(7), trace
+
+    out, trace = asyncio.run(go())
+    assert out == [8]
+    assert [(s.name, s.input_summary, s.output_summary) for s in trace.spans] == [
+        ("outer", "7", ""),
+        ("inner", "7", ""),
+        ("make_box", "7", ""),
+        ("unbox", "", "8"),
+        ("<lambda>", "8", ""),
+    ]
+    assert [s.parent_id for s in trace.spans] == [None, 0, 1, 0, 0]
+    assert all(s.end_ns is not None for s in trace.spans)
