@@ -1,31 +1,75 @@
-"""Runtime overhead benchmark: what Pipeline and Parallel add per step, tracing off and on.
+"""Runtime overhead benchmark: every runtime figure of issue 17's table, ours against the reference.
 
-Runs a 20-step `Pipeline` and a 16-branch `Parallel` of instant async functions many times and
-prints the engine's own overhead per step execution (the total time minus the time of calling
-the same functions directly, divided by the number of step executions), with tracing off and
-on, and the on/off ratio. Targets (issue 2): <= 6 us per pipeline step and <= 5 us per
-parallel branch with tracing off; tracing on <= 2x off.
+Measures, with instant steps (async functions that return their input), what the engine itself
+costs:
 
-Usage: `python bench/bench_runtime.py [--iterations N] [--rounds K]`. Prints one line per
-measurement. Times are CPU seconds of this process (`time.process_time`), best of several
-rounds, to damp noise from other processes.
+- pipeline, us per step: a 20-step `Pipeline`, minus calling the same functions directly,
+  divided by 20; tracing off, and tracing on (minus the cost of opening a trace, which the
+  evaluator pays once per example);
+- parallel, us per branch: a 16-branch `Parallel`, likewise;
+- router, us per dispatch: 4 routes with sync conditions, the 3rd one true (the whole
+  `run`, the chosen step included);
+- router with an async classifier, us per dispatch (the whole `run`);
+- refinement loop, us per iteration: 10 iterations of a sync evaluator returning a constant
+  failing verdict and a sync state updater (the whole `run`, divided by 10).
+
+Each figure is printed in us and as a ratio to the reference library's figure (Orqest, whose
+docs are in `shared/reference/`). When `orqest` can be imported (it needs Python >= 3.12 to
+install, but its orchestration package imports on 3.11: put an unpacked wheel on `PYTHONPATH`),
+the reference is measured here, in rounds interleaved with ours; otherwise the ratios use
+`REFERENCE_US`, the reference's figures from issue 17's side-by-side measurement.
+
+Targets (issue 17): router and loop at most 1.0x the reference; pipeline and parallel no worse
+than before issue 17 (`BEFORE_US`); tracing on at most 0.2x the reference's *untraced*
+pipeline step (0.2 x 3.80 = 0.76 us per step).
+
+Usage: `python bench/bench_runtime.py [--iterations N] [--rounds K]`. Times are CPU seconds of
+this process (`time.process_time`: the 2 cores are shared), best of K rounds.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from core.runtime import Parallel, Pipeline, capture_trace
+from core.runtime import EvalResult, capture_trace
 
 N_PIPELINE_STEPS = 20
 N_PARALLEL_BRANCHES = 16
-TARGET_PIPELINE_US = 6.0
-TARGET_PARALLEL_US = 5.0
-TARGET_RATIO = 2.0
+N_ROUTES = 4
+MATCHING_ROUTE = 2  # the 3rd condition is the first true one
+N_LOOP_ITERATIONS = 10
+
+REFERENCE_US: dict[str, float] = {
+    # The reference library's figures from issue 17's side-by-side measurement (same machine
+    # kind, Python 3.11, interleaved rounds, medians); used when `orqest` cannot be imported.
+    "pipeline": 3.80,  # us per step, tracing off
+    "parallel": 2.64,  # us per branch
+    "router": 0.39,  # us per dispatch, 4 routes, 3rd condition matches
+    "router_async_classifier": 0.44,  # us per dispatch
+    "loop": 1.51,  # us per iteration
+}
+BEFORE_US: dict[str, float] = {
+    # Ours before issue 17, measured on this machine with this script (bench_runtime at
+    # 50d0018): the "no worse than today" bar of the pipeline and the parallel.
+    "pipeline": 0.22,
+    "parallel": 2.80,
+}
+TARGET_RATIO: dict[str, float] = {"router": 1.0, "router_async_classifier": 1.0, "loop": 1.0}
+TRACING_SHARE = 0.2
+"""Tracing on costs at most this share of the reference's untraced pipeline step (issue 17)."""
+
+LABELS = {
+    "pipeline": f"pipeline ({N_PIPELINE_STEPS} steps), us/step, tracing off",
+    "parallel": f"parallel ({N_PARALLEL_BRANCHES} branches), us/branch",
+    "router": f"router ({N_ROUTES} routes, condition {MATCHING_ROUTE + 1}), us/dispatch",
+    "router_async_classifier": "router, async classifier, us/dispatch",
+    "loop": f"refinement loop ({N_LOOP_ITERATIONS} iterations), us/iteration",
+}
 
 
 def _make_fns(n: int) -> list[Callable[[Any], Awaitable[Any]]]:
@@ -39,67 +83,163 @@ def _make_fns(n: int) -> list[Callable[[Any], Awaitable[Any]]]:
     return [make(i) for i in range(n)]
 
 
-async def _time_per_call(run: Callable[[], Awaitable[Any]], iterations: int, rounds: int) -> float:
-    """Best-of-`rounds` CPU seconds of this process per call of `run` (CPU time, not wall
-    time, so that other processes on the machine disturb the figure less)."""
-    for _ in range(min(iterations, 200)):  # warm up
+class _Lib:
+    """One library's primitives under a common shape (ours, or the reference's)."""
+
+    def __init__(self, name: str, module: Any, eval_result: Any) -> None:
+        self.name = name
+        self.m = module
+        self.eval_result = eval_result
+
+
+def _ours() -> _Lib:
+    import core.runtime as ours
+
+    return _Lib("ours", ours, EvalResult)
+
+
+def _reference() -> _Lib | None:
+    try:
+        ref = importlib.import_module("orqest.orchestration")
+    except Exception:  # not installed (the usual case): fall back to REFERENCE_US
+        return None
+    return _Lib("reference", ref, ref.EvalResult)
+
+
+class _Cases:
+    """The benchmark's runnables for one library: name -> (run, direct baseline or None, per)."""
+
+    def __init__(self, lib: _Lib) -> None:
+        m = lib.m
+        pipe_fns = _make_fns(N_PIPELINE_STEPS)
+        par_fns = _make_fns(N_PARALLEL_BRANCHES)
+        pipeline = m.Pipeline(pipe_fns)
+        parallel = m.Parallel(par_fns)
+        route_fns = _make_fns(N_ROUTES)
+
+        def condition(i: int) -> Callable[[Any], bool]:
+            def cond(x: Any) -> bool:
+                return i >= MATCHING_ROUTE
+
+            return cond
+
+        router = m.Router(
+            [m.Route(f"r{i}", fn, condition=condition(i)) for i, fn in enumerate(route_fns)]
+        )
+
+        async def classify(x: Any) -> str:
+            return f"r{MATCHING_ROUTE}"
+
+        classified = m.Router(
+            [m.Route(f"r{i}", fn) for i, fn in enumerate(route_fns)], classifier=classify
+        )
+        verdict = lib.eval_result(passed=False, feedback="", score=0.5)
+
+        def evaluate(output: Any) -> Any:
+            return verdict
+
+        def update(current: Any, output: Any, result: Any) -> Any:
+            return output
+
+        loop = m.RefinementLoop(
+            _make_fns(1)[0], evaluate, state_updater=update, max_iterations=N_LOOP_ITERATIONS
+        )
+
+        async def direct_pipeline() -> Any:
+            x = 0
+            for fn in pipe_fns:
+                x = await fn(x)
+            return x
+
+        async def direct_parallel() -> Any:
+            return [await fn(0) for fn in par_fns]
+
+        async def run_pipeline() -> Any:
+            return await pipeline.run(0)
+
+        async def run_parallel() -> Any:
+            return await parallel.run(0)
+
+        async def run_router() -> Any:
+            return await router.run(0)
+
+        async def run_classified() -> Any:
+            return await classified.run(0)
+
+        async def run_loop() -> Any:
+            return await loop.run(0)
+
+        self.cases: dict[str, tuple[Callable[[], Awaitable[Any]], Any, int]] = {
+            "pipeline": (run_pipeline, direct_pipeline, N_PIPELINE_STEPS),
+            "parallel": (run_parallel, direct_parallel, N_PARALLEL_BRANCHES),
+            "router": (run_router, None, 1),
+            "router_async_classifier": (run_classified, None, 1),
+            "loop": (run_loop, None, N_LOOP_ITERATIONS),
+        }
+
+
+async def _cpu_per_call(run: Callable[[], Awaitable[Any]], iterations: int) -> float:
+    """CPU seconds of this process per call of `run`, over `iterations` calls (CPU time, not
+    wall time, so that other processes on the machine disturb the figure less)."""
+    start = time.process_time()
+    for _ in range(iterations):
         await run()
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.process_time()
-        for _ in range(iterations):
-            await run()
-        best = min(best, (time.process_time() - start) / iterations)
-    return best
+    return (time.process_time() - start) / iterations
 
 
-async def _bench(iterations: int, rounds: int) -> dict[str, float]:
-    pipe_fns = _make_fns(N_PIPELINE_STEPS)
-    par_fns = _make_fns(N_PARALLEL_BRANCHES)
-    pipeline = Pipeline(pipe_fns)
-    parallel = Parallel(par_fns)
-
-    async def direct_pipeline() -> Any:
-        x = 0
-        for fn in pipe_fns:
-            x = await fn(x)
-        return x
-
-    async def direct_parallel() -> Any:
-        return [await fn(0) for fn in par_fns]
-
-    async def run_pipeline() -> Any:
-        return await pipeline.run(0)
-
-    async def run_parallel() -> Any:
-        return await parallel.run(0)
-
-    async def traced(run: Callable[[], Awaitable[Any]]) -> Any:
-        with capture_trace():
-            return await run()
+async def _bench(iterations: int, rounds: int, libs: list[_Lib]) -> dict[str, dict[str, float]]:
+    """`{library: {figure: us}}`, best of `rounds`, the libraries' rounds interleaved."""
+    cases = {lib.name: _Cases(lib).cases for lib in libs}
 
     async def nothing() -> Any:
         return None
 
     async def traced_nothing() -> Any:
-        return await traced(nothing)
+        with capture_trace():
+            return None
 
-    base_pipe = await _time_per_call(direct_pipeline, iterations, rounds)
-    base_par = await _time_per_call(direct_parallel, iterations, rounds)
-    base_trace = await _time_per_call(traced_nothing, iterations, rounds) - await _time_per_call(
-        nothing, iterations, rounds
-    )  # the cost of opening a trace, which the evaluator pays once per example, not per step
-    pipe_off = await _time_per_call(run_pipeline, iterations, rounds)
-    pipe_on = await _time_per_call(lambda: traced(run_pipeline), iterations, rounds) - base_trace
-    par_off = await _time_per_call(run_parallel, iterations, rounds)
-    par_on = await _time_per_call(lambda: traced(run_parallel), iterations, rounds) - base_trace
+    def traced(run: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
+        async def go() -> Any:
+            with capture_trace():
+                return await run()
+
+        return go
+
+    timed: dict[str, dict[str, Callable[[], Awaitable[Any]]]] = {}
+    for lib in libs:
+        entry: dict[str, Callable[[], Awaitable[Any]]] = {}
+        for key, (run, direct, _) in cases[lib.name].items():
+            entry[key] = run
+            if direct is not None:
+                entry[f"{key}_direct"] = direct
+        if lib.name == "ours":
+            entry["pipeline_on"] = traced(cases["ours"]["pipeline"][0])
+            entry["trace_open"] = traced_nothing
+            entry["nothing"] = nothing
+        timed[lib.name] = entry
+    for entry in timed.values():  # warm up
+        for run in entry.values():
+            for _ in range(min(iterations, 200)):
+                await run()
+    best: dict[str, dict[str, float]] = {name: {} for name in timed}
+    for _ in range(rounds):
+        for name, entry in timed.items():
+            for key, run in entry.items():
+                t = await _cpu_per_call(run, iterations)
+                best[name][key] = min(best[name].get(key, float("inf")), t)
     us = 1e6
-    return {
-        "pipeline_off": (pipe_off - base_pipe) / N_PIPELINE_STEPS * us,
-        "pipeline_on": (pipe_on - base_pipe) / N_PIPELINE_STEPS * us,
-        "parallel_off": (par_off - base_par) / N_PARALLEL_BRANCHES * us,
-        "parallel_on": (par_on - base_par) / N_PARALLEL_BRANCHES * us,
-    }
+    out: dict[str, dict[str, float]] = {}
+    for name, b in best.items():
+        figures: dict[str, float] = {}
+        for key, (_, direct, per) in cases[name].items():
+            total = b[key] - (b[f"{key}_direct"] if direct is not None else 0.0)
+            figures[key] = total / per * us
+        if name == "ours":
+            trace_open = b["trace_open"] - b["nothing"]
+            on = b["pipeline_on"] - trace_open - b["pipeline_direct"]
+            figures["pipeline_on"] = on / N_PIPELINE_STEPS * us
+        out[name] = figures
+    return out
 
 
 def _span_floor_us(iterations: int, rounds: int) -> float:
@@ -123,29 +263,47 @@ def _span_floor_us(iterations: int, rounds: int) -> float:
     return (best_full - best_empty) / n * 1e6
 
 
+def _verdict(ok: bool) -> str:
+    return "ok" if ok else "OVER"
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Runtime overhead per step, tracing off/on.")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--iterations", type=int, default=2000, help="runs per round")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds (best is kept)")
+    parser.add_argument("--rounds", type=int, default=7, help="rounds (best is kept)")
     args = parser.parse_args()
-    r = asyncio.run(_bench(args.iterations, args.rounds))
-    rows = [
-        (f"pipeline ({N_PIPELINE_STEPS} steps)", "step", "pipeline", TARGET_PIPELINE_US),
-        (f"parallel ({N_PARALLEL_BRANCHES} branches)", "branch", "parallel", TARGET_PARALLEL_US),
-    ]
-    for label, unit, key, target in rows:
-        off, on = r[f"{key}_off"], r[f"{key}_on"]
-        ratio = on / off if off > 0 else float("inf")
-        print(
-            f"{label:24s}tracing off {off:5.2f} us/{unit} (target <= {target:g}: "
-            + f"{'ok' if off <= target else 'OVER'}) | tracing on {on:5.2f} us/{unit} "
-            + f"(+{on - off:4.2f} us per span) | on/off {ratio:5.2f}x (target <= {TARGET_RATIO:g}x: "
-            + f"{'ok' if ratio <= TARGET_RATIO else 'OVER'})"
-        )
+    reference = _reference()
+    libs = [_ours()] + ([reference] if reference is not None else [])
+    r = asyncio.run(_bench(args.iterations, args.rounds, libs))
+    ours = r["ours"]
+    measured = r.get("reference")
+    source = "measured here, interleaved" if measured is not None else "issue 17's figures"
+    print(f"reference: {source}; CPU time, best of {args.rounds} rounds of {args.iterations}")
+    for key, label in LABELS.items():
+        ref = measured[key] if measured is not None else REFERENCE_US[key]
+        ratio = ours[key] / ref
+        line = f"{label:52s} ours {ours[key]:6.2f} us | reference {ref:6.2f} us | {ratio:5.2f}x"
+        if key in TARGET_RATIO:
+            target = TARGET_RATIO[key]
+            line += f" (target <= {target:g}x: {_verdict(ratio <= target)})"
+        else:
+            before = BEFORE_US[key]
+            line += f" (before {before:.2f} us, no worse: {_verdict(ours[key] <= before * 1.1)})"
+        if measured is not None:
+            line += f" [issue 17's reference: {REFERENCE_US[key]:.2f} us]"
+        print(line)
+    on = ours["pipeline_on"]
+    bar = TRACING_SHARE * REFERENCE_US["pipeline"]
+    print(
+        f"{'pipeline, us/step, tracing on':52s} ours {on:6.2f} us | "
+        f"{TRACING_SHARE:g} x the reference's untraced step = {bar:.2f} us | "
+        f"{on / REFERENCE_US['pipeline']:5.2f}x (target <= {TRACING_SHARE:g}x: "
+        f"{_verdict(on <= bar)})"
+    )
     floor = _span_floor_us(args.iterations, args.rounds)
     print(
-        f"{'span floor':24s}two clock reads and one record appended cost {floor:4.2f} us here: "
-        + f"the least any span with start and end times adds (2x needs <= {r['pipeline_off']:.2f})"
+        f"{'span floor':52s} two clock reads and one record appended cost {floor:4.2f} us here "
+        f"(tracing adds {on - ours['pipeline']:.2f} us per step)"
     )
 
 

@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = [
     "CANCEL_GRACE_S",
     "call_maybe_async",
+    "is_async_callable",
+    "may_await",
     "cancel_and_reap",
     "cancel_requested",
+    "current_task",
     "detached_count",
     "wait_for_wakeup",
     "wait_tasks",
@@ -47,6 +52,45 @@ def cancel_requested(task: asyncio.Task[Any] | None) -> bool:
     a deadline) never goes on running steps, and model calls, that nobody waits for.
     """
     return task is not None and task.cancelling() > 0
+
+
+def _current_task_311() -> asyncio.Task[Any] | None:
+    """`asyncio.current_task()` without its `get_running_loop()` on every call.
+
+    On Python 3.11, `get_running_loop()` calls `getpid()` each time (to notice a fork), a system
+    call that costs about 0.3 us on these machines: half a router dispatch. This keeps the loop
+    last found in this thread (a closed one stays referenced until the thread finds another)
+    and reuses it while it is running *in
+    this thread* (`loop._thread_id`, set by `run_forever`); at most one loop runs per thread, so
+    that loop is the running one and its entry in asyncio's table of current tasks is what
+    `asyncio.current_task()` would return. Anything else (no loop cached, a loop without
+    `_thread_id`, one that stopped or runs elsewhere) takes the public path.
+    """
+    loop = _LOOP.loop
+    if loop is None or getattr(loop, "_thread_id", None) != _get_ident():
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        _LOOP.loop = loop
+    return _CURRENT_TASKS.get(loop)
+
+
+class _ThreadLoop(threading.local):
+    loop: Any = None
+    """The event loop `_current_task_311` last found running in this thread, or None."""
+
+
+_LOOP = _ThreadLoop()
+_get_ident = threading.get_ident
+_CURRENT_TASKS: dict[Any, asyncio.Task[Any]] = getattr(asyncio.tasks, "_current_tasks", {})
+
+current_task: Callable[[], asyncio.Task[Any] | None] = (
+    asyncio.current_task  # C from 3.12 on
+    if sys.version_info >= (3, 12) or not hasattr(asyncio.tasks, "_current_tasks")
+    else _current_task_311
+)
+"""The running task, or None (`asyncio.current_task()`; on 3.11 see `_current_task_311`)."""
 
 
 def detached_count() -> int:
@@ -156,6 +200,25 @@ async def cancel_and_reap(
 async def call_maybe_async(fn: Callable[..., Any], *args: Any) -> Any:
     """Call `fn(*args)` and await the result if it is awaitable (sync or async callables)."""
     result = fn(*args)
-    if inspect.isawaitable(result):
+    if may_await(result):
         return await result
     return result
+
+
+def is_async_callable(fn: object) -> bool:
+    """Whether calling `fn` always gives an awaitable: a coroutine function (a `partial` of one
+    too), or an object whose `__call__` is one. Decided once, when a primitive is built, so the
+    per-call path does not ask `inspect` (issue 17)."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 (detects an async __call__ method)
+    )
+
+
+_NEVER_AWAITABLE: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+
+
+def may_await(value: object) -> bool:
+    """Whether a sync callable's result is awaitable (then the caller awaits it, the rule of
+    `call_maybe_async`): `inspect.isawaitable`, skipped for the plain values a condition, a
+    classifier or an updater usually returns (a `type` lookup instead of three `isinstance`)."""
+    return type(value) not in _NEVER_AWAITABLE and inspect.isawaitable(value)

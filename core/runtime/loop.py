@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from core.runtime._tasks import call_maybe_async, cancel_and_reap, cancel_requested, wait_tasks
+from core.runtime._tasks import (
+    cancel_and_reap,
+    current_task,
+    is_async_callable,
+    may_await,
+    wait_tasks,
+)
 from core.runtime._trace import run_in_span
-from core.runtime.step import Step, coerce_step
+from core.runtime.step import Step, coerce_step, direct_call
 from core.runtime.tracing import Span, TraceFrame, current_frame, fork_trace
 
 __all__ = [
@@ -99,6 +105,11 @@ class LoopResult:
                 for r in self.history
             ],
         }
+
+
+def _never() -> int:
+    """`Task.cancelling` of no task (a loop driven outside a task is never cancelled)."""
+    return 0
 
 
 def _numeric(score: float | None) -> float | None:
@@ -225,6 +236,8 @@ class RefinementLoop:
     """
 
     __slots__ = (
+        "_call_evaluator",
+        "_call_step",
         "_conf",
         "_evaluator",
         "_keep_best",
@@ -234,6 +247,7 @@ class RefinementLoop:
         "_threshold",
         "_timeout",
         "_updater",
+        "_updater_async",
         "_window",
         "node_id",
     )
@@ -273,6 +287,10 @@ class RefinementLoop:
         self._step = coerce_step(step)
         self._evaluator = coerce_step(evaluator, name=f"{name}.evaluator")
         self._updater = state_updater
+        # decided once here, not per iteration (issue 17)
+        self._call_step = direct_call(self._step)
+        self._call_evaluator = direct_call(self._evaluator)
+        self._updater_async = is_async_callable(state_updater)
         self._max = max_iterations
         self._timeout = timeout
         self._window = convergence_window
@@ -339,28 +357,59 @@ class RefinementLoop:
         `creator`, the frame of the code that created the task (see `fork_trace`)."""
         if span is not None:
             fork_trace(span, creator)
-        task = asyncio.current_task()
+        task = current_task()
+        cancelling = _never if task is None else task.cancelling
+        # untraced, function steps and evaluators are called without their step (see
+        # `direct_call`); traced, each runs as its step, with a span of its own
+        untraced = current_frame() is None
+        step, run_step = self._step, self._call_step if untraced else None
+        evaluator, evaluate = self._evaluator, self._call_evaluator if untraced else None
+        update, update_async = self._updater, self._updater_async
+        outputs, history = state.outputs, state.history
         for iteration in range(1, self._max + 1):
-            start = time.perf_counter()
-            output = await self._step.execute(current)
-            if state.stopped or cancel_requested(task):
+            start = perf_counter()
+            if run_step is None:
+                output = await step.execute(current)
+            elif run_step[1]:
+                output = await run_step[0](current)
+            else:
+                output = run_step[0](current)
+                if may_await(output):
+                    output = await output
+            if state.stopped or cancelling():
                 raise asyncio.CancelledError
-            verdict = as_eval_result(await self._evaluator.execute(output))
-            if state.stopped or cancel_requested(task):
+            if evaluate is None:
+                verdict = await evaluator.execute(output)
+            elif evaluate[1]:
+                verdict = await evaluate[0](output)
+            else:
+                verdict = evaluate[0](output)
+                if type(verdict) is not EvalResult and may_await(verdict):
+                    verdict = await verdict
+            if type(verdict) is not EvalResult:
+                verdict = as_eval_result(verdict)
+            if state.stopped or cancelling():
                 raise asyncio.CancelledError
-            duration_ms = (time.perf_counter() - start) * 1e3
-            state.outputs.append(output)
-            state.history.append(IterationRecord(iteration, verdict, duration_ms))
+            duration_ms = (perf_counter() - start) * 1e3
+            outputs.append(output)
+            history.append(IterationRecord(iteration, verdict, duration_ms))
             if verdict.passed:
                 return "passed"
-            score = _numeric(verdict.score)
+            score = verdict.score
+            if score is not None and score != score:  # NaN is no score
+                score = None
             if self._conf is not None and score is not None and score >= self._conf:
                 return "confident"
-            if self._window is not None and self._converged(state.history):
+            if self._window is not None and self._converged(history):
                 return "converged"
             if iteration < self._max:
-                current = await call_maybe_async(self._updater, current, output, verdict)
-                if state.stopped or cancel_requested(task):
+                if update_async:
+                    current = await update(current, output, verdict)
+                else:
+                    current = update(current, output, verdict)
+                    if may_await(current):
+                        current = await current
+                if state.stopped or cancelling():
                     raise asyncio.CancelledError
         return "max_iterations"
 

@@ -11,12 +11,12 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from core.errors import RouterError
-from core.runtime._tasks import call_maybe_async, cancel_requested
+from core.runtime._tasks import cancel_requested, current_task, is_async_callable, may_await
 from core.runtime._trace import run_in_span
-from core.runtime.step import Step, coerce_step
+from core.runtime.step import DirectCall, Step, coerce_step, direct_call
 from core.runtime.tracing import Span, current_frame, summarize
 
 __all__ = ["FallbackReason", "Route", "RouteDecision", "Router", "normalize_route_name"]
@@ -109,6 +109,10 @@ class RouteDecision:
         }
 
 
+_DecisionFields = tuple[str | None, Any, bool, FallbackReason | None, str | None]
+"""A `RouteDecision`'s fields in order, as the router keeps them until the record is asked for."""
+
+
 def _text(value: Any) -> str:
     """A route name as text: an enum member by its value (`str()` of a `(str, Enum)` member is
     `"Topic.MATH"`, and an enum's `.name` is its identifier), anything else with `str`."""
@@ -138,8 +142,9 @@ class Router:
 
     With a `classifier`, the classifier alone chooses: it is an agent (its output names the
     route by duck typing: `.route`, else `.name`, else `str(output)`; enum members by their
-    value), a Step, or a sync or async callable returning the route name; names match per `normalize_route_name`. Without a
-    classifier, the first route in list order whose condition is truthy wins.
+    value), a Step, or a sync or async callable returning the route name; names match per
+    `normalize_route_name`. Without a classifier, the first route in list order whose condition
+    is truthy wins.
 
     When nothing matches (unknown or empty classifier answer, classifier raised, no condition
     true) the `fallback` runs if there is one, else `RouterError` naming the router is raised
@@ -152,6 +157,13 @@ class Router:
     `run_with_decision`), and with tracing on it is written to the router span's attributes
     (`RouteDecision.to_attributes`). An agent or callable classifier runs as a child step
     named `"<router name>.classifier"`, so its usage is recorded.
+
+    Cost (issue 17): whether each condition and a callable classifier is async is decided once,
+    here (`is_async_callable`); a sync one's result is awaited only if it is awaitable (so a
+    plain function returning a coroutine still works), which is checked by type first
+    (`may_await`). Untraced, a callable classifier is called directly rather than through its
+    step, and the decision is kept as a bare tuple, made a `RouteDecision` only when
+    `last_decision` is read or `run_with_decision` returns it.
 
     Args:
         routes: the routes, in priority order for conditions.
@@ -168,11 +180,14 @@ class Router:
 
     __slots__ = (
         "_by_key",
+        "_by_name",
+        "_call_classifier",
         "_classifier",
+        "_conditions",
         "_fallback",
+        "_last",
         "_name",
         "_routes",
-        "last_decision",
         "node_id",
     )
 
@@ -203,14 +218,26 @@ class Router:
             raise ValueError(f"router {name!r} needs a classifier or at least one route condition")
         self._routes = routes
         self._by_key = by_key
+        # a route's name as declared normalises to its own key, so an exact hit is a match
+        self._by_name: dict[str, tuple[str, Step, DirectCall | None]] = {
+            r.name: (r.name, r.step, direct_call(r.step)) for r in routes
+        }
+        self._conditions: tuple[
+            tuple[str, Step, DirectCall | None, Callable[[Any], Any], bool], ...
+        ] = tuple(
+            (r.name, r.step, direct_call(r.step), r.condition, is_async_callable(r.condition))
+            for r in routes
+            if r.condition is not None
+        )
         self._classifier: Step | None = None
+        self._call_classifier: DirectCall | None = None
         if classifier is not None:
             self._classifier = coerce_step(classifier, name=f"{name}.classifier")
+            self._call_classifier = direct_call(self._classifier)
         self._fallback: Step | None = None if fallback is None else coerce_step(fallback)
         self._name = name
         self.node_id = node_id
-        self.last_decision: RouteDecision | None = None
-        """The most recent decision of this router (None before the first run)."""
+        self._last: RouteDecision | _DecisionFields | None = None
 
     @property
     def step_name(self) -> str:
@@ -229,9 +256,13 @@ class Router:
     def fallback(self) -> Step | None:
         return self._fallback
 
-    async def execute(self, input_data: Any) -> Any:
-        """Same as `run`."""
-        return (await self.run_with_decision(input_data))[0]
+    @property
+    def last_decision(self) -> RouteDecision | None:
+        """The most recent decision of this router (None before the first run)."""
+        last = self._last
+        if isinstance(last, tuple):
+            last = self._last = RouteDecision(*last)
+        return last
 
     async def run(self, input_data: Any) -> Any:
         """Choose a route for `input_data`, run it and return its output.
@@ -239,7 +270,65 @@ class Router:
         Raises:
             RouterError: nothing matched and there is no fallback, or a condition raised.
         """
-        return (await self.run_with_decision(input_data))[0]
+        if current_frame() is not None:
+            return (await self.run_with_decision(input_data))[0]
+        # Untraced: `_decide(input_data, None)` inlined, one coroutine less per dispatch.
+        awaited = False
+        call: DirectCall | None = None  # how to call the chosen step without it (see below)
+        if self._classifier is None:
+            for name, route_step, route_call, condition, is_async in self._conditions:
+                try:
+                    if is_async:
+                        awaited = True
+                        hit = await condition(input_data)
+                    else:
+                        hit = condition(input_data)
+                        if type(hit) is not bool and may_await(hit):
+                            awaited = True
+                            hit = await hit
+                except Exception as exc:
+                    raise self._condition_error(name, exc) from exc
+                if hit:
+                    self._last = (name, None, False, None, None)
+                    step, call = route_step, route_call
+                    break
+            else:
+                step = self._no_match(None, "no_condition_matched", None, None)
+        else:
+            awaited = True
+            classify = self._call_classifier
+            try:
+                if classify is None:
+                    raw = await self._classifier.execute(input_data)
+                elif classify[1]:
+                    raw = await classify[0](input_data)
+                else:
+                    raw = classify[0](input_data)
+                    if may_await(raw):
+                        raw = await raw
+            except Exception as exc:
+                step = self._no_match(None, "classifier_error", exc, None)
+            else:
+                exact = self._by_name.get(raw) if type(raw) is str else None
+                if exact is None:
+                    step = self._route_for(raw, None)
+                else:
+                    self._last = (exact[0], raw, False, None, None)
+                    _, step, call = exact
+        # a cancellation can only have been swallowed at an await of the decision
+        if awaited:
+            task = current_task()
+            if task is not None and task.cancelling():  # the classifier swallowed one
+                raise asyncio.CancelledError
+        if call is None:
+            return await step.execute(input_data)
+        if call[1]:  # the chosen route's FunctionStep, untraced, without its coroutine
+            return await call[0](input_data)
+        out = call[0](input_data)
+        return (await out) if may_await(out) else out
+
+    execute = run
+    """Same as `run` (the Step method)."""
 
     async def run_with_decision(self, input_data: Any) -> tuple[Any, RouteDecision]:
         """Like `run`, also returning the `RouteDecision` made for this input."""
@@ -251,60 +340,89 @@ class Router:
         )
 
     async def _run(self, input_data: Any, span: Span | None) -> tuple[Any, RouteDecision]:
-        step, decision = await self._decide(input_data, span)
-        if cancel_requested(asyncio.current_task()):  # the classifier swallowed a cancellation
+        step = await self._decide(input_data, span)
+        decision = self.last_decision  # recorded by `_decide` with no await since
+        if cancel_requested(current_task()):  # the classifier swallowed a cancellation
             raise asyncio.CancelledError
-        return await step.execute(input_data), decision
+        return await step.execute(input_data), cast(RouteDecision, decision)
 
-    async def _decide(self, input_data: Any, span: Span | None) -> tuple[Step, RouteDecision]:
-        cause: Exception | None = None
-        if self._classifier is not None:
-            raw: Any = None
-            try:
-                raw = await self._classifier.execute(input_data)
-            except Exception as exc:
-                cause = exc
-                reason: FallbackReason = "classifier_error"
-            else:
-                name = route_name_of(raw)
-                key = None if name is None else normalize_route_name(name)
-                if not key:
-                    reason = "empty_output"
-                elif (route := self._by_key.get(key)) is None:
-                    reason = "unknown_route"
-                else:
-                    return route.step, self._decided(
-                        RouteDecision(route.name, raw, False, None), span
-                    )
-        else:
-            raw = None
-            reason = "no_condition_matched"
-            for route in self._routes:
-                if route.condition is None:
-                    continue
+    async def _decide(self, input_data: Any, span: Span | None) -> Step:
+        """The step to run for `input_data`; records the decision (`_record`) on the way out.
+
+        With `span` (tracing on) the classifier runs as its step, so it gets a span of its own.
+        `run` inlines this for the untraced case: keep the two in step.
+        """
+        if self._classifier is None:
+            for name, step, _, condition, is_async in self._conditions:
                 try:
-                    hit = await call_maybe_async(route.condition, input_data)
+                    if is_async:
+                        hit = await condition(input_data)
+                    else:
+                        hit = condition(input_data)
+                        if type(hit) is not bool and may_await(hit):
+                            hit = await hit
                 except Exception as exc:
-                    raise RouterError(
-                        f"router {self._name!r}: the condition of route {route.name!r} raised "
-                        f"{type(exc).__name__}: {exc}"
-                    ) from exc
+                    raise self._condition_error(name, exc) from exc
                 if hit:
-                    return route.step, self._decided(
-                        RouteDecision(route.name, None, False, None), span
-                    )
+                    self._record((name, None, False, None, None), span)
+                    return step
+            return self._no_match(None, "no_condition_matched", None, span)
+        classify = self._call_classifier
+        try:
+            if classify is None or span is not None:
+                raw = await self._classifier.execute(input_data)
+            elif classify[1]:
+                raw = await classify[0](input_data)
+            else:
+                raw = classify[0](input_data)
+                if may_await(raw):
+                    raw = await raw
+        except Exception as exc:
+            return self._no_match(None, "classifier_error", exc, span)
+        return self._route_for(raw, span)
+
+    def _route_for(self, raw: Any, span: Span | None) -> Step:
+        """The step a classifier's output `raw` chooses (the fallback, or `RouterError`, when
+        it names no route); records the decision."""
+        exact = self._by_name.get(raw) if type(raw) is str else None
+        if exact is not None:
+            self._record((exact[0], raw, False, None, None), span)
+            return exact[1]
+        name = route_name_of(raw)
+        key = None if name is None else normalize_route_name(name)
+        if not key:
+            return self._no_match(raw, "empty_output", None, span)
+        route = self._by_key.get(key)
+        if route is None:
+            return self._no_match(raw, "unknown_route", None, span)
+        self._record((route.name, raw, False, None, None), span)
+        return route.step
+
+    def _condition_error(self, name: str, exc: Exception) -> RouterError:
+        return RouterError(
+            f"router {self._name!r}: the condition of route {name!r} raised "
+            f"{type(exc).__name__}: {exc}"
+        )
+
+    def _record(self, fields: _DecisionFields, span: Span | None) -> None:
+        """Keep a decision: as a tuple when untraced, else as a `RouteDecision` that is also
+        written to the span's attributes."""
+        if span is None:
+            self._last = fields
+            return
+        decision = self._last = RouteDecision(*fields)
+        span.attributes.update(decision.to_attributes())
+
+    def _no_match(
+        self, raw: Any, reason: FallbackReason, cause: Exception | None, span: Span | None
+    ) -> Step:
+        """The fallback step, or `RouterError` (chained to `cause`) when there is none."""
         error = None if cause is None else f"{type(cause).__name__}: {cause}"
         if self._fallback is not None:
-            decision = RouteDecision(None, raw, True, reason, error)
-            return self._fallback, self._decided(decision, span)
-        self._decided(RouteDecision(None, raw, False, reason, error), span)
+            self._record((None, raw, True, reason, error), span)
+            return self._fallback
+        self._record((None, raw, False, reason, error), span)
         raise RouterError(self._no_match_message(raw, reason, error)) from cause
-
-    def _decided(self, decision: RouteDecision, span: Span | None) -> RouteDecision:
-        self.last_decision = decision
-        if span is not None:
-            span.attributes.update(decision.to_attributes())
-        return decision
 
     def _no_match_message(self, raw: Any, reason: FallbackReason, error: str | None) -> str:
         names = ", ".join(repr(r.name) for r in self._routes)
