@@ -47,6 +47,7 @@ proposed again (same canonical hash) makes no model call.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -393,7 +394,7 @@ class TopologyEvaluator:
         if not examples:
             raise EvaluationError("evaluate() needs at least one example")
         keys = [example_key(e) for e in examples]
-        dupes = sorted({k for k in keys if keys.count(k) > 1})
+        dupes = sorted(k for k, n in Counter(keys).items() if n > 1)  # (not keys.count: n^2)
         if dupes:
             raise EvaluationError(f"duplicate example ids {dupes}: give each example a unique id")
         checked, topology = self._check(spec)

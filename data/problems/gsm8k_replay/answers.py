@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from .state import Candidate, MathState, coerce_state, current_answer, merge_states
@@ -63,8 +64,12 @@ def extract_gold_answer(answer: str) -> str:
     return answer.rsplit("####", 1)[1].strip()
 
 
+@lru_cache(maxsize=1 << 16)
 def parse_number(text: str | None) -> Fraction | None:
     """The exact number an answer text stands for, or None (see the module rules).
+
+    Cached per text (a `Fraction` is immutable): a search scores the same few thousand answer
+    texts tens of thousands of times, and parsing them was 4% of a warm default search.
 
     >>> parse_number("$1,234.50."), parse_number("3/4"), parse_number("1.8 billion")
     (Fraction(2469, 2), Fraction(3, 4), None)
