@@ -27,7 +27,10 @@ TopologyStudioError
 ├── ApplyError                        applying a result to a target
 │   └── StaleTargetError              the target changed since the diff was made
 ├── ProblemError                      a problem definition cannot be loaded (names file and field)
-└── DatasetError                      a dataset is missing or fails its checksum
+├── DatasetError                      a dataset is missing or fails its checksum
+└── AutonomyError                     the runtime layer (orchestrator, sandboxes)
+    ├── HookAbortError                a hook aborted a solve (names reason and subtask)
+    └── SandboxError                  no sandbox can start here (no unsandboxed fallback)
 ```
 """
 
@@ -35,15 +38,18 @@ from __future__ import annotations
 
 __all__ = [
     "ApplyError",
+    "AutonomyError",
     "BudgetError",
     "DatasetError",
     "DegenerateSeedError",
     "EvaluationError",
+    "HookAbortError",
     "HydrationError",
     "JournalWriteError",
     "PipelineStepError",
     "ProblemError",
     "RouterError",
+    "SandboxError",
     "SchemaVersionError",
     "SearchError",
     "SpecError",
@@ -250,3 +256,26 @@ class ProblemError(TopologyStudioError):
 
 class DatasetError(TopologyStudioError):
     """A dataset is missing, cannot be downloaded, or fails its checksum."""
+
+
+class AutonomyError(TopologyStudioError):
+    """The runtime layer (agents spawned per request) cannot do what was asked."""
+
+
+class HookAbortError(AutonomyError):
+    """A hook returned `Abort` at a subtask boundary: the whole solve stops.
+
+    Attributes:
+        reason: the hook's reason.
+        subtask: the name of the subtask whose boundary the hook aborted at.
+    """
+
+    def __init__(self, reason: str, *, subtask: str) -> None:
+        super().__init__(f"aborted by a hook at subtask {subtask!r}: {reason}")
+        self.reason = reason
+        self.subtask = subtask
+
+
+class SandboxError(AutonomyError):
+    """No sandbox can start here, so a generated tool is refused (there is no unsandboxed
+    fallback); the message says what is missing and how to install it."""

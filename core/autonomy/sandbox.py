@@ -1,0 +1,460 @@
+"""Sandboxes for generated tools: the `Sandbox` protocol and `BubblewrapSandbox`.
+
+Generated code runs only in a real sandbox (runtime contract, decision 7). Before anything
+runs, `check_implementation` parses the body (it is never executed here) and refuses: an import
+of a module outside `allowed_imports`; any dunder name or attribute (`__import__`,
+`__class__`, `__builtins__`, ...); calls of the builtins that reach around those rules
+(`eval`, `exec`, `compile`, `getattr`, `setattr`, `delattr`, `globals`, `locals`, `vars`,
+`open`, `input`, `breakpoint`); private names (starting with `_`, other than `_` itself);
+string constants containing `__`; `global` and `nonlocal`.
+
+`BubblewrapSandbox` then runs each call in a fresh `bwrap` (the Debian package `bubblewrap`):
+
+- every namespace unshared (no network: only a loopback device exists; own pid, ipc, uts
+  namespaces), `--die-with-parent`, `--new-session`, all capabilities dropped;
+- the system read-only (`/usr` and its `/bin`, `/lib`, `/lib64` links), a private empty
+  `/tmp` (a tmpfs of `tmp_mb` MiB, the only writable place), `/proc` and a minimal `/dev`;
+- a scrubbed environment (`--clearenv`, then `PATH`, `LANG`, `PYTHONDONTWRITEBYTECODE` and
+  `PYTHONNOUSERSITE` only);
+- as root, the sandbox runs as `nobody` (uid/gid 65534), so the process-count limit applies
+  (root is exempt from `RLIMIT_NPROC`): a fork bomb stops at `max_processes`;
+- the program sets rlimits before the body runs: address space = its size at start +
+  `memory_mb` MiB, CPU seconds = ceil(`timeout_s`), file size 1 MiB, 64 open files;
+- a wall timeout of `timeout_s` + `startup_allowance_s` kills the whole sandbox;
+- JSON in (the call's `args` on stdin) and out (one marked line on stdout, at most
+  `max_output_bytes`).
+
+The generated body is written into the call's private directory as a small program (the body
+inside `def _generated_tool(args):`, a fixed prologue and epilogue whose names are private,
+which the body cannot name: every name starting with `_` is refused) that the sandboxed system
+interpreter (`/usr/bin/python3`) runs; nothing in `core/` evaluates it. Where `bwrap` cannot
+start, `BubblewrapSandbox.check_available` raises `SandboxError`: there is no unsandboxed
+fallback. Dependencies are refused (no package installs in this tier).
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import textwrap
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from core.errors import SandboxError, SpecError
+from core.ir.agent_spec import GeneratedToolSpec
+
+__all__ = [
+    "FORBIDDEN_CALLS",
+    "BubblewrapSandbox",
+    "Sandbox",
+    "SandboxResult",
+    "check_implementation",
+]
+
+FORBIDDEN_CALLS: frozenset[str] = frozenset(
+    {
+        "eval",
+        "exec",
+        "compile",
+        "getattr",
+        "setattr",
+        "delattr",
+        "globals",
+        "locals",
+        "vars",
+        "open",
+        "input",
+        "breakpoint",
+        "help",
+        "memoryview",
+    }
+)
+"""Builtin names a generated body may not use at all."""
+
+_MARK = "@@TOOL_RESULT@@"
+_FUNC = "_generated_tool"
+
+
+def _wrapped_source(implementation: str) -> str:
+    return f"def {_FUNC}(args):\n" + textwrap.indent(implementation.rstrip() + "\n", "    ")
+
+
+def check_implementation(spec: GeneratedToolSpec) -> None:
+    """Refuse a generated body that breaks the static rules (module docstring).
+
+    Raises:
+        SpecError: one `("$.implementation", "line N: ...")` pair per violation.
+    """
+    if spec.dependencies:
+        raise SpecError(
+            f"generated tool {spec.name!r} declares dependencies {list(spec.dependencies)}: "
+            "this sandbox installs no packages, so they are refused",
+            [("$.dependencies", "no package allowlist in this sandbox")],
+        )
+    try:
+        tree = ast.parse(_wrapped_source(spec.implementation))
+    except SyntaxError as exc:
+        line = (exc.lineno or 1) - 1
+        raise SpecError(
+            f"generated tool {spec.name!r}: syntax error at line {line}: {exc.msg}",
+            [("$.implementation", f"line {line}: {exc.msg}")],
+        ) from None
+    problems: list[str] = []
+    allowed = spec.allowed_imports
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 1) - 1
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                top = alias.name.split(".")[0]
+                if top not in allowed:
+                    problems.append(f"line {line}: import of {alias.name!r} is not allowed")
+        elif isinstance(node, ast.ImportFrom):
+            top = (node.module or "").split(".")[0]
+            if node.level or top not in allowed:
+                problems.append(f"line {line}: import from {node.module!r} is not allowed")
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("__"):
+            problems.append(f"line {line}: dunder attribute {node.attr!r} is not allowed")
+        elif isinstance(node, ast.Name):
+            if node.id.startswith("__"):
+                problems.append(f"line {line}: dunder name {node.id!r} is not allowed")
+            elif node.id.startswith("_") and node.id != "_":
+                problems.append(f"line {line}: private name {node.id!r} is not allowed")
+            elif node.id in FORBIDDEN_CALLS:
+                problems.append(f"line {line}: {node.id!r} is not allowed")
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            problems.append(f"line {line}: global/nonlocal is not allowed")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if "__" in node.value:
+                problems.append(f"line {line}: a string containing '__' is not allowed")
+    if problems:
+        raise SpecError(
+            f"generated tool {spec.name!r} refused: " + "; ".join(problems),
+            [("$.implementation", p) for p in problems],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxResult:
+    """One sandboxed call.
+
+    Attributes:
+        ok: the body returned a JSON-serializable value.
+        value: that value (None when not ok).
+        error: why not ok: `"timeout: ..."`, `"memory: ..."`, `"ExceptionType: message"`,
+            `"exit N: <stderr tail>"`; None when ok.
+        duration_ms: wall time of the call, sandbox start included, in ms.
+    """
+
+    ok: bool
+    value: Any = None
+    error: str | None = None
+    duration_ms: float = 0.0
+
+    def to_tool_result(self) -> Any:
+        """What the agent sees: the value, or `{"error": ..., "ok": False}`."""
+        return self.value if self.ok else {"ok": False, "error": self.error}
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """Runs generated tools in isolation; `DynamicToolFactory` needs only this.
+
+    `validate` must refuse (raising) a spec the sandbox will not run, without running it;
+    `execute` must never raise for a failure of the body (timeouts, memory, exceptions, bad
+    output are a `SandboxResult` with `ok=False`) and must never run anything outside the
+    sandbox.
+    """
+
+    def check_available(self) -> None:
+        """Raise `SandboxError` if the sandbox cannot start here."""
+        ...
+
+    def validate(self, spec: GeneratedToolSpec) -> None:
+        """Raise `SpecError` if `spec` breaks the static rules."""
+        ...
+
+    async def execute(self, spec: GeneratedToolSpec, args: Mapping[str, Any]) -> SandboxResult:
+        """Run `spec` on `args` in the sandbox."""
+        ...
+
+
+_PROLOGUE = """\
+import json as _json
+import resource as _resource
+import sys as _sys
+
+
+def _limits():
+    page = _resource.getpagesize()
+    with open("/proc/self/statm") as fh:
+        size = int(fh.read().split()[0]) * page
+    extra = {memory} * 1024 * 1024
+    _resource.setrlimit(_resource.RLIMIT_AS, (size + extra, size + extra))
+    _resource.setrlimit(_resource.RLIMIT_CPU, ({cpu}, {cpu} + 1))
+    _resource.setrlimit(_resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+    _resource.setrlimit(_resource.RLIMIT_NOFILE, (64, 64))
+    if {nproc} > 0:
+        _resource.setrlimit(_resource.RLIMIT_NPROC, ({nproc}, {nproc}))
+
+
+_args = _json.loads(_sys.stdin.read())
+_limits()
+"""
+
+_EPILOGUE = """
+
+def _main(args):
+    try:
+        value = {func}(args)
+        text = _json.dumps({{"ok": True, "value": value}})
+    except MemoryError:
+        text = _json.dumps({{"ok": False, "error": "memory: the memory limit was reached"}})
+    except RecursionError:
+        text = _json.dumps({{"ok": False, "error": "RecursionError: too deep"}})
+    except Exception as exc:
+        text = _json.dumps({{"ok": False, "error": type(exc).__name__ + ": " + str(exc)[:500]}})
+    _sys.stdout.write("\\n{mark}" + text + "\\n")
+    _sys.stdout.flush()
+
+
+_main(_args)
+"""
+
+
+def _program(spec: GeneratedToolSpec, nproc: int) -> str:
+    prologue = _PROLOGUE.format(
+        memory=int(spec.memory_mb), cpu=max(1, math.ceil(spec.timeout_s)), nproc=int(nproc)
+    )
+    return (
+        prologue
+        + "\n\n"
+        + _wrapped_source(spec.implementation)
+        + _EPILOGUE.format(func=_FUNC, mark=_MARK)
+    )
+
+
+class BubblewrapSandbox:
+    """Runs generated tools in `bwrap` (see the module docstring for what is isolated).
+
+    Args:
+        bwrap: the `bwrap` executable; default the one on `PATH`.
+        python: the interpreter inside the sandbox (under `/usr`); default `/usr/bin/python3`.
+        tmp_mb: size of the sandbox's private `/tmp`, in MiB.
+        max_processes: the process-count limit when the sandbox runs as `nobody` (as root).
+        startup_allowance_s: added to `timeout_s` for the wall timeout (sandbox start-up).
+        max_output_bytes: the most stdout read from a call.
+    """
+
+    def __init__(
+        self,
+        *,
+        bwrap: str | None = None,
+        python: str = "/usr/bin/python3",
+        tmp_mb: int = 16,
+        max_processes: int = 64,
+        startup_allowance_s: float = 2.0,
+        max_output_bytes: int = 1 << 20,
+    ) -> None:
+        self.bwrap = bwrap or shutil.which("bwrap") or "bwrap"
+        self.python = python
+        self.tmp_mb = tmp_mb
+        self.max_processes = max_processes
+        self.startup_allowance_s = startup_allowance_s
+        self.max_output_bytes = max_output_bytes
+        self._available: bool | None = None
+        self.calls = 0
+        """How many calls were started."""
+
+    def _as_nobody(self) -> bool:
+        return os.geteuid() == 0
+
+    def _argv(self, program: Path) -> list[str]:
+        argv = [
+            self.bwrap,
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            "--clearenv",
+            "--setenv",
+            "PATH",
+            "/usr/bin:/bin",
+            "--setenv",
+            "LANG",
+            "C.UTF-8",
+            "--setenv",
+            "PYTHONDONTWRITEBYTECODE",
+            "1",
+            "--setenv",
+            "PYTHONNOUSERSITE",
+            "1",
+            "--ro-bind",
+            "/usr",
+            "/usr",
+        ]
+        for link in ("bin", "lib", "lib64", "sbin"):
+            target = Path("/") / link
+            if target.is_symlink():
+                argv += ["--symlink", os.readlink(target), f"/{link}"]
+            elif target.is_dir():
+                argv += ["--ro-bind", str(target), f"/{link}"]
+        argv += [
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--size",
+            str(self.tmp_mb * 1024 * 1024),
+            "--tmpfs",
+            "/tmp",
+            "--dir",
+            "/sandbox",
+            "--ro-bind",
+            str(program),
+            "/sandbox/tool.py",
+            "--chdir",
+            "/tmp",
+        ]
+        if self._as_nobody():
+            argv += ["--unshare-user", "--disable-userns"]
+        argv += [self.python, "-I", "-S", "/sandbox/tool.py"]
+        return argv
+
+    def check_available(self) -> None:
+        """Start one trivial sandbox (once per instance) to prove `bwrap` works here.
+
+        Raises:
+            SandboxError: `bwrap` is missing or cannot start a sandbox (with its message and
+                how to install it).
+        """
+        if self._available:
+            return
+        if shutil.which(self.bwrap) is None and not Path(self.bwrap).exists():
+            raise SandboxError(
+                "bubblewrap (bwrap) is not installed: generated tools run only in a sandbox; "
+                "install it with `apt-get install bubblewrap`"
+            )
+        probe = GeneratedToolSpec(name="probe", implementation="return 1")
+        result = asyncio.run(self.execute(probe, {})) if not _loop_running() else None
+        if result is None:
+            result = _run_in_thread(self, probe)
+        if not (result.ok and result.value == 1):
+            raise SandboxError(f"bubblewrap cannot start a sandbox here: {result.error}")
+        self._available = True
+
+    def validate(self, spec: GeneratedToolSpec) -> None:
+        """The static checks (`check_implementation`).
+
+        Raises:
+            SpecError: the body breaks a rule, or the spec declares dependencies.
+        """
+        check_implementation(spec)
+
+    async def execute(self, spec: GeneratedToolSpec, args: Mapping[str, Any]) -> SandboxResult:
+        """Run `spec` on `args` in a fresh sandbox; failures are results, never raised."""
+        start = time.perf_counter()
+        self.calls += 1
+        try:
+            payload = json.dumps(dict(args)).encode()
+        except (TypeError, ValueError) as exc:
+            return SandboxResult(False, error=f"arguments are not JSON: {exc}")
+        with tempfile.TemporaryDirectory(prefix="ts-sandbox-") as tmp:
+            program = Path(tmp) / "tool.py"
+            nproc = self.max_processes if self._as_nobody() else 0
+            program.write_text(_program(spec, nproc), encoding="utf-8")
+            os.chmod(tmp, 0o755)
+            os.chmod(program, 0o644)
+            options: dict[str, Any] = {}
+            if self._as_nobody():
+                options = {"user": 65534, "group": 65534, "extra_groups": []}
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *self._argv(program),
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                    env={"PATH": "/usr/bin:/bin"},
+                    cwd=tmp,
+                    **options,
+                )
+            except OSError as exc:
+                return SandboxResult(False, error=f"sandbox did not start: {exc}")
+            wall = spec.timeout_s + self.startup_allowance_s
+            try:
+                out, err = await asyncio.wait_for(proc.communicate(payload), timeout=wall)
+            except TimeoutError:
+                _kill(proc)
+                await proc.wait()
+                return SandboxResult(
+                    False,
+                    error=f"timeout: the call ran longer than {spec.timeout_s:g} s",
+                    duration_ms=(time.perf_counter() - start) * 1000,
+                )
+            finally:
+                if proc.returncode is None:
+                    _kill(proc)
+        ms = (time.perf_counter() - start) * 1000
+        return _parse(out[: self.max_output_bytes], err, proc.returncode, spec, ms)
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        try:
+            proc.kill()
+        except ProcessLookupError:
+            pass
+
+
+def _parse(
+    out: bytes, err: bytes, code: int | None, spec: GeneratedToolSpec, ms: float
+) -> SandboxResult:
+    text = out.decode("utf-8", "replace")
+    index = text.rfind(_MARK)
+    if index >= 0:
+        line = text[index + len(_MARK) :].splitlines()[0] if text[index + len(_MARK) :] else ""
+        try:
+            data: Any = json.loads(line)
+        except ValueError:
+            return SandboxResult(False, error="the tool's result is not JSON", duration_ms=ms)
+        if isinstance(data, dict) and data.get("ok") is True:  # pyright: ignore[reportUnknownMemberType]
+            return SandboxResult(True, value=data.get("value"), duration_ms=ms)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        error = str(data.get("error")) if isinstance(data, dict) else "bad result"  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        return SandboxResult(False, error=error, duration_ms=ms)
+    tail = err.decode("utf-8", "replace").strip().splitlines()[-3:]
+    killed = {int(signal.SIGXCPU), int(signal.SIGKILL)}
+    # bwrap reports a child killed by signal N as exit 128 + N; asyncio as -N
+    if code is not None and (-code in killed or code - 128 in killed):
+        reason = f"timeout: the CPU limit of {math.ceil(spec.timeout_s)} s was reached"
+        return SandboxResult(False, error=reason, duration_ms=ms)
+    if any("MemoryError" in t for t in tail):
+        return SandboxResult(False, error="memory: the memory limit was reached", duration_ms=ms)
+    return SandboxResult(False, error=f"exit {code}: {' | '.join(tail)}", duration_ms=ms)
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _run_in_thread(sandbox: BubblewrapSandbox, spec: GeneratedToolSpec) -> SandboxResult:
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, sandbox.execute(spec, {})).result()

@@ -1,0 +1,181 @@
+"""BubblewrapSandbox + DynamicToolFactory (runtime contract 7): the documented DOI tool runs; the
+sandbox blocks network, writes outside its temp directory, an endless loop, a memory bomb, a
+fork bomb and a disallowed import; a failing tool returns a structured error; dependencies and
+a missing bwrap are refused."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.autonomy import BubblewrapSandbox, DynamicToolFactory, SandboxResult
+from core.errors import SandboxError, SpecError
+from core.ir import GeneratedToolSpec
+
+SANDBOX = BubblewrapSandbox()
+
+EXTRACT_DOIS = GeneratedToolSpec(
+    name="extract_dois",
+    description="Extract DOIs from a text blob.",
+    parameters={"text": {"type": "string"}},
+    implementation=(
+        "import re\n"
+        "matches = re.findall(r'10\\.\\d{4,}/[\\w.\\-/]+', args['text'])\n"
+        "return {'dois': matches, 'count': len(matches)}\n"
+    ),
+    allowed_imports={"re"},
+    dependencies=[],
+    timeout_s=2.0,
+    memory_mb=64,
+)
+
+
+def _run(spec: GeneratedToolSpec, args: dict[str, Any] | None = None) -> SandboxResult:
+    SANDBOX.validate(spec)
+    return asyncio.run(SANDBOX.execute(spec, args or {}))
+
+
+def _spec(body: str, **kw: Any) -> GeneratedToolSpec:
+    return GeneratedToolSpec(name="t", implementation=body, **kw)
+
+
+def test_the_documented_tool_runs_as_a_pydantic_ai_tool() -> None:
+    tool = asyncio.run(DynamicToolFactory(SANDBOX).spawn(EXTRACT_DOIS))
+    assert tool.name == "extract_dois"
+    assert tool.tool_def.parameters_json_schema == {
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+        "additionalProperties": False,
+    }
+    text = "see 10.1000/xyz123 and 10.5555/abc.def"
+    out = asyncio.run(tool.function(text=text))  # type: ignore[call-arg]
+    assert out == {"dois": ["10.1000/xyz123", "10.5555/abc.def"], "count": 2}
+
+
+def test_network_is_blocked() -> None:
+    body = (
+        "import socket\n"
+        "s = socket.socket()\n"
+        "s.settimeout(1)\n"
+        "s.connect(('1.1.1.1', 80))\n"
+        "return 'connected'\n"
+    )
+    result = _run(_spec(body, allowed_imports={"socket"}))
+    assert not result.ok
+    assert result.error is not None and result.error.startswith("OSError: [Errno 101]")
+
+
+def test_writes_outside_the_private_tmp_are_blocked_and_tmp_is_private(tmp_path: Path) -> None:
+    target = tmp_path / "escaped.txt"
+    body = (
+        "import pathlib\n"
+        "pathlib.Path('/tmp/inside.txt').write_text('ok')\n"
+        f"pathlib.Path({str(target)!r}).write_text('escaped')\n"
+        "return 'wrote'\n"
+    )
+    result = _run(_spec(body, allowed_imports={"pathlib"}))
+    assert not result.ok
+    assert result.error is not None and result.error.startswith("FileNotFoundError")
+    assert not target.exists()
+    usr = _run(
+        _spec(
+            "import pathlib\npathlib.Path('/usr/x').write_text('x')\nreturn 1\n",
+            allowed_imports={"pathlib"},
+        )
+    )
+    assert usr.error is not None and usr.error.startswith("OSError: [Errno 30] Read-only")
+    listing = _run(_spec("import os\nreturn sorted(os.listdir('/tmp'))\n", allowed_imports={"os"}))
+    assert listing.ok and listing.value == []
+
+
+def test_an_endless_loop_is_stopped_by_the_time_limit() -> None:
+    result = _run(_spec("while True:\n    pass\n", timeout_s=1.0))
+    assert not result.ok
+    assert result.error == "timeout: the CPU limit of 1 s was reached"
+    assert result.duration_ms < 3_500
+
+
+def test_an_endless_sleep_is_stopped_by_the_wall_timeout() -> None:
+    result = _run(_spec("import time\ntime.sleep(60)\n", allowed_imports={"time"}, timeout_s=1.0))
+    assert result.error == "timeout: the call ran longer than 1 s"
+
+
+def test_a_memory_bomb_is_stopped_by_the_memory_limit() -> None:
+    result = _run(_spec("x = bytearray(512 * 1024 * 1024)\nreturn len(x)\n", memory_mb=64))
+    assert not result.ok
+    assert result.error == "memory: the memory limit was reached"
+
+
+def test_a_fork_bomb_is_stopped() -> None:
+    body = (
+        "import os\n"
+        "n = 0\n"
+        "try:\n"
+        "    while True:\n"
+        "        if os.fork() == 0:\n"
+        "            import time\n"
+        "            time.sleep(30)\n"
+        "        n += 1\n"
+        "except OSError as exc:\n"
+        "    return {'forks': n, 'blocked': isinstance(exc, BlockingIOError)}\n"
+    )
+    result = _run(_spec(body, allowed_imports={"os", "time"}, timeout_s=5.0))
+    assert result.ok, result.error
+    assert result.value["blocked"] is True
+    assert 0 < result.value["forks"] < SANDBOX.max_processes
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ("import os\nreturn 1\n", "line 1: import of 'os' is not allowed"),
+        (
+            "from subprocess import run\nreturn 1\n",
+            "line 1: import from 'subprocess' is not allowed",
+        ),
+        ("return ().__class__\n", "line 1: dunder attribute '__class__' is not allowed"),
+        ("return __import__('os')\n", "line 1: dunder name '__import__' is not allowed"),
+        ("return eval('1')\n", "line 1: 'eval' is not allowed"),
+        ("return open('/etc/passwd').read()\n", "line 1: 'open' is not allowed"),
+        ("return _sys\n", "line 1: private name '_sys' is not allowed"),
+    ],
+)
+def test_disallowed_code_is_refused_before_it_runs(body: str, problem: str) -> None:
+    with pytest.raises(SpecError) as exc:
+        DynamicToolFactory(SANDBOX).build(_spec(body))
+    assert exc.value.errors == [("$.implementation", problem)]
+
+
+def test_a_failing_tool_returns_a_structured_error() -> None:
+    tool = DynamicToolFactory(SANDBOX).build(_spec("return 1 / 0\n"))
+    out = asyncio.run(tool.function())  # type: ignore[call-arg]
+    assert out == {"ok": False, "error": "ZeroDivisionError: division by zero"}
+
+
+def test_the_environment_is_scrubbed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-leak")
+    result = _run(_spec("import os\nreturn dict(os.environ)\n", allowed_imports={"os"}))
+    assert result.ok
+    assert "OPENAI_API_KEY" not in result.value
+    assert sorted(result.value) == [
+        "LANG",
+        "PATH",
+        "PWD",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONNOUSERSITE",
+    ]
+
+
+def test_dependencies_are_refused() -> None:
+    with pytest.raises(SpecError, match="declares dependencies"):
+        DynamicToolFactory(SANDBOX).build(_spec("return 1\n", dependencies=("pandas",)))
+
+
+def test_no_sandbox_means_no_tool() -> None:
+    factory = DynamicToolFactory(BubblewrapSandbox(bwrap="/nonexistent/bwrap"))
+    with pytest.raises(SandboxError, match="apt-get install bubblewrap"):
+        factory.build(EXTRACT_DOIS)
