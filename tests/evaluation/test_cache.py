@@ -118,3 +118,35 @@ def test_results_convert_to_and_from_journal_event_fields() -> None:
     cache = InMemoryEvaluationCache()
     cache.put(back)
     assert cache.get("h", "q3", 1) == r
+
+
+def test_a_result_without_a_trace_is_rebuilt_equal_with_its_fields_set() -> None:
+    # kept packed (plain tuples) and rebuilt on every get: equal, same JSON, same fields set,
+    # a new object each time (so a caller cannot change what is stored)
+    cache = InMemoryEvaluationCache()
+    r = _result(trace=[])
+    cache.put(r)
+    first, second = cache.get("h1", "q1", 0), cache.get("h1", "q1", 0)
+    assert first is not None and second is not None
+    assert first == r and second == r
+    assert first is not second and first is not r
+    assert first.model_dump_json() == r.model_dump_json()
+    assert first.model_fields_set == r.model_fields_set
+    assert (
+        first.bundle.model_fields_set
+        == r.bundle.model_fields_set
+        == {
+            "accuracy",
+            "cost_usd",
+            "latency_ms",
+            "input_tokens",
+        }
+    )
+    assert (first.bundle.accuracy, first.bundle.cost_usd, first.requests) == (1.0, 0.25, 2)
+
+
+def test_a_result_with_a_trace_is_kept_as_it_is() -> None:
+    cache = InMemoryEvaluationCache()
+    r = _result()
+    cache.put(r)
+    assert cache.get("h1", "q1", 0) is r
