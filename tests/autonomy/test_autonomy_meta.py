@@ -1,0 +1,222 @@
+"""MetaOrchestrator on function models: decompose, spawn, execute, aggregate with cost; the
+subtask and depth caps reported; each hook decision; re-decomposition bounded; two concurrent
+solves that do not see each other's agents; the roster persisted and found again."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.agents import BaseAgent
+from core.autonomy import (
+    Abort,
+    AgentFactory,
+    Continue,
+    EventBus,
+    HookContext,
+    HookRunner,
+    MetacognitionConfig,
+    MetaOrchestrator,
+    Redirect,
+    Skip,
+    SubTask,
+    TaskDecomposition,
+    ToolRegistry,
+)
+from core.autonomy.testing import planner_model, specialist_model
+from core.errors import HookAbortError
+from core.evaluation import ModelPrice, Pricer
+from core.memory import DuckDBMemoryStore
+
+
+def _plan(*names: str, **nested: list[SubTask]) -> TaskDecomposition:
+    return TaskDecomposition(
+        subtasks=[SubTask(name=n, description=f"do {n}", subtasks=nested.get(n, [])) for n in names]
+    )
+
+
+def _orchestrator(*plans: TaskDecomposition, **kw: Any) -> MetaOrchestrator:
+    planner = BaseAgent("planner", model=planner_model(plans))
+    factory = AgentFactory(ToolRegistry(), default_model="test")
+    kw.setdefault("spawn_model", specialist_model())
+    return MetaOrchestrator(planner=planner, factory=factory, **kw)
+
+
+def test_a_solve_runs_every_subtask_and_prices_every_call() -> None:
+    pricer = Pricer(
+        {
+            "function:planner": ModelPrice(input_usd_per_1k=1.0, output_usd_per_1k=2.0),
+            "function:specialist": ModelPrice(input_usd_per_1k=0.5, output_usd_per_1k=1.0),
+        }
+    )
+    bus = EventBus()
+    orch = _orchestrator(_plan("gather", "analyse"), pricer=pricer, bus=bus)
+    result = asyncio.run(orch.solve("Investigate the Q3 latency regression"))
+    assert result.success
+    assert [(r.subtask_name, r.success, r.agent_source) for r in result.subtask_results] == [
+        ("gather", True, "spawned"),
+        ("analyse", True, "spawned"),
+    ]
+    assert [r.output for r in result.subtask_results] == [
+        {"answer": "done: gather", "confidence": 0.9},
+        {"answer": "done: analyse", "confidence": 0.9},
+    ]
+    assert result.spawned_agents == ["gather_specialist", "analyse_specialist"]
+    assert result.summary == "2/2 subtasks succeeded"
+    # 1 decomposition + 2 designs (planner) + 2 specialist runs
+    assert result.requests == 5
+    assert result.cost_usd > 0
+    assert result.cost_usd == pytest.approx(
+        sum(r.cost_usd for r in result.subtask_results) + _decomposition_cost(result, pricer)
+    )
+    assert bus.topics("orchestrator.*") == [
+        "orchestrator.solve_started",
+        "orchestrator.decomposed",
+        "orchestrator.subtask_started",
+        "orchestrator.spawned",
+        "orchestrator.subtask_finished",
+        "orchestrator.subtask_started",
+        "orchestrator.spawned",
+        "orchestrator.subtask_finished",
+        "orchestrator.solve_finished",
+    ]
+
+
+def _decomposition_cost(result: Any, pricer: Pricer) -> float:
+    return result.cost_usd - sum(r.cost_usd for r in result.subtask_results)
+
+
+def test_subtasks_over_the_cap_are_listed_as_dropped() -> None:
+    orch = _orchestrator(_plan("a", "b", "c", "d"), max_subtasks=2)
+    result = asyncio.run(orch.solve("g"))
+    assert [r.subtask_name for r in result.subtask_results] == ["a", "b"]
+    assert result.dropped_subtasks == ["c", "d"]
+    assert not result.success
+    assert result.summary == "2/2 subtasks succeeded; 2 dropped over max_subtasks=2"
+
+
+def test_a_spawn_past_the_depth_cap_is_an_error_result() -> None:
+    deep = [SubTask(name="inner", subtasks=[SubTask(name="innermost", description="x")])]
+    orch = _orchestrator(_plan("outer", outer=deep), max_spawn_depth=2)
+    result = asyncio.run(orch.solve("g"))
+    outer = result.subtask_results[0]
+    assert not outer.success
+    inner = outer.children[0]
+    assert inner.depth == 2
+    innermost = inner.children[0]
+    assert (innermost.depth, innermost.success, innermost.error) == (
+        3,
+        False,
+        "spawn depth 3 exceeds max_spawn_depth=2",
+    )
+    assert result.spawned_agents == []
+
+
+def test_each_hook_decision_is_honoured_and_recorded() -> None:
+    def hook(subtask: SubTask, ctx: HookContext) -> Any:
+        return {
+            "a": Continue(),
+            "b": Skip(stub_result={"answer": "cached"}),
+            "c": Redirect(new_args={"focus": "p95"}, new_tool="a_specialist"),
+        }.get(subtask.name, Continue())
+
+    orch = _orchestrator(_plan("a", "b", "c"), hooks=[hook])
+    result = asyncio.run(orch.solve("g"))
+    assert [(h.subtask, h.decision, h.detail) for h in result.hook_decisions] == [
+        ("a", "continue", {}),
+        ("b", "skip", {"stub_result": {"answer": "cached"}}),
+        ("c", "redirect", {"new_args": {"focus": "p95"}, "new_tool": "a_specialist"}),
+    ]
+    a, b, c = result.subtask_results
+    assert (b.success, b.output, b.hook_decision, b.agent_name) == (
+        True,
+        {"answer": "cached"},
+        "skip",
+        None,
+    )
+    assert (c.agent_name, c.agent_source, c.hook_decision) == ("a_specialist", "reused", "redirect")
+    assert result.spawned_agents == ["a_specialist"]
+
+
+def test_abort_stops_the_solve_with_hook_abort_error() -> None:
+    runner = HookRunner([lambda s, c: Abort(reason="budget") if s.name == "b" else Continue()])
+    orch = _orchestrator(_plan("a", "b", "c"), hooks=runner)
+    with pytest.raises(HookAbortError) as exc:
+        asyncio.run(orch.solve("g"))
+    assert (exc.value.reason, exc.value.subtask) == ("budget", "b")
+    assert str(exc.value) == "aborted by a hook at subtask 'b': budget"
+
+
+def test_redecomposition_is_bounded_by_max_redecompositions() -> None:
+    bus = EventBus()
+    low = specialist_model(lambda name: {"answer": name, "confidence": 0.1})
+    orch = _orchestrator(
+        _plan("first", "second"),
+        _plan("retry"),
+        metacognition=MetacognitionConfig(redecompose_threshold=0.5, max_redecompositions=2),
+        bus=bus,
+        spawn_model=low,
+    )
+    result = asyncio.run(orch.solve("g"))
+    assert result.redecompositions == 2
+    assert [r.subtask_name for r in result.subtask_results] == ["first", "retry", "retry"]
+    triggered = [e.payload for e in bus.history if e.topic.startswith("metacognition.")]
+    assert triggered == [
+        {"subtask": "first", "confidence": 0.1, "threshold": 0.5, "count": 1},
+        {"subtask": "retry", "confidence": 0.1, "threshold": 0.5, "count": 2},
+    ]
+
+
+def test_two_concurrent_solves_do_not_see_each_others_agents() -> None:
+    seen: dict[str, list[str]] = {"x": [], "y": []}
+
+    def answer(name: str) -> dict[str, Any]:
+        return {"answer": name}
+
+    planner = BaseAgent("planner", model=planner_model([_plan("shared")]))
+    factory = AgentFactory(ToolRegistry(), default_model="test")
+    orch = MetaOrchestrator(planner, factory, spawn_model=specialist_model(answer))
+
+    def hook(subtask: SubTask, ctx: HookContext) -> Any:
+        seen[ctx.goal].append(",".join(ctx.completed) or "-")
+        return Redirect(new_tool="shared_specialist") if subtask.name == "again" else Continue()
+
+    orch.hooks.add(hook)
+
+    async def both() -> Any:
+        return await asyncio.gather(orch.solve("x"), orch.solve("y"))
+
+    rx, ry = asyncio.run(both())
+    assert rx.spawned_agents == ["shared_specialist"] == ry.spawned_agents
+    assert [r.agent_source for r in rx.subtask_results] == ["spawned"]
+    assert [r.agent_source for r in ry.subtask_results] == ["spawned"]
+    assert seen == {"x": ["-"], "y": ["-"]}
+
+
+def test_the_roster_is_persisted_and_found_by_the_next_solve(tmp_path: Path) -> None:
+    db = tmp_path / "studio.duckdb"
+    with DuckDBMemoryStore(db) as memory:
+        first = asyncio.run(_orchestrator(_plan("triage"), memory=memory).solve("incident 1"))
+        assert [r.agent_source for r in first.subtask_results] == ["spawned"]
+        assert [e.key for e in memory.entries("procedural")] == ["triage"]
+        assert [e.key for e in memory.entries("episodic")] == ["incident 1 :: triage"]
+    with DuckDBMemoryStore(db) as memory:
+        second = asyncio.run(_orchestrator(_plan("triage"), memory=memory).solve("incident 2"))
+        assert [r.agent_source for r in second.subtask_results] == ["roster"]
+        assert second.requests == 2  # decomposition + the specialist: no design call
+        entry = memory.get("procedural", "triage")
+        assert entry is not None and (entry.uses, entry.successes) == (1, 1)
+
+
+def test_a_failing_specialist_is_an_error_result() -> None:
+    def boom(name: str) -> dict[str, Any]:
+        raise RuntimeError(f"model down for {name}")
+
+    orch = _orchestrator(_plan("a"), spawn_model=specialist_model(boom))
+    result = asyncio.run(orch.solve("g"))
+    (a,) = result.subtask_results
+    assert (a.success, a.error) == (False, "RuntimeError: model down for a")
+    assert result.summary == "0/1 subtasks succeeded; failed: a (RuntimeError: model down for a)"
