@@ -196,7 +196,7 @@ class MCPServerManager:
         self.connections += 1
         async with toolset:
             listed = await toolset.list_tools()
-        return [self._wrap(server, t.name, t.description or "", t.inputSchema) for t in listed]
+        return [self._wrap(server, t.name, t.description or "", t.input_schema) for t in listed]
 
     def _wrap(
         self, server: MCPServerConfig, name: str, description: str, schema: dict[str, Any]
