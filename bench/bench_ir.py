@@ -8,18 +8,26 @@ Prints, best of several rounds (to damp noise from other processes):
 - how fast a spec past the limit is refused (120 levels as text, 300 as a dict, a 200k-bracket
   bomb), which never reaches a recursive parser;
 - `spec_hash` and `to_dot` of the 50-level spec, and hydrating it;
+- issue 17: parsing and validating a 31-node spec (`spec31`, default limits) against plain
+  Pydantic `validate_json` of the same model (no limit checks; target: at most 1.5x), and
+  `topology_from_spec` of it, each also against the reference library (Orqest): measured here
+  when `orqest` can be imported (an unpacked wheel on `PYTHONPATH`; it installs only on
+  Python >= 3.12 but its orchestration package imports on 3.11), else issue 17's figures
+  (`REFERENCE_US`); target for hydration: at most 1.0x the reference;
 - issue 11 item 3: a 58 MB spec text of 10^6 agent steps refused with the default limits
   (`max_nodes=200`: by its size, `max_text_bytes`), and with the size limit lifted (by the
   streaming node count), each with the time and the peak memory the refusal allocated
   (`tracemalloc`, the text itself not counted); targets < 500 ms and < 100 MB (it used to take
   7.3 s and 525 MB).
 
-Usage: `python bench/bench_ir.py [--rounds N]`.
+Usage: `python bench/bench_ir.py [--rounds N] [--only-issue-17]`. The issue 17 figures are CPU
+time of this process (`time.process_time`: the 2 cores are shared), best of N rounds.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import time
 import tracemalloc
@@ -28,12 +36,23 @@ from typing import Any
 
 from core.errors import SpecLimitError
 from core.hydrate import AgentRegistry, CallableRegistry, topology_from_spec
-from core.ir import SpecLimits, parse_topology, spec_hash, to_dot
+from core.ir import SpecLimits, TopologySpec, parse_topology, spec_hash, to_dot
 
 F1_TARGET_MS = 50.0
 HUGE_TARGET_MS = 500.0
 HUGE_TARGET_MB = 100.0
 LIMITS = SpecLimits(max_depth=64, max_nodes=1000)
+
+REFERENCE_US: dict[str, float] = {
+    # The reference library's figures from issue 17's side-by-side measurement (Python 3.11,
+    # interleaved rounds, medians); used when `orqest` cannot be imported.
+    "validate_json": 34.0,  # plain Pydantic `validate_json` of its TopologySpec, 31 nodes
+    "hydrate": 214.0,  # its `topology_from_spec` of the same spec
+}
+TARGET_PARSE_RATIO = 1.5
+"""`parse_topology` (every limit checked) at most this many times plain `validate_json`."""
+TARGET_HYDRATE_RATIO = 1.0
+"""Our `topology_from_spec` at most this many times the reference's."""
 
 
 def f1_chain(levels: int) -> dict[str, Any]:
@@ -52,6 +71,208 @@ def f1_chain(levels: int) -> dict[str, Any]:
         else:
             node = {"kind": "parallel", "steps": [node]}
     return node
+
+
+def spec31() -> dict[str, Any]:
+    """Issue 17's 31-node topology: a pipeline holding a classifier router (a pipeline, a loop,
+    a parallel and an agent behind its routes, a fallback), a parallel (a pipeline, a loop
+    around a pipeline, an agent), a loop around a condition router, and four atomic steps;
+    depth 4, 11 composites. No ids and no `keep_best`, so the reference's models accept it too.
+    """
+
+    def fn(name: str) -> dict[str, Any]:
+        return {"kind": "function_step", "callable_name": name}
+
+    def agent(name: str) -> dict[str, Any]:
+        return {"kind": "agent_step", "agent_name": name}
+
+    def pipe(*ops: dict[str, Any], name: str = "pipeline") -> dict[str, Any]:
+        return {"kind": "pipeline", "steps": [{"operation": op} for op in ops], "name": name}
+
+    def loop(step: dict[str, Any], name: str) -> dict[str, Any]:
+        return {
+            "kind": "refinement_loop",
+            "step": step,
+            "evaluator": "judge",
+            "state_updater_name": "update",
+            "max_iterations": 3,
+            "name": name,
+        }
+
+    router = {
+        "kind": "router",
+        "routes": [
+            {"name": "math", "step": pipe(agent("solver"), fn("check"), name="math")},
+            {"name": "code", "step": loop(agent("coder"), "code_loop")},
+            {
+                "name": "search",
+                "step": {
+                    "kind": "parallel",
+                    "steps": [agent("solver"), agent("solver"), fn("lookup")],
+                    "merge": "first_wins",
+                    "name": "search",
+                },
+            },
+            {"name": "chat", "step": agent("solver")},
+        ],
+        "classifier": "classify",
+        "fallback_step": fn("shrug"),
+        "name": "triage",
+    }
+    fan = {
+        "kind": "parallel",
+        "steps": [
+            pipe(fn("clean"), agent("solver"), name="draft"),
+            loop(pipe(agent("coder"), fn("check"), name="revise"), "polish"),
+            agent("solver"),
+        ],
+        "name": "fan",
+    }
+    gate = loop(
+        {
+            "kind": "router",
+            "routes": [
+                {"name": "short", "step": agent("solver"), "condition_name": "is_short"},
+                {"name": "long", "step": fn("clean"), "condition_name": "is_long"},
+            ],
+            "fallback_step": fn("shrug"),
+            "name": "gate",
+        },
+        "gate_loop",
+    )
+    return pipe(
+        fn("clean"), router, fan, gate, fn("check"), agent("coder"), fn("final"), name="spec31"
+    )
+
+
+def spec31_registries() -> tuple[CallableRegistry, AgentRegistry, dict[str, Callable[..., Any]]]:
+    """Our registries for `spec31`, and the same callables by name (for the reference's)."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
+
+    async def step(x: Any) -> Any:
+        return x
+
+    def classify(x: Any) -> str:
+        return "chat"
+
+    def judge(output: Any) -> dict[str, Any]:
+        return {"passed": True}
+
+    def update(current: Any, output: Any, verdict: Any) -> Any:
+        return output
+
+    def is_short(x: Any) -> bool:
+        return len(str(x)) < 10
+
+    def is_long(x: Any) -> bool:
+        return len(str(x)) >= 10
+
+    fns: dict[str, Callable[..., Any]] = {
+        name: step for name in ("clean", "check", "lookup", "shrug", "final")
+    }
+    fns |= {"classify": classify, "judge": judge, "update": update}
+    fns |= {"is_short": is_short, "is_long": is_long}
+    calls = CallableRegistry()
+    for name, fn in fns.items():
+        calls.register(name, fn)
+    agent = Agent(TestModel())  # one agent for every place: the factory's cost is not ours
+    agents = AgentRegistry()
+    agents.register("solver", lambda: agent)
+    agents.register("coder", lambda: agent)
+    return calls, agents, fns
+
+
+def best_cpu_us(fn: Callable[[], object], rounds: int, inner: int) -> float:
+    """Best-of-`rounds` CPU microseconds of this process per call of `fn`."""
+    for _ in range(min(inner, 50)):  # warm up
+        fn()
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.process_time()
+        for _ in range(inner):
+            fn()
+        best = min(best, (time.process_time() - start) / inner)
+    return best * 1e6
+
+
+def _reference_figures(text: str, rounds: int, inner: int) -> dict[str, float] | None:
+    """The reference's plain `validate_json` and `topology_from_spec` of `text`, in CPU us, or
+    None when `orqest` cannot be imported."""
+    try:
+        ref_spec = importlib.import_module("orqest.orchestration.spec")
+        ref_hydrate = importlib.import_module("orqest.orchestration.hydrate")
+    except Exception:  # not installed (the usual case): fall back to REFERENCE_US
+        return None
+    from pydantic import TypeAdapter
+
+    adapter: Any = TypeAdapter(ref_spec.TopologySpec)
+    spec = adapter.validate_json(text)
+    _, _, fns = spec31_registries()
+    calls = ref_hydrate.CallableRegistry()
+    for name, fn in fns.items():
+        calls.register(name, fn)
+
+    class RefAgent:  # its AgentStep's `step_name` reads `agent_name`; the agent is not run
+        agent_name = "solver"
+
+    agent = RefAgent()
+    agent_factories = {"solver": lambda: agent, "coder": lambda: agent}
+
+    def hydrate() -> object:
+        return ref_hydrate.topology_from_spec(
+            spec, callable_registry=calls, agent_registry=agent_factories
+        )
+
+    return {
+        "validate_json": best_cpu_us(lambda: adapter.validate_json(text), rounds, inner),
+        "hydrate": best_cpu_us(hydrate, rounds, inner),
+    }
+
+
+def print_issue_17(rounds: int) -> None:
+    """Issue 17's IR figures: parse + validate and hydration of `spec31`, ours and reference."""
+    from pydantic import TypeAdapter
+
+    text = json.dumps(spec31())
+    limits = SpecLimits()
+    spec = parse_topology(text, limits)
+    plain: TypeAdapter[TopologySpec] = TypeAdapter(TopologySpec)
+    assert plain.validate_json(text) == spec
+    calls, agents, _ = spec31_registries()
+    inner = 400
+    parse_us = best_cpu_us(lambda: parse_topology(text, limits), rounds, inner)
+    plain_us = best_cpu_us(lambda: plain.validate_json(text), rounds, inner)
+
+    def hydrate() -> object:
+        return topology_from_spec(spec, callable_registry=calls, agent_registry=agents)
+
+    hydrate_us = best_cpu_us(hydrate, rounds, inner // 4)
+    measured = _reference_figures(text, rounds, inner)
+    ref = measured if measured is not None else REFERENCE_US
+    source = "measured here" if measured is not None else "issue 17's figures"
+    print(
+        f"issue 17, a {len(text):,}-byte spec of 31 nodes, default limits; reference: {source}; "
+        f"CPU time, best of {rounds} rounds"
+    )
+    ratio = parse_us / plain_us
+    print(
+        f"parse + validate (parse_topology):   ours {parse_us:7.1f} us | plain validate_json of "
+        f"our model {plain_us:7.1f} us | {ratio:5.2f}x (target <= {TARGET_PARSE_RATIO:g}x: "
+        f"{'OK' if ratio <= TARGET_PARSE_RATIO else 'SLOW'}) | reference's plain "
+        f"validate_json {ref['validate_json']:6.1f} us | {parse_us / ref['validate_json']:5.2f}x"
+    )
+    ratio = hydrate_us / ref["hydrate"]
+    print(
+        f"topology_from_spec:                  ours {hydrate_us:7.1f} us | reference "
+        f"{ref['hydrate']:7.1f} us | {ratio:5.2f}x (target <= {TARGET_HYDRATE_RATIO:g}x: "
+        f"{'OK' if ratio <= TARGET_HYDRATE_RATIO else 'SLOW'})"
+    )
+    if measured is not None:
+        print(
+            f"(issue 17's reference figures: validate_json {REFERENCE_US['validate_json']:.0f} us,"
+            f" topology_from_spec {REFERENCE_US['hydrate']:.0f} us)"
+        )
 
 
 def best_ms(fn: Callable[[], object], rounds: int, inner: int) -> float:
@@ -117,8 +338,14 @@ def print_huge(rounds: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--only-issue-17", action="store_true", help="print only issue 17's figures"
+    )
     args = parser.parse_args()
     rounds: int = args.rounds
+    print_issue_17(rounds)
+    if args.only_issue_17:
+        return
 
     text10 = json.dumps(f1_chain(10))
     text50 = json.dumps(f1_chain(50))

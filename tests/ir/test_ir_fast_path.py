@@ -1,0 +1,252 @@
+"""The fast path of `parse_topology` (issue 17 item 3): a cheap bound, then `validate_json`.
+
+Three things are pinned: `within_limits` never vouches for text over a limit (tables of exact
+cases, and a property over random specs and their corruptions); whatever the fast path
+returns equals what the full path returns; and every error, limit errors with their limit
+name and JSON path included, is exactly the full path's.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.errors import SpecError, SpecLimitError
+from core.ir import SpecLimits, parse_operation, parse_topology
+from core.ir._bound import within_limits
+from core.ir.limits import _parse  # pyright: ignore[reportPrivateUsage]
+from core.ir.testing import corrupted_spec_texts, topology_specs
+
+FN: dict[str, Any] = {"kind": "function_step", "callable_name": "f"}
+
+
+def pipe(*ops: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": "pipeline", "steps": [{"operation": op} for op in ops]}
+
+
+def loops(depth: int, leaf: dict[str, Any] = FN) -> dict[str, Any]:
+    """`depth` nested refinement loops around `leaf` (one container per level)."""
+    node = leaf
+    for _ in range(depth):
+        node = {
+            "kind": "refinement_loop",
+            "step": node,
+            "evaluator": "e",
+            "state_updater_name": "u",
+        }
+    return node
+
+
+def pipes(depth: int) -> dict[str, Any]:
+    """`depth` nested pipelines (three containers per level)."""
+    node = FN
+    for _ in range(depth):
+        node = pipe(node)
+    return node
+
+
+def kind_last(node: dict[str, Any]) -> dict[str, Any]:
+    """The same spec with `kind` written after every other key, at every level."""
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "kind":
+            continue
+        if isinstance(value, dict):
+            value = kind_last(value)  # pyright: ignore[reportUnknownArgumentType]
+        elif isinstance(value, list):
+            value = [kind_last(v) if isinstance(v, dict) else v for v in value]  # pyright: ignore
+        out[key] = value
+    if "kind" in node:
+        out["kind"] = node["kind"]
+    return out
+
+
+def _outcome(run: Any) -> tuple[str, Any]:
+    """What a parse gives: the spec, or the error's type, message, limit, path and errors."""
+    try:
+        return ("ok", run())
+    except SpecLimitError as exc:
+        return ("limit", (str(exc), exc.limit, exc.value, exc.path))
+    except SpecError as exc:
+        return ("error", (str(exc), exc.errors))
+
+
+def _same_as_full(data: Any, limits: SpecLimits | None = None, *, topology: bool = True) -> Any:
+    fast = _outcome(lambda: _parse(data, limits, topology=topology))
+    full = _outcome(lambda: _parse(data, limits, topology=topology, fast=False))
+    assert fast == full
+    return fast
+
+
+D8 = SpecLimits()  # depth 8, 200 nodes, 26 nested containers
+
+
+@pytest.mark.parametrize(
+    ("label", "node", "limits", "expected"),
+    [
+        ("one pipeline", pipe(FN), D8, True),
+        ("loops at the depth limit", loops(8), D8, True),
+        ("loops one past the depth limit", loops(9), D8, False),
+        ("kind last, at the limit", kind_last(loops(8)), D8, True),
+        ("kind last, one past the limit", kind_last(loops(9)), D8, False),
+        ("pipelines at depth 8 nest 26 containers", pipes(8), D8, True),
+        (
+            "a list nested past 26 containers",
+            pipe({**FN, "name": [[[[[[[[[1]]]]]]]]]}),
+            SpecLimits(max_depth=2),
+            False,
+        ),
+        ("200 nodes", pipe(*[FN] * 199), D8, True),
+        ("201 nodes", pipe(*[FN] * 200), D8, False),
+        ("101 nodes in 201 objects", pipe(*[FN] * 100), SpecLimits(max_nodes=101), True),
+        (
+            "a name 'kind' counts as a node (a bound)",
+            pipe({**FN, "name": "kind"}),
+            SpecLimits(max_nodes=2),
+            False,
+        ),
+        (
+            "a route named after a composite kind",
+            {"kind": "router", "routes": [{"name": "router", "step": FN, "condition_name": "c"}]},
+            SpecLimits(max_depth=1),
+            False,
+        ),
+        (
+            "braces and kinds inside strings",
+            pipe({**FN, "name": '{[{"pipeline"}]} \\"router\\"'}),
+            SpecLimits(max_depth=1),
+            True,
+        ),
+        (
+            "an escaped quote before a kind name",
+            pipe({**FN, "name": 'say "pipeline'}),
+            SpecLimits(max_depth=1),
+            True,
+        ),
+    ],
+)
+def test_within_limits_table(label: str, node: Any, limits: SpecLimits, expected: bool) -> None:
+    text = json.dumps(node)
+    assert within_limits(text, max_depth=limits.max_depth, max_nodes=limits.max_nodes) is expected
+    outcome = _same_as_full(text, limits)
+    if expected:  # vouched for: the full path accepts it too
+        assert outcome[0] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("label", "text", "expected"),
+    [
+        ("kind spelled with a letter escape", '{"kind": "pipelin\\u0065", "steps": []}', False),
+        (
+            "a non-letter escape is fine",
+            '{"kind": "pipeline", "name": "caf\\u00e9", "steps": []}',
+            True,
+        ),
+        ("non-ASCII outside strings", '{"kind": "pipeline"}\u00e9', False),
+        ("unbalanced close", '{"kind": "pipeline"}}', False),
+        ("unclosed", '{"kind": "pipeline"', False),
+        (
+            "an integer longer than int_max_str_digits",
+            '{"kind": "pipeline", "x": ' + "9" * 4301 + "}",
+            False,
+        ),
+    ],
+)
+def test_within_limits_on_odd_text(label: str, text: str, expected: bool) -> None:
+    assert within_limits(text, max_depth=8, max_nodes=200) is expected
+    _same_as_full(text)
+
+
+@pytest.mark.parametrize(
+    ("label", "data"),
+    [
+        ("str", json.dumps(pipe(FN, loops(2)))),
+        ("bytes", json.dumps(pipe(FN, loops(2))).encode()),
+        ("bytearray", bytearray(json.dumps(pipe(FN)).encode())),
+        ("bytes with a BOM", b"\xef\xbb\xbf" + json.dumps(pipe(FN)).encode()),
+        ("str with a BOM", "\ufeff" + json.dumps(pipe(FN))),
+        ("invalid UTF-8", b'{"kind": "pipeline", "name": "\xff"}'),
+        ("a lone surrogate escape", json.dumps(pipe({**FN, "name": "a\ud800"}))),
+        (
+            "a lone surrogate character",
+            json.dumps(pipe({**FN, "name": "a\ud800"}), ensure_ascii=False),
+        ),
+        (
+            "duplicate keys: the last wins",
+            '{"kind": "pipeline", "name": "x", "name": "y", "steps": [{"operation": {"kind": "function_step", "callable_name": "f"}}]}',
+        ),
+        (
+            "NaN",
+            '{"kind": "parallel", "steps": [{"kind": "function_step", "callable_name": "f"}], "timeout": NaN}',
+        ),
+        (
+            "a string for a number",
+            '{"kind": "parallel", "steps": [{"kind": "function_step", "callable_name": "f"}], "timeout": "2.5"}',
+        ),
+        ("an atomic root", json.dumps(FN)),
+        ("an unknown kind", '{"kind": "pipelines", "steps": []}'),
+        ("a control character in a string", '{"kind": "pipeline", "name": "a\tb", "steps": []}'),
+        ("trailing text", json.dumps(pipe(FN)) + " x"),
+        ("not an object", "[1, 2]"),
+        (
+            "a 4300-digit integer",
+            '{"kind": "refinement_loop", "step": {"kind": "function_step", "callable_name": "f"}, "evaluator": "e", "state_updater_name": "u", "max_iterations": '
+            + "9" * 4300
+            + "}",
+        ),
+    ],
+)
+def test_odd_inputs_give_what_the_full_path_gives(label: str, data: Any) -> None:
+    _same_as_full(data)
+    _same_as_full(data, topology=False)
+
+
+def test_duplicate_keys_and_lax_numbers_keep_their_values() -> None:
+    text = '{"kind": "pipeline", "name": "x", "name": "y", "steps": [{"operation": {"kind": "function_step", "callable_name": "f"}}]}'
+    assert parse_topology(text).name == "y"
+    spec = parse_operation(
+        '{"kind": "parallel", "steps": [{"kind": "function_step", "callable_name": "f"}], "timeout": "2.5"}'
+    )
+    assert spec.timeout == 2.5  # pyright: ignore[reportAttributeAccessIssue]
+
+
+@pytest.mark.parametrize(
+    ("node", "limits", "limit", "path"),
+    [
+        (loops(9), D8, "max_depth", "$.step.step.step.step.step.step.step.step"),
+        (kind_last(loops(9)), D8, "max_depth", "$.step.step.step.step.step.step.step.step"),
+        (pipes(3), SpecLimits(max_depth=2), "max_depth", "$.steps[0].operation.steps[0].operation"),
+        (pipe(*[FN] * 200), D8, "max_nodes", "$.steps[199].operation"),
+        (pipe(*[FN] * 4), SpecLimits(max_nodes=3), "max_nodes", "$.steps[2].operation"),
+        (pipe(*[FN] * 4), SpecLimits(max_text_bytes=50), "max_text_bytes", "$"),
+    ],
+)
+def test_limit_errors_name_their_limit_and_path(
+    node: Any, limits: SpecLimits, limit: str, path: str
+) -> None:
+    text = json.dumps(node)
+    with pytest.raises(SpecLimitError) as caught:
+        parse_topology(text, limits)
+    assert (caught.value.limit, caught.value.path) == (limit, path)
+    _same_as_full(text, limits)
+    _same_as_full(text.encode(), limits)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=topology_specs(max_depth=4), depth=st.integers(1, 4), nodes=st.integers(1, 40))
+def test_a_vouched_spec_is_within_the_limits(spec: Any, depth: int, nodes: int) -> None:
+    limits = SpecLimits(max_depth=depth, max_nodes=nodes)
+    text = spec.model_dump_json()
+    outcome = _same_as_full(text, limits)
+    if within_limits(text, max_depth=depth, max_nodes=nodes):
+        assert outcome == ("ok", spec)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=corrupted_spec_texts(max_depth=3))
+def test_corrupted_texts_give_what_the_full_path_gives(text: str) -> None:
+    _same_as_full(text, SpecLimits(max_depth=2, max_nodes=12))
