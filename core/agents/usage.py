@@ -13,6 +13,8 @@ from typing import Any, Protocol, cast
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.usage import RunUsage
 
+from core.agents.base import BaseAgent
+
 __all__ = [
     "UNKNOWN_MODEL",
     "UsageRecorder",
@@ -73,6 +75,10 @@ def agent_model_name(agent: object) -> str:
 
 def _is_pydantic_agent(agent: object) -> bool:
     return isinstance(agent, AbstractAgent)
+
+
+def _returns_output(agent: object) -> bool:
+    return isinstance(agent, BaseAgent)
 
 
 class UsageRecorder(Protocol):
@@ -152,7 +158,8 @@ async def run_agent(
     model already charged itself at request start (`charge_started_request`).
 
     Args:
-        agent: a pydantic-ai agent, or an `AgentLike`.
+        agent: a pydantic-ai agent, a `BaseAgent` (its `run` returns the output itself), or an
+            `AgentLike`.
         prompt: the user prompt (usually from `render_prompt`).
         record: called once, after the run, also when the run raises, with
             `(model_name, requests=, input_tokens=, output_tokens=)`; the name follows
@@ -179,6 +186,8 @@ async def run_agent(
     token = _LEDGER.set(ledger)
     try:
         result = await agent.run(prompt, **options)
+        if _returns_output(agent):
+            return result  # a BaseAgent returns its output itself
     finally:
         _LEDGER.reset(token)
         if record is not None:

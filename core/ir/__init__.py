@@ -8,6 +8,14 @@ spec = parse_topology('{"kind": "pipeline", "steps": [{"operation": {"kind": "ag
 ```
 """
 
+from core.ir.agent_spec import (
+    GeneratedToolSpec,
+    SchemaLimits,
+    ToolSpec,
+    check_schema,
+    parse_agent_spec,
+    schema_to_type,
+)
 from core.ir.canonical import canonical_dict, canonical_json, spec_hash, strip_node_ids
 from core.ir.design import (
     SPEC_LIMITS_CONTEXT_KEY,
@@ -64,6 +72,7 @@ __all__ = [
     "AgentStepSpec",
     "AnyNode",
     "FunctionStepSpec",
+    "GeneratedToolSpec",
     "OperationSpec",
     "ParallelSpec",
     "PipelineSpec",
@@ -71,25 +80,30 @@ __all__ = [
     "RefinementLoopSpec",
     "RouteSpec",
     "RouterSpec",
+    "SchemaLimits",
     "SpecLimits",
     "StepConfigSpec",
     "StructuralMetrics",
     "TopologyDesign",
+    "ToolSpec",
     "TopologySpec",
     "assign_ids",
     "canonical_dict",
     "canonical_json",
     "check_limits",
     "check_output_schema",
+    "check_schema",
     "design_output_schema",
     "iter_nodes",
     "node_at",
     "operation_json_schema",
+    "parse_agent_spec",
     "parse_design",
     "parse_operation",
     "parse_topology",
     "remove_at",
     "replace_at",
+    "schema_to_type",
     "spec_hash",
     "spec_metrics",
     "strip_node_ids",

@@ -31,7 +31,7 @@ def _is_str_label(element: object) -> bool:
     )
 
 
-_DICT_LABELS = frozenset({"AgentSpec", "StepConfigSpec"})
+_DICT_LABELS = frozenset({"AgentSpec", "StepConfigSpec", "ToolSpec", "GeneratedToolSpec"})
 
 
 def join_key(path: str, key: str) -> str:
@@ -115,7 +115,10 @@ def _convert_loc(loc: Sequence[int | str], data: Any) -> str | None:
             path = join_index(path, element)
             current = seq[element] if 0 <= element < len(seq) else None
             continue
-        if isinstance(element, str) and element in _DICT_LABELS:
+        if isinstance(element, str) and (
+            element in _DICT_LABELS
+            or element.startswith("function-after[_ir_agent()")
+        ):
             if isinstance(current, str):
                 return None  # the object branch of `AgentSpec | str` tried on a string
             continue

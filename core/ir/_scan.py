@@ -30,6 +30,9 @@ _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]')
 # `steps` list, the entry object, then the operation object), and a leaf adds at most 2 more (the
 # node object and an inline `AgentSpec`), so a spec of depth D nests at most 3*D + 2 containers.
 _CONTAINERS_PER_LEVEL = 3
+# keys whose values are JSON Schemas (an inline AgentSpec's output, a generated tool's
+# parameters), copied as they are and checked by their own model against `SchemaLimits`
+_OPAQUE_KEYS = frozenset({"output_schema", "parameters"})
 _LEAF_CONTAINERS = 2
 
 
@@ -249,6 +252,10 @@ def normalize_raw(data: Mapping[str, Any], *, max_depth: int, max_nodes: int) ->
         if isinstance(value, str):
             _check_string(value, child_path)
             converted: Any = value
+        elif is_map and key_or_path in _OPAQUE_KEYS and isinstance(value, Mapping):
+            # a JSON Schema is not spec structure (its `kind` keys are property names): the
+            # AgentSpec validator checks it against its own limits (`SchemaLimits`)
+            converted = cast(Mapping[str, Any], value)
         elif isinstance(value, Mapping | list | tuple):
             if depth + 1 > cap:
                 raise too_deep(child_path)

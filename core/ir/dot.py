@@ -67,7 +67,7 @@ def dot_escape(text: str) -> str:
 
 def _agent_ref(ref: AgentSpec | str) -> str:
     if isinstance(ref, AgentSpec):
-        return ref.name or ref.model
+        return ref.name
     return ref
 
 

@@ -13,7 +13,9 @@ A topology is a tree of *operation* nodes, discriminated on `kind`:
 
 `OperationSpec` is the union of all six (any step position); `TopologySpec` is the union of the
 four composites (a whole topology). Classifiers and evaluators are not step positions: they are
-an inline `AgentSpec` or a registered name.
+an inline `AgentSpec` or a registered name. `AgentSpec` is the docs' agent contract
+(`core.ir.agent_spec`); inside the IR it may declare its output only with `output_schema`, and
+the old four-field inline agent loads converted, with a `DeprecationWarning`.
 
 Rules enforced here (so every spec object is valid, however it was built):
 
@@ -52,6 +54,8 @@ from pydantic import (
 from pydantic.config import JsonDict
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
+
+from core.ir.agent_spec import AgentSpec
 
 __all__ = [
     "ATOMIC_KINDS",
@@ -109,26 +113,18 @@ def _require_kind(schema: JsonDict) -> None:
         schema["required"] = ["kind", *names]
 
 
-class AgentSpec(BaseModel):
-    """An inline agent definition (for `AgentStepSpec.inline_spec`, router classifiers, loop
-    evaluators).
+def _ir_agent(spec: AgentSpec) -> AgentSpec:
+    """An inline agent in the IR is data only: `output_type` (a Python class) is refused."""
+    if spec.output_type is not None:
+        raise ValueError(
+            "an inline agent in a topology cannot use output_type (a Python class, accepted "
+            "only in code); declare its output with output_schema"
+        )
+    return spec
 
-    Deliberately small: a model, instructions, an optional name, and which output shape the
-    agent must produce. Turning it into an agent is the caller's `agent_factory`'s job (see
-    `core.hydrate`); inline agents are refused at hydration unless the caller enables them.
-    """
 
-    model_config = _CONFIG
-
-    model: Name
-    """The model as `"provider:model"`, e.g. `"openai:gpt-4o-mini"` (any pydantic-ai model string)."""
-    instructions: str = ""
-    """The agent's instructions (system prompt)."""
-    name: Name | None = None
-    """The agent's name (used as the step name in traces), or None."""
-    output: Literal["text", "route", "eval"] = "text"
-    """Output shape: free `"text"`, a `"route"` name (classifiers), or an `"eval"` result with
-    `passed`, `feedback`, `score` (loop evaluators)."""
+IRAgentSpec = Annotated[AgentSpec, AfterValidator(_ir_agent)]
+"""An `AgentSpec` as the IR holds it: `output_schema` only."""
 
 
 class _Node(BaseModel):
@@ -165,7 +161,7 @@ class AgentStepSpec(_Node):
     """Discriminator."""
     agent_name: Name | None = None
     """Name of an agent in the agent registry (exactly one of this and `inline_spec`)."""
-    inline_spec: AgentSpec | None = None
+    inline_spec: IRAgentSpec | None = None
     """An inline agent definition (exactly one of this and `agent_name`)."""
 
     @model_validator(mode="after")
@@ -266,7 +262,7 @@ class RouterSpec(_Node):
     """Discriminator."""
     routes: list[RouteSpec] = Field(min_length=1)
     """The routes, in order (at least one; names unique after strip + case-fold)."""
-    classifier: AgentSpec | Name | None = None
+    classifier: IRAgentSpec | Name | None = None
     """An inline agent, or a name (agent registry, then callable registry) that returns a route
     name; None = first route whose condition holds."""
     fallback_step: OperationSpec | None = None
@@ -298,7 +294,7 @@ class RefinementLoopSpec(_Node):
     """Discriminator."""
     step: OperationSpec
     """The step run on every iteration."""
-    evaluator: AgentSpec | Name
+    evaluator: IRAgentSpec | Name
     """An inline agent, or a name (agent registry, then callable registry) returning an
     `EvalResult(passed, feedback, score)`."""
     state_updater_name: Name

@@ -86,12 +86,22 @@ def _atomic(
 def _agent_specs(output: str = "text") -> SearchStrategy[AgentSpec]:
     from hypothesis import strategies as st
 
+    schemas: dict[str, dict[str, Any]] = {
+        "text": {"type": "string"},
+        "route": {"type": "string"},
+        "eval": {
+            "type": "object",
+            "properties": {"passed": {"type": "boolean"}, "feedback": {"type": "string"}},
+            "required": ["passed"],
+        },
+    }
     return st.builds(
         AgentSpec,
-        model=st.sampled_from(["test:model", "openai:gpt-4o-mini"]),
-        instructions=st.text(max_size=20),
-        name=st.none() | st.sampled_from(["inline_a", "inline_b"]),
-        output=st.just(output),
+        name=st.sampled_from(["inline_a", "inline_b"]),
+        system_prompt=st.text(max_size=20),
+        output_schema=st.just(schemas[output]),
+        model=st.none() | st.sampled_from(["test:model", "openai:gpt-4o-mini"]),
+        constraints=st.lists(st.text(max_size=10), max_size=2),
     )
 
 

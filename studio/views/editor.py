@@ -133,7 +133,7 @@ def _summary(node: AnyNode) -> str:
         if node.agent_name is not None:
             return f"agent: {node.agent_name}"
         inline = node.inline_spec
-        return f"inline agent: {inline.name or inline.model}" if inline is not None else "agent"
+        return f"inline agent: {inline.name}" if inline is not None else "agent"
     if isinstance(node, FunctionStepSpec):
         return f"fn: {node.callable_name}"
     if isinstance(node, PipelineSpec):
@@ -142,10 +142,10 @@ def _summary(node: AnyNode) -> str:
         return f"{node.name}: {_plural(len(node.steps), 'branch')}, merge {node.merge}"
     if isinstance(node, RouterSpec):
         clf = node.classifier
-        who = "conditions" if clf is None else (clf if isinstance(clf, str) else clf.model)
+        who = "conditions" if clf is None else (clf if isinstance(clf, str) else clf.name)
         return f"{node.name}: {_plural(len(node.routes), 'route')} by {who}"
     ev = node.evaluator
-    return f"{node.name}: up to {node.max_iterations}x, evaluator {ev if isinstance(ev, str) else ev.model}"
+    return f"{node.name}: up to {node.max_iterations}x, evaluator {ev if isinstance(ev, str) else ev.name}"
 
 
 def _slot_name(parent: AnyNode, suffix: str) -> str:
@@ -536,7 +536,7 @@ def _model_of(ref: str | AgentSpec, prices: Mapping[str, ModelPrice]) -> str:
     """The price-table model name of an agent reference: an inline agent's model, or the one
     table entry named `<provider>:<ref>` (how replay agents are priced), else the name itself."""
     if isinstance(ref, AgentSpec):
-        return ref.model
+        return ref.model or "unknown"
     if ref in prices:
         return ref
     matches = [m for m in prices if m.split(":", 1)[-1] == ref]

@@ -613,7 +613,12 @@ def test_inline_agents_are_refused_unless_enabled() -> None:
         {
             "operation": {
                 "kind": "agent_step",
-                "inline_spec": {"model": "test", "instructions": "hi"},
+                "inline_spec": {
+                    "name": "i",
+                    "model": "test",
+                    "system_prompt": "hi",
+                    "output_schema": {"type": "string"},
+                },
             }
         }
     )

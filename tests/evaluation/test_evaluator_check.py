@@ -61,7 +61,18 @@ REJECTED = [
     (pipe(fn("f"), fn("f")), {"limits": SpecLimits(max_nodes=2)}, "max_nodes_exceeded: "),
     (pipe(fn("f")), {"allowed_step_kinds": ("agent_step",)}, "step_kind_not_allowed: "),
     (
-        pipe({"operation": {"kind": "agent_step", "inline_spec": {"model": "test"}}}),
+        pipe(
+            {
+                "operation": {
+                    "kind": "agent_step",
+                    "inline_spec": {
+                        "name": "i",
+                        "model": "test",
+                        "output_schema": {"type": "string"},
+                    },
+                }
+            }
+        ),
         {},
         "inline_agents_disabled: ",
     ),

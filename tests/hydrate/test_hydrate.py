@@ -341,10 +341,12 @@ def test_built_objects_carry_ids_names_and_settings() -> None:
 
 def test_inline_agents_refused_unless_allowed_with_a_factory() -> None:
     calls, agents = registries()
-    inline = AgentSpec(model="test:model", instructions="be brief", name="brief")
+    inline = AgentSpec(
+        model="test:model", system_prompt="be brief", name="brief", output_schema={"type": "string"}
+    )
     spec = RouterSpec(
         routes=[RouteSpec(name="a", step=AgentStepSpec(inline_spec=inline))],
-        classifier=AgentSpec(model="test:model", output="route"),
+        classifier=AgentSpec(name="clf", model="test:model", output_schema={"type": "string"}),
     )
     with pytest.raises(HydrationError) as refused:
         topology_from_spec(spec, callable_registry=calls, agent_registry=agents)

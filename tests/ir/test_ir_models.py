@@ -27,6 +27,12 @@ A = AgentStepSpec(agent_name="solver")
 F = FunctionStepSpec(callable_name="upper")
 
 
+def _inline(model: str, system_prompt: str = "") -> AgentSpec:
+    return AgentSpec(
+        name="inline", model=model, system_prompt=system_prompt, output_schema={"type": "string"}
+    )
+
+
 def _pipe(*ops: Any, **kw: Any) -> PipelineSpec:
     return PipelineSpec(steps=[PipelineStepEntry(operation=o) for o in ops], **kw)
 
@@ -54,13 +60,23 @@ def test_atomic_defaults() -> None:
 
 
 def test_agent_spec_defaults() -> None:
-    spec = AgentSpec(model="openai:gpt-4o-mini")
+    spec = AgentSpec(name="a", output_schema={"type": "string"})
     assert spec.model_dump() == {
-        "model": "openai:gpt-4o-mini",
-        "instructions": "",
-        "name": None,
-        "output": "text",
+        "name": "a",
+        "system_prompt": "",
+        "output_schema": {"type": "string"},
+        "tools": [],
+        "model": None,
+        "constraints": [],
     }
+
+
+def test_old_agent_spec_shape_loads_converted_with_a_deprecation_warning() -> None:
+    with pytest.warns(DeprecationWarning, match="old inline agent shape"):
+        spec = AgentSpec.model_validate({"model": "openai:gpt-4o-mini"})
+    assert spec == AgentSpec(
+        name="inline_agent", model="openai:gpt-4o-mini", output_schema={"type": "string"}
+    )
 
 
 def test_step_config_defaults() -> None:
@@ -110,8 +126,8 @@ def test_agent_step_needs_exactly_one_source() -> None:
         "Value error, an agent step needs exactly one of agent_name and inline_spec"
     ]
     with pytest.raises(ValidationError):
-        AgentStepSpec(agent_name="a", inline_spec=AgentSpec(model="openai:gpt-4o"))
-    inline = AgentStepSpec(inline_spec=AgentSpec(model="openai:gpt-4o", instructions="hi"))
+        AgentStepSpec(agent_name="a", inline_spec=_inline("openai:gpt-4o"))
+    inline = AgentStepSpec(inline_spec=_inline("openai:gpt-4o", system_prompt="hi"))
     assert inline.agent_name is None
 
 
@@ -140,7 +156,7 @@ def test_names_blank_by_str_strip_are_blank(bad: str) -> None:
     with pytest.raises(ValidationError):
         AgentStepSpec(agent_name="a", id=bad)
     with pytest.raises(ValidationError):
-        AgentSpec(model=bad)
+        AgentSpec(name=bad, output_schema={"type": "string"})
     assert FunctionStepSpec(callable_name="\u200bx\x1c").callable_name == "\u200bx\x1c"
 
 
@@ -179,7 +195,7 @@ def test_router_needs_a_classifier_or_a_condition() -> None:
     assert ok.classifier is None
     agent_clf = RouterSpec(
         routes=[RouteSpec(name="math", step=A)],
-        classifier=AgentSpec(model="openai:gpt-4o", output="route"),
+        classifier=_inline("openai:gpt-4o"),
     )
     assert isinstance(agent_clf.classifier, AgentSpec)
 
@@ -254,7 +270,7 @@ def _every_kind() -> PipelineSpec:
             RouteSpec(name="math", step=A, condition_name="is_math"),
             RouteSpec(name="code", step=ParallelSpec(steps=[F, A], merge="first_wins")),
         ],
-        classifier=AgentSpec(model="test:model", output="route"),
+        classifier=_inline("test:model"),
         fallback_step=FunctionStepSpec(callable_name="fb", name="fallback"),
     )
     loop = RefinementLoopSpec(step=router, evaluator="judge", state_updater_name="update")
@@ -332,7 +348,7 @@ def test_json_round_trip_is_equal(options: dict[str, Any]) -> None:
 
 def test_atomic_round_trip_through_operation_union() -> None:
     adapter: TypeAdapter[OperationSpec] = TypeAdapter(OperationSpec)
-    for node in (A, F, AgentStepSpec(inline_spec=AgentSpec(model="test:m"), id="a1")):
+    for node in (A, F, AgentStepSpec(inline_spec=_inline("test:m"), id="a1")):
         assert adapter.validate_json(node.model_dump_json(exclude_defaults=True)) == node
 
 

@@ -309,7 +309,7 @@ def test_validation_errors_are_json_paths() -> None:
                 "operation": {
                     "kind": "router",
                     "routes": [{"name": "x", "step": {"kind": "agent_step"}}],
-                    "classifier": {"model": ""},
+                    "classifier": {"name": "", "output_schema": {"type": "string"}},
                 }
             },
             {"operation": {"kind": "function_step", "callable_name": "f", "extra": 1}},
@@ -330,7 +330,7 @@ def test_validation_errors_are_json_paths() -> None:
             "$.steps[1].operation.routes[0].step",
             "an agent step needs exactly one of agent_name and inline_spec",
         ),
-        ("$.steps[1].operation.classifier.model", "String should have at least 1 character"),
+        ("$.steps[1].operation.classifier.name", "String should have at least 1 character"),
         ("$.steps[2].operation.extra", "Extra inputs are not permitted"),
         ("$.steps[3].operation.callable_name", "Field required"),
         ("$.steps[4].config.on_error", "Input should be 'stop', 'skip' or 'retry'"),

@@ -44,7 +44,7 @@ def sample() -> PipelineSpec:
             RouteSpec(name="math", step=A),
             RouteSpec(name="code", step=ParallelSpec(steps=[F, B])),
         ],
-        classifier=AgentSpec(model="test:model", output="route"),
+        classifier=AgentSpec(name="clf", model="test:model", output_schema={"type": "string"}),
         fallback_step=F,
     )
     loop = RefinementLoopSpec(step=A, evaluator="judge", state_updater_name="update")

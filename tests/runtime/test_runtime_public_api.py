@@ -40,6 +40,9 @@ RUNTIME = [
 AGENTS = [
     "UNKNOWN_MODEL",
     "AgentLike",
+    "BaseAgent",
+    "DynamicAgent",
+    "GlobalState",
     "agent_model_name",
     "is_agent",
     "model_name",
