@@ -3,14 +3,14 @@
 Every error the engine raises on purpose derives from `TopologyStudioError`, so a caller (the
 CLI, the studio) can catch one class and show a clear message instead of a traceback. Errors that
 are also standard Python categories inherit from those too (`SpecError` is a `ValueError`,
-`UnknownNamesError` a `KeyError`-free `LookupError`), so `except ValueError` keeps working.
+`UnknownNamesError` a `KeyError`), so `except ValueError` and `except KeyError` keep working.
 
 ```
 TopologyStudioError
 ├── SpecError (ValueError)            invalid IR: shape, ranges, exactly-one rules
 │   └── SpecLimitError                depth / node-count limit exceeded (names limit and JSON path)
 ├── HydrationError                    a spec cannot be turned into runtime objects
-│   └── UnknownNamesError (LookupError)  every unknown registered name with its JSON path
+│   └── UnknownNamesError (KeyError)  every unknown registered name with its JSON path
 ├── StepExecutionError                a runtime primitive failed
 │   ├── PipelineStepError             carries step name and index, chained to the cause
 │   └── RouterError                   no route matched and there is no fallback
@@ -102,14 +102,20 @@ class HydrationError(TopologyStudioError):
     """A valid spec cannot be turned into runtime objects."""
 
 
-class UnknownNamesError(HydrationError, LookupError):
+class UnknownNamesError(HydrationError, KeyError):
     """A spec names things no registry knows.
+
+    It is a `KeyError` (hence a `LookupError`) as well as a `HydrationError`: code written for
+    hydrators that raise `KeyError` on an unknown name (`except KeyError:`) catches it, and
+    still gets the full report of every unknown name. Unlike a plain `KeyError`, `str(err)` is
+    the report itself, not its `repr`.
 
     Attributes:
         unknown: one `(json_path, kind, name)` triple per unknown name, in document order, e.g.
             `("$.routes[1].step.agent_name", "agent", "solver_x")`.
         known: the registered names per kind, e.g. `{"agent": ["a", "b"], "callable": [...]}`,
             so a debug retry can show the designer what it may use.
+        message: the report: the count, one line per unknown name, then the known names.
     """
 
     def __init__(
@@ -126,6 +132,11 @@ class UnknownNamesError(HydrationError, LookupError):
                 f"{kind}: {', '.join(names) or '(none)'}" for kind, names in self.known.items()
             )
         super().__init__(msg)
+        self.message = msg
+
+    def __str__(self) -> str:
+        # KeyError.__str__ would show repr(message): quotes and escaped newlines
+        return self.message
 
 
 class StepExecutionError(TopologyStudioError):

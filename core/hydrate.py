@@ -27,6 +27,12 @@ per kind so a designer's debug retry can pick valid ones. Inline `AgentSpec`s (i
 classifiers, evaluators) are refused with a `HydrationError` naming their paths unless the caller
 passes `allow_inline_agents=True` and an `agent_factory`.
 
+Every function that takes a registry also takes a plain mapping (`{"cot": make_cot}`: name ->
+zero-argument agent factory, or name -> callable), converted with `as_agent_registry` /
+`as_callable_registry`, so code written against dict registries runs unchanged.
+`pipeline_from_spec`, `parallel_from_spec`, `router_from_spec` and `refinement_loop_from_spec`
+are `topology_from_spec` for one composite kind, refusing another kind with a `TypeError`.
+
 Each spec node becomes one runtime step that carries the node's `id` as `node_id` (so trace spans
 point back at the spec); composites nest as steps (a `Parallel` in a step position yields its
 merged value, a loop its output).
@@ -35,8 +41,8 @@ merged value, a loop its output).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Generic, TypeAlias, TypeVar, cast
 
 from core.agents import is_agent
 from core.errors import HydrationError, UnknownNamesError
@@ -47,6 +53,7 @@ from core.ir.models import (
     FunctionStepSpec,
     ParallelSpec,
     PipelineSpec,
+    RefinementLoopSpec,
     RouterSpec,
     child_slots,
     walk,
@@ -67,10 +74,17 @@ from core.runtime import (
 
 __all__ = [
     "BUILTIN_MERGES",
-    "AgentFactory",
     "AgentRegistry",
+    "AgentRegistryLike",
     "CallableRegistry",
+    "CallableRegistryLike",
     "InlineAgentFactory",
+    "as_agent_registry",
+    "as_callable_registry",
+    "parallel_from_spec",
+    "pipeline_from_spec",
+    "refinement_loop_from_spec",
+    "router_from_spec",
     "topology_from_spec",
     "validate_names",
 ]
@@ -79,7 +93,9 @@ BUILTIN_MERGES: tuple[str, ...] = tuple(m.value for m in MergeStrategy)
 """The merge names that need no registration: `collect_all`, `first_wins`, `fastest`."""
 
 AgentFactory = Callable[[], Any]
-"""A zero-argument callable returning an agent (a pydantic-ai agent or an `AgentLike`)."""
+"""A zero-argument callable returning an agent (a pydantic-ai agent or an `AgentLike`).
+
+Not exported from `core`: there `AgentFactory` is the autonomy layer's spec-to-agent factory."""
 InlineAgentFactory = Callable[[AgentSpec], Any]
 """Turns an inline `AgentSpec` into an agent (supplied by the caller that allows inline agents)."""
 
@@ -250,6 +266,59 @@ class AgentRegistry(_Registry[AgentFactory]):
         return self._get(name)()
 
 
+AgentRegistryLike: TypeAlias = "AgentRegistry | Mapping[str, AgentFactory]"
+"""An `AgentRegistry`, or a mapping of agent name -> zero-argument factory (or agent)."""
+CallableRegistryLike: TypeAlias = "CallableRegistry | Mapping[str, Callable[..., Any]]"
+"""A `CallableRegistry`, or a mapping of name -> callable."""
+
+
+def as_agent_registry(registry: AgentRegistryLike) -> AgentRegistry:
+    """`registry` itself when it is an `AgentRegistry`, else a new one holding its entries.
+
+    Args:
+        registry: an `AgentRegistry`, or any mapping of name -> zero-argument factory (an agent
+            instance is accepted too, as by `AgentRegistry.register`).
+
+    Raises:
+        TypeError: `registry` is neither, or an entry is neither callable nor an agent.
+        ValueError: a name is not a non-empty string.
+    """
+    if isinstance(registry, AgentRegistry):
+        return registry
+    if not isinstance(cast(object, registry), Mapping):  # untyped callers pass anything
+        raise TypeError(
+            "agent_registry: expected an AgentRegistry or a mapping of name -> factory, "
+            f"got {type(registry).__name__}"
+        )
+    converted = AgentRegistry()
+    for name, factory in registry.items():
+        converted.register(name, factory)
+    return converted
+
+
+def as_callable_registry(registry: CallableRegistryLike) -> CallableRegistry:
+    """`registry` itself when it is a `CallableRegistry`, else a new one holding its entries.
+
+    Args:
+        registry: a `CallableRegistry`, or any mapping of name -> callable.
+
+    Raises:
+        TypeError: `registry` is neither, or an entry is not callable.
+        ValueError: a name is not a non-empty string.
+    """
+    if isinstance(registry, CallableRegistry):
+        return registry
+    if not isinstance(cast(object, registry), Mapping):  # untyped callers pass anything
+        raise TypeError(
+            "callable_registry: expected a CallableRegistry or a mapping of name -> callable, "
+            f"got {type(registry).__name__}"
+        )
+    converted = CallableRegistry()
+    for name, fn in registry.items():
+        converted.register(name, fn)
+    return converted
+
+
 # --- name checks -------------------------------------------------------------------------------
 
 # A reference to check: (json path, kind, name). Kinds are listed in the module docstring.
@@ -316,9 +385,14 @@ def _known(name: str, kind: str, calls: CallableRegistry, agents: AgentRegistry)
 
 
 def validate_names(
-    spec: AnyNode, *, callable_registry: CallableRegistry, agent_registry: AgentRegistry
+    spec: AnyNode,
+    *,
+    callable_registry: CallableRegistryLike,
+    agent_registry: AgentRegistryLike,
 ) -> list[tuple[str, str, str]]:
     """Every name in `spec` no registry resolves, without building anything.
+
+    The registries may be plain mappings (see `as_agent_registry`).
 
     Returns:
         `(json_path, kind, name)` per unknown name, in document order, e.g.
@@ -327,6 +401,8 @@ def validate_names(
         `callable`, `merge`, `agent_or_callable` (see the module docstring). Empty when every
         name resolves. Inline agents are not names and are not reported here.
     """
+    callable_registry = as_callable_registry(callable_registry)
+    agent_registry = as_agent_registry(agent_registry)
     unknown: list[tuple[str, str, str]] = []
     for path, kind, value in _references(spec):
         if kind == "inline" or not isinstance(value, str):
@@ -460,8 +536,8 @@ def _field(node: AgentStepSpec) -> str:
 def topology_from_spec(
     spec: AnyNode,
     *,
-    callable_registry: CallableRegistry,
-    agent_registry: AgentRegistry,
+    callable_registry: CallableRegistryLike,
+    agent_registry: AgentRegistryLike,
     agent_factory: InlineAgentFactory | None = None,
     allow_inline_agents: bool = False,
 ) -> Step:
@@ -470,8 +546,10 @@ def topology_from_spec(
     Args:
         spec: a validated spec (parse raw input with `core.ir.parse_topology` first); any node
             works, a whole topology gives a composite.
-        callable_registry: the callables the spec may name.
-        agent_registry: the agents the spec may name.
+        callable_registry: the callables the spec may name (a `CallableRegistry` or a mapping
+            of name -> callable).
+        agent_registry: the agents the spec may name (an `AgentRegistry` or a mapping of name
+            -> zero-argument factory).
         agent_factory: turns an inline `AgentSpec` into an agent; needed for inline agents.
         allow_inline_agents: accept inline `AgentSpec`s (with `agent_factory`); off by default,
             so a generated spec can only use registered agents.
@@ -482,11 +560,13 @@ def topology_from_spec(
 
     Raises:
         UnknownNamesError: some names are not registered; lists every one with its JSON path and
-            kind, and the known names (nothing is built).
+            kind, and the known names (nothing is built). It is also a `KeyError`.
         HydrationError: inline agents without permission or factory (names their paths), an
             agent factory that raises or returns a non-agent, or a runtime constructor that
             rejects a value (names the node's path).
     """
+    callable_registry = as_callable_registry(callable_registry)
+    agent_registry = as_agent_registry(agent_registry)
     unknown = validate_names(
         spec, callable_registry=callable_registry, agent_registry=agent_registry
     )
@@ -516,3 +596,137 @@ def topology_from_spec(
                 f"cannot build the {node.node_kind} at {path}: {type(exc).__name__}: {exc}"
             ) from exc
     return built["$"]
+
+
+# --- one composite kind ------------------------------------------------------------------------
+
+_ComposedT = TypeVar("_ComposedT", Pipeline, Parallel, Router, RefinementLoop)
+
+
+def _one_kind(
+    spec: AnyNode,
+    spec_type: type[AnyNode],
+    runtime_type: type[_ComposedT],
+    hydrator: str,
+    *,
+    callable_registry: CallableRegistryLike,
+    agent_registry: AgentRegistryLike,
+    agent_factory: InlineAgentFactory | None,
+    allow_inline_agents: bool,
+) -> _ComposedT:
+    if not isinstance(spec, spec_type):
+        raise TypeError(
+            f"{hydrator} takes a {spec_type.__name__}, got a {type(spec).__name__}; "
+            "topology_from_spec takes any kind"
+        )
+    built = topology_from_spec(
+        spec,
+        callable_registry=callable_registry,
+        agent_registry=agent_registry,
+        agent_factory=agent_factory,
+        allow_inline_agents=allow_inline_agents,
+    )
+    if not isinstance(built, runtime_type):  # pragma: no cover - the builder maps kind to type
+        raise HydrationError(f"{hydrator} built a {type(built).__name__}")
+    return built
+
+
+def pipeline_from_spec(
+    spec: PipelineSpec,
+    *,
+    callable_registry: CallableRegistryLike,
+    agent_registry: AgentRegistryLike,
+    agent_factory: InlineAgentFactory | None = None,
+    allow_inline_agents: bool = False,
+) -> Pipeline:
+    """`topology_from_spec` for a `PipelineSpec`: the live `Pipeline` (same arguments and errors).
+
+    Raises:
+        TypeError: `spec` is not a `PipelineSpec`.
+    """
+    return _one_kind(
+        spec,
+        PipelineSpec,
+        Pipeline,
+        "pipeline_from_spec",
+        callable_registry=callable_registry,
+        agent_registry=agent_registry,
+        agent_factory=agent_factory,
+        allow_inline_agents=allow_inline_agents,
+    )
+
+
+def parallel_from_spec(
+    spec: ParallelSpec,
+    *,
+    callable_registry: CallableRegistryLike,
+    agent_registry: AgentRegistryLike,
+    agent_factory: InlineAgentFactory | None = None,
+    allow_inline_agents: bool = False,
+) -> Parallel:
+    """`topology_from_spec` for a `ParallelSpec`: the live `Parallel` (same arguments and errors).
+
+    Raises:
+        TypeError: `spec` is not a `ParallelSpec`.
+    """
+    return _one_kind(
+        spec,
+        ParallelSpec,
+        Parallel,
+        "parallel_from_spec",
+        callable_registry=callable_registry,
+        agent_registry=agent_registry,
+        agent_factory=agent_factory,
+        allow_inline_agents=allow_inline_agents,
+    )
+
+
+def router_from_spec(
+    spec: RouterSpec,
+    *,
+    callable_registry: CallableRegistryLike,
+    agent_registry: AgentRegistryLike,
+    agent_factory: InlineAgentFactory | None = None,
+    allow_inline_agents: bool = False,
+) -> Router:
+    """`topology_from_spec` for a `RouterSpec`: the live `Router` (same arguments and errors).
+
+    Raises:
+        TypeError: `spec` is not a `RouterSpec`.
+    """
+    return _one_kind(
+        spec,
+        RouterSpec,
+        Router,
+        "router_from_spec",
+        callable_registry=callable_registry,
+        agent_registry=agent_registry,
+        agent_factory=agent_factory,
+        allow_inline_agents=allow_inline_agents,
+    )
+
+
+def refinement_loop_from_spec(
+    spec: RefinementLoopSpec,
+    *,
+    callable_registry: CallableRegistryLike,
+    agent_registry: AgentRegistryLike,
+    agent_factory: InlineAgentFactory | None = None,
+    allow_inline_agents: bool = False,
+) -> RefinementLoop:
+    """`topology_from_spec` for a `RefinementLoopSpec`: the live `RefinementLoop` (same arguments
+    and errors).
+
+    Raises:
+        TypeError: `spec` is not a `RefinementLoopSpec`.
+    """
+    return _one_kind(
+        spec,
+        RefinementLoopSpec,
+        RefinementLoop,
+        "refinement_loop_from_spec",
+        callable_registry=callable_registry,
+        agent_registry=agent_registry,
+        agent_factory=agent_factory,
+        allow_inline_agents=allow_inline_agents,
+    )

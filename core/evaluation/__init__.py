@@ -5,6 +5,7 @@ from core.evaluation.cache import EvaluationCache, InMemoryEvaluationCache
 from core.evaluation.checks import CheckResult
 from core.evaluation.evaluator import (
     CandidateEvaluation,
+    CostEstimator,
     EvaluatorConfig,
     ExampleResult,
     LatencySource,
@@ -36,6 +37,7 @@ __all__ = [
     # pricing, cache, checks, evaluator
     "CandidateEvaluation",
     "CheckResult",
+    "CostEstimator",
     "CostQuote",
     "EvaluationCache",
     "EvaluatorConfig",

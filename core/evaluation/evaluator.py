@@ -42,16 +42,29 @@ One `evaluate(spec, examples)` call:
 
 Finished runs go into the evaluation cache under `(spec_hash, example_id, trial)`, so a spec
 proposed again (same canonical hash) makes no model call.
+
+The reference library's per-example API is here too: `evaluate_one(decoded, example)` and
+`evaluate_batch(decoded=..., batch=...)` take a decoded genome (gene name -> spec; the topology
+under `topology_gene_name`, default `"main"`) and return `MetricBundle`s whose `raw` carries
+`n_agents`, `depth` and `cost_source`, plus `error` and `error_type` on a failure (a missing
+gene, a rejected candidate, a run that raised): such a bundle has accuracy 0 and status
+`"error"`; these methods never raise. A `cost_estimator` (`RunUsage -> USD`), when given,
+replaces each run's measured cost (every call's usage priced by the `Pricer`, which is then
+`Pricer(unknown="zero")` unless one is given) in `cost_usd`; the run records
+`raw["cost_source"] = "estimate"` and the measured figure as `raw["measured_cost_usd"]`. A
+failing estimator, or one that returns a negative or non-finite value, makes the run `invalid`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_ai.usage import RunUsage
 
 from core.agents.call_cache import CallCache, CallCacheStats
 from core.errors import EvaluationError, SpecError, SpecLimitError, UnknownNamesError
@@ -74,20 +87,34 @@ from core.evaluation.checks import (
     inline_agent_path,
     normalize_allowed_kinds,
 )
-from core.evaluation.metrics import GoldExample, MetricWeights, ScoreFn
+from core.evaluation.metrics import GoldExample, MetricBundle, MetricWeights, ScoreFn
 from core.evaluation.pricing import Pricer
-from core.hydrate import AgentRegistry, CallableRegistry, InlineAgentFactory, topology_from_spec
+from core.hydrate import (
+    AgentRegistry,
+    AgentRegistryLike,
+    CallableRegistry,
+    CallableRegistryLike,
+    InlineAgentFactory,
+    as_agent_registry,
+    as_callable_registry,
+    topology_from_spec,
+)
 from core.ir import SpecLimits, parse_topology, spec_hash, spec_metrics
 from core.ir.limits import DEFAULT_MAX_DEPTH, MAX_DEPTH_CEILING
 
 __all__ = [
     "CandidateEvaluation",
+    "CostEstimator",
     "EvaluatorConfig",
     "ExampleCallback",
     "ExampleResult",
     "LatencySource",
     "TopologyEvaluator",
 ]
+
+CostEstimator = Callable[[RunUsage], float]
+"""`cost_estimator(usage) -> USD`: one run's cost from its usage (requests, input and output
+tokens summed over every model call of the run)."""
 
 ExampleCallback = Callable[[ExampleResult], None]
 """Receives each `ExampleResult` as it completes (cache hits too), e.g. to journal it live."""
@@ -136,10 +163,13 @@ class TopologyEvaluator:
     """Evaluates candidate topologies on gold examples; see the module docstring for the rules.
 
     Args:
-        callable_registry: the registered functions, merges, conditions, state updaters.
-        agent_registry: the registered agent factories.
+        callable_registry: the registered functions, merges, conditions, state updaters (a
+            `CallableRegistry` or a mapping of name -> callable).
+        agent_registry: the registered agent factories (an `AgentRegistry` or a mapping of
+            name -> zero-argument factory).
         score_fn: `(output, example) -> float in [0, 1]`, sync or async.
-        pricer: prices model usage; default `Pricer()` (genai-prices, unpriced models invalid).
+        pricer: prices model usage; default `Pricer()` (genai-prices, unpriced models invalid),
+            `Pricer(unknown="zero")` when a `cost_estimator` is given.
         concurrency: runs in flight at once (>= 1).
         n_trials: runs per example (>= 1).
         weights: metric weights of the aggregate score.
@@ -155,18 +185,26 @@ class TopologyEvaluator:
         latency_source: `"auto"`, `"model"` or `"wall"` (see the module docstring).
         config: all the options above at once; when given, the option arguments must be left at
             their defaults.
+        topology_gene_name: the gene of a decoded genome that holds the topology, for
+            `evaluate_one` and `evaluate_batch` (default `"main"`).
+        cost_estimator: `RunUsage -> USD`, used instead of the measured cost and recorded as an
+            estimate (see the module docstring); None: measured cost.
+        confidence_protocol: accepted for the reference library's signature; must be None
+            (topology runs report no confidence).
+        timer: the wall clock in seconds (default `time.perf_counter`), for wall-time latency;
+            tests pass a fake one.
 
     Raises:
-        EvaluationError: inline agents allowed without an `agent_factory`, or `config` given
-            together with option arguments.
+        EvaluationError: inline agents allowed without an `agent_factory`, `config` given
+            together with option arguments, or a `confidence_protocol`.
         pydantic.ValidationError: an option out of range (e.g. `concurrency=0`, an unknown kind).
     """
 
     def __init__(
         self,
         *,
-        callable_registry: CallableRegistry,
-        agent_registry: AgentRegistry,
+        callable_registry: CallableRegistryLike,
+        agent_registry: AgentRegistryLike,
         score_fn: ScoreFn,
         pricer: Pricer | None = None,
         concurrency: int = 8,
@@ -183,7 +221,16 @@ class TopologyEvaluator:
         is_blank: BlankFn | None = None,
         latency_source: LatencySource = "auto",
         config: EvaluatorConfig | None = None,
+        topology_gene_name: str = "main",
+        cost_estimator: CostEstimator | None = None,
+        confidence_protocol: Any = None,
+        timer: Callable[[], float] | None = None,
     ) -> None:
+        if confidence_protocol is not None:
+            raise EvaluationError(
+                "confidence_protocol is not supported: topology runs report no confidence; "
+                "leave it None (a score_fn can grade confidence into accuracy)"
+            )
         options = EvaluatorConfig(
             concurrency=concurrency,
             n_trials=n_trials,
@@ -203,10 +250,15 @@ class TopologyEvaluator:
         if options.allow_inline_agents and agent_factory is None:
             raise EvaluationError("allow_inline_agents=True needs an agent_factory")
         self._config = options
-        self._callables = callable_registry
-        self._agents = agent_registry
+        self._callables: CallableRegistry = as_callable_registry(callable_registry)
+        self._agents: AgentRegistry = as_agent_registry(agent_registry)
         self._score_fn = score_fn
-        self._pricer = pricer if pricer is not None else Pricer()
+        if pricer is None:
+            pricer = Pricer() if cost_estimator is None else Pricer(unknown="zero")
+        self._pricer = pricer
+        self._gene_name = topology_gene_name
+        self._cost_estimator = cost_estimator
+        self._timer = timer
         self._cache = cache
         self._agent_factory_given = agent_factory
         self._agent_factory = agent_factory if options.allow_inline_agents else None
@@ -239,6 +291,26 @@ class TopologyEvaluator:
     def config(self) -> EvaluatorConfig:
         """The options, as one frozen record."""
         return self._config
+
+    @property
+    def callable_registry(self) -> CallableRegistry:
+        """The registered callables candidates may name."""
+        return self._callables
+
+    @property
+    def agent_registry(self) -> AgentRegistry:
+        """The registered agents candidates may name."""
+        return self._agents
+
+    @property
+    def topology_gene_name(self) -> str:
+        """The decoded genome's key of the topology (`evaluate_one`, `evaluate_batch`)."""
+        return self._gene_name
+
+    @property
+    def cost_estimator(self) -> CostEstimator | None:
+        """The cost estimator, if any (None: measured cost)."""
+        return self._cost_estimator
 
     @property
     def cache(self) -> EvaluationCache | None:
@@ -281,6 +353,9 @@ class TopologyEvaluator:
             agent_factory=self._agent_factory_given,
             is_blank=self._is_blank,
             config=config,
+            topology_gene_name=self._gene_name,
+            cost_estimator=self._cost_estimator,
+            timer=self._timer,
         )
         copy.set_call_cache(self._call_cache)
         return copy
@@ -415,6 +490,7 @@ class TopologyEvaluator:
             latency_source=cfg.latency_source,
             capture_traces=cfg.capture_traces,
             call_cache=self._call_cache,
+            clock=self._timer,
         )
         n_trials = cfg.n_trials
         slots: list[ExampleResult | None] = [None] * (len(examples) * n_trials)
@@ -425,7 +501,8 @@ class TopologyEvaluator:
             async with semaphore:
                 result, cacheable = await run_example(topology, example, key, trial, ctx)
             if cacheable and self._cache is not None:
-                self._cache.put(result)
+                self._cache.put(result)  # the measured figures: an estimate is applied on top
+            result = self._estimated(result)
             fresh.append(result)
             slots[index] = result
             if on_example is not None:
@@ -439,7 +516,7 @@ class TopologyEvaluator:
                 if hit is None:
                     pending.append((index, example, key, trial))
                     continue
-                cached = hit.model_copy(update={"cached": True, "split": split})
+                cached = self._estimated(hit.model_copy(update={"cached": True, "split": split}))
                 slots[index] = cached
                 if on_example is not None:
                     on_example(cached)
@@ -487,3 +564,114 @@ class TopologyEvaluator:
             valid=status == "ok",
             invalid_reason=None if status == "ok" else verdict.reason,
         )
+
+    # -- the reference library's per-example API ---------------------------------------------
+
+    def _estimated(self, result: ExampleResult) -> ExampleResult:
+        """`result` with its cost replaced by the cost estimator's, when there is one."""
+        estimator = self._cost_estimator
+        if estimator is None:
+            return result
+        b = result.bundle
+        usage = RunUsage(
+            requests=result.requests, input_tokens=b.input_tokens, output_tokens=b.output_tokens
+        )
+        raw = {**b.raw, "cost_source": "estimate", "measured_cost_usd": b.cost_usd}
+        update: dict[str, Any] = {"raw": raw}
+        try:
+            value = float(estimator(usage))
+        except Exception as exc:
+            update.update(
+                status="invalid",
+                error=f"cost_estimator_error: {type(exc).__name__}: {exc}",
+                cost_usd=math.nan,
+            )
+        else:
+            update["cost_usd"] = value
+            if not math.isfinite(value) or value < 0:
+                update.update(
+                    status="invalid", error=f"cost_estimator_invalid: {value!r} is not a cost"
+                )
+        return result.model_copy(update={"bundle": b.model_copy(update=update)})
+
+    async def evaluate_one(self, decoded: Mapping[str, Any], example: GoldExample) -> MetricBundle:
+        """Run the decoded genome's topology on one example; never raises for a bad candidate.
+
+        Args:
+            decoded: gene name -> spec (a `TopologySpec`, its JSON text or a mapping); the
+                topology is under `topology_gene_name`.
+            example: the gold example.
+
+        Returns:
+            Its `MetricBundle` (see `evaluate_batch`).
+        """
+        return (await self.evaluate_batch(decoded=decoded, batch=[example]))[0]
+
+    async def evaluate_batch(
+        self,
+        decoded: Mapping[str, Any],
+        batch: Sequence[GoldExample],
+        *,
+        split: str = "validation",
+    ) -> list[MetricBundle]:
+        """Run the decoded genome's topology on `batch`, one `MetricBundle` per example, in order.
+
+        Each bundle's `raw` has `n_agents`, `depth` (0 when the spec does not parse) and
+        `cost_source` (`"measured"` or `"estimate"`), and on a failure `error` (the message)
+        and `error_type`: `"MissingGene"` when `decoded` has no `topology_gene_name`, the
+        rejection code (e.g. `"unknown_names"`, `"max_depth_exceeded"`) for a candidate refused
+        before it ran, the exception's type name for a run that raised. A failed example has
+        accuracy 0 and status `"error"`. Never raises for a bad candidate or run.
+
+        Args:
+            decoded: gene name -> spec.
+            batch: the gold examples (ids unique); empty gives `[]`.
+            split: recorded on the run results, as in `evaluate`.
+        """
+        if not batch:
+            return []
+        source = "estimate" if self._cost_estimator is not None else "measured"
+        spec = decoded.get(self._gene_name)
+        if spec is None:
+            known = ", ".join(sorted(str(k) for k in decoded)) or "(none)"
+            message = f"the decoded genome has no gene {self._gene_name!r} (genes: {known})"
+            return [_failed(message, "MissingGene", 0, 0, source) for _ in batch]
+        try:
+            ev = await self.evaluate(spec, batch, split=split)
+        except EvaluationError as exc:  # misuse of the batch (duplicate ids): still no raise
+            return [_failed(str(exc), "EvaluationError", 0, 0, source) for _ in batch]
+        n_agents, depth = ev.n_agents or 0, ev.depth or 0
+        if ev.status == "rejected":
+            reason = ev.reason or "invalid_spec"
+            code = reason.split(":", 1)[0]
+            return [_failed(reason, code, n_agents, depth, source) for _ in batch]
+        out: list[MetricBundle] = []
+        for bundle in ev.bundles:
+            raw: dict[str, Any] = {
+                **bundle.raw,
+                "n_agents": n_agents,
+                "depth": depth,
+                "cost_source": source,
+            }
+            if bundle.status != "ok":
+                error = bundle.error or bundle.status
+                raw["error"] = error
+                raw["error_type"] = error.split(":", 1)[0] if ":" in error else bundle.status
+            out.append(bundle.model_copy(update={"raw": raw}))
+        return out
+
+
+def _failed(message: str, kind: str, n_agents: int, depth: int, source: str) -> MetricBundle:
+    """A zero-accuracy bundle for an example that did not run."""
+    return MetricBundle(
+        accuracy=0.0,
+        status="error",
+        error=message,
+        raw={
+            "error": message,
+            "error_type": kind,
+            "n_agents": n_agents,
+            "depth": depth,
+            "cost_source": source,
+        },
+    )

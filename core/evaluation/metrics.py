@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import copy
 import math
+import statistics
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, Generic, Literal, TypeAlias, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing_extensions import TypeVar
 
 __all__ = [
     "BundleStatus",
@@ -49,14 +51,26 @@ BundleStatus: TypeAlias = Literal["ok", "error", "degenerate", "invalid"]
 """
 
 
-class GoldExample(BaseModel):
-    """One gold example: an input, optionally the expected output and a rubric."""
+InputT = TypeVar("InputT", default=Any)
+"""The type of a gold example's input (default `Any`)."""
+OutputT = TypeVar("OutputT", default=Any)
+"""The type of a gold example's expected output (default `Any`)."""
+
+
+class GoldExample(BaseModel, Generic[InputT, OutputT]):
+    """One gold example: an input, optionally the expected output and a rubric.
+
+    Generic in the input and expected types: `GoldExample[str, int](input="2+2", expected=4)`
+    validates both (with the usual lax coercions of a non-strict field, e.g. `"4"` -> `4`);
+    plain `GoldExample(...)` takes any values. A parametrized example is still a
+    `GoldExample` (`isinstance` holds).
+    """
 
     model_config = _CONFIG
 
-    input: Any
+    input: InputT
     """What the topology is run on (any value, e.g. a question string or a Pydantic model)."""
-    expected: Any = None
+    expected: OutputT | None = None
     """The reference answer the score function compares against, if any."""
     rubric: str | None = None
     """Grading instructions for a judge-based score function, if any."""
@@ -143,6 +157,74 @@ class MetricBundle(BaseModel):
         """True when the run raised or its output was blank (`status` error or degenerate)."""
         return self.status in ("error", "degenerate")
 
+    def scalarize(self, weights: MetricWeights | None = None) -> float:
+        """This bundle's weighted score: the module function `scalarize(self, weights)`."""
+        return scalarize(self, weights)
+
+    def to_per_instance_scores(self, weights: MetricWeights | None = None) -> dict[str, float]:
+        """The bundle's objective values, one per dimension, unweighted.
+
+        Keys: `accuracy`, `cost_usd` (USD), `latency_ms` (ms), then `confidence` and
+        `robustness` only when measured (an absent dimension is left out, not zero), then every
+        numeric (non-bool) value of `raw`, e.g. the evaluator's `n_agents` and `depth`.
+
+        Args:
+            weights: accepted for the reference library's signature; the values are not
+                weighted (use `scalarize` for one weighted number).
+        """
+        del weights
+        scores: dict[str, float] = {
+            "accuracy": self.accuracy,
+            "cost_usd": self.cost_usd,
+            "latency_ms": self.latency_ms,
+        }
+        if self.confidence is not None:
+            scores["confidence"] = self.confidence
+        if self.robustness is not None:
+            scores["robustness"] = self.robustness
+        for key, value in self.raw.items():
+            if key in scores or isinstance(value, bool):
+                continue
+            if isinstance(value, int | float):
+                scores[str(key)] = float(value)
+        return scores
+
+    @classmethod
+    def aggregate(cls, bundles: Sequence[MetricBundle]) -> MetricBundle:
+        """Combine repeated runs (trials) of one example into one bundle.
+
+        Means of accuracy, cost and latency; confidence and robustness are the means of the
+        bundles that have them (None when none does); token counts are rounded means;
+        `n_trials` is the sum of the bundles' `n_trials`; `stdev` is the sample standard
+        deviation (n - 1) of the accuracies (None for one bundle); `raw` is the first bundle's.
+        The status is the worst one (`invalid` > `error` > `degenerate` > `ok`), with that
+        bundle's error. For a candidate's score over examples use `aggregate_score`.
+
+        Raises:
+            ValueError: `bundles` is empty.
+        """
+        if not bundles:
+            raise ValueError("MetricBundle.aggregate needs at least one bundle")
+        order = {"ok": 0, "degenerate": 1, "error": 2, "invalid": 3}
+        worst = max(bundles, key=lambda b: order[b.status])
+        accuracies = [b.accuracy for b in bundles]
+        confidences = [b.confidence for b in bundles if b.confidence is not None]
+        robustness = [b.robustness for b in bundles if b.robustness is not None]
+        return cls(
+            accuracy=_mean(accuracies),
+            cost_usd=_mean([b.cost_usd for b in bundles]),
+            latency_ms=_mean([b.latency_ms for b in bundles]),
+            confidence=_mean(confidences) if confidences else None,
+            robustness=_mean(robustness) if robustness else None,
+            raw=bundles[0].raw,
+            n_trials=sum(b.n_trials for b in bundles),
+            stdev=statistics.stdev(accuracies) if len(accuracies) > 1 else None,
+            status=worst.status,
+            error=worst.error,
+            input_tokens=round(_mean([float(b.input_tokens) for b in bundles])),
+            output_tokens=round(_mean([float(b.output_tokens) for b in bundles])),
+        )
+
 
 class MetricWeights(BaseModel):
     """Weights that scalarize a `MetricBundle` into one number (higher is better).
@@ -187,6 +269,12 @@ def scalarize(bundle: MetricBundle, weights: MetricWeights | None = None) -> flo
     if bundle.robustness is not None:
         total += w.robustness * bundle.robustness
     return float(total)
+
+
+def _mean(values: Sequence[float]) -> float:
+    if all(math.isfinite(v) for v in values):
+        return math.fsum(values) / len(values)
+    return float(sum(values)) / len(values)
 
 
 def _describe(value: float) -> str:

@@ -90,6 +90,11 @@ class PipelineEvent:
     output: Any = None
     error: BaseException | None = None
 
+    @property
+    def event_type(self) -> PipelineEventType:
+        """The same as `type` (the name the reference library's events use)."""
+        return self.type
+
 
 @dataclass(frozen=True, slots=True)
 class _Entry:

@@ -49,7 +49,12 @@ from core.search.pareto import (
     pareto_front_mask,
 )
 from core.search.registry import Approval, TopologyRegistry, VersionRecord
-from core.search.result import CandidateRecord, OptimizationResult, unpack_topology_output
+from core.search.result import (
+    CandidateRecord,
+    OptimizationResult,
+    RunDetails,
+    unpack_topology_output,
+)
 from core.search.strategies import (
     STRATEGY_NAMES,
     AskContext,
@@ -116,6 +121,7 @@ __all__ = [
     "Proposal",
     "RandomConfig",
     "RandomSearch",
+    "RunDetails",
     "SearchRun",
     "SearchSpace",
     "StopSignal",

@@ -16,7 +16,12 @@ from core.errors import BudgetError, DegenerateSeedError, SearchError
 from core.evaluation._records import CandidateEvaluation
 from core.evaluation.evaluator import TopologyEvaluator
 from core.evaluation.metrics import GoldExample
-from core.hydrate import AgentRegistry, CallableRegistry
+from core.hydrate import (
+    AgentRegistryLike,
+    CallableRegistryLike,
+    as_agent_registry,
+    as_callable_registry,
+)
 from core.ir import TopologySpec
 from core.ir.dataflow import EffectTable
 from core.search._checker import CandidateChecker
@@ -94,7 +99,7 @@ class SearchRun(ReportMixin):
         validation: the validation split (what the search scores on).
         callable_registry: registered functions (the designer's prompt and the operators'
             names; checks use the evaluator's registries, normally the same).
-        agent_registry: registered agents.
+        agent_registry: registered agents (either registry may be a plain mapping of names).
         test: a held-out split; the winner is evaluated on it once, at the end.
         roles: callable role -> names (a problem's `roles`), for the designer and operators.
         effects: what each registered name reads and produces (a problem's `effects`): static
@@ -123,8 +128,8 @@ class SearchRun(ReportMixin):
         gene: TopologyGene,
         evaluator: TopologyEvaluator,
         validation: Sequence[GoldExample],
-        callable_registry: CallableRegistry,
-        agent_registry: AgentRegistry,
+        callable_registry: CallableRegistryLike,
+        agent_registry: AgentRegistryLike,
         test: Sequence[GoldExample] | None = None,
         roles: Mapping[str, Sequence[str]] | None = None,
         effects: EffectTable | None = None,
@@ -156,8 +161,8 @@ class SearchRun(ReportMixin):
         self.handle_sigint = handle_sigint
         self.space = build_search_space(
             gene,
-            callable_registry=callable_registry,
-            agent_registry=agent_registry,
+            callable_registry=as_callable_registry(callable_registry),
+            agent_registry=as_agent_registry(agent_registry),
             roles=roles,
             problem_description=problem_description,
             effects=effects,

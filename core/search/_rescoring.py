@@ -13,7 +13,8 @@ from core.search._emission import (
     WallStop,
     evaluation_figures,
 )
-from core.search.result import OptimizationResult
+from core.search.archive import Archive
+from core.search.result import OptimizationResult, RunDetails
 
 __all__ = ["ReportMixin"]
 
@@ -150,6 +151,15 @@ class ReportMixin(RunBase):
             )
         return out, None
 
+    def _validation_archive(self) -> Archive:
+        """A new archive of the entries scored on the full validation split, in archive order."""
+        source = self.archive
+        out = Archive(source.strategy, source.size, source.objectives)
+        for entry in source.entries:
+            if entry.split == "validation":
+                out.add(entry)
+        return out
+
     async def _finish(self, kind: StopKind, reason: str) -> OptimizationResult:
         report = kind in REPORT_ALLOWED
         test: list[dict[str, Any]] = []
@@ -181,20 +191,23 @@ class ReportMixin(RunBase):
             best_score=self.archive[best_a].aggregate_score,
             pareto_candidates=[{gene: self._cands[i].spec.model_dump_json()} for i in front],
             history=list(self._history),
-            raw={
-                "run_id": self.run_id,
-                "strategy": self.strategy.name,
-                "seed": self.config.seed,
-                "status": status,
-                "stop_reason": reason,
-                "archive": self.archive,
-                "archive_candidates": list(self._archive_to_cand),
-                "best_idx": best_idx,
-                "pareto_idx": front,
-                "test": test[0] if test else None,
-                "test_front": test,
-                "budget_used": self.tracker.used(),
-            },
+            raw=RunDetails(
+                {
+                    "run_id": self.run_id,
+                    "strategy": self.strategy.name,
+                    "seed": self.config.seed,
+                    "status": status,
+                    "stop_reason": reason,
+                    "archive": self.archive,
+                    "validation_archive": self._validation_archive(),
+                    "archive_candidates": list(self._archive_to_cand),
+                    "best_idx": best_idx,
+                    "pareto_idx": front,
+                    "test": test[0] if test else None,
+                    "test_front": test,
+                    "budget_used": self.tracker.used(),
+                }
+            ),
         )
         self._finished(status, reason, best_idx)
         return result

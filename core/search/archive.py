@@ -20,6 +20,7 @@ Rules:
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeAlias, cast
@@ -40,6 +41,7 @@ from core.evaluation.metrics import MetricBundle, bundle_invalid_reason
 from core.ir.canonical import spec_hash
 from core.ir.limits import MAX_DEPTH_CEILING, SpecLimits, parse_topology
 from core.ir.metrics import spec_metrics
+from core.ir.models import TopologySpec
 from core.search.pareto import (
     DEFAULT_OBJECTIVES,
     Direction,
@@ -172,6 +174,11 @@ class ArchiveEntry(BaseModel):
         if not isinstance(data, Mapping):
             return data
         values = dict(cast(Mapping[str, Any], data))
+        if "spec" in values:  # ArchiveEntry(spec=PipelineSpec(...)): stored as its JSON
+            if "spec_json" in values:
+                raise ValueError("give spec or spec_json, not both")
+            given = values.pop("spec")
+            values["spec_json"] = given.model_dump_json() if isinstance(given, BaseModel) else given
         raw_bundles = values.get("bundles", ())
         if isinstance(raw_bundles, list | tuple):
             try:
@@ -219,6 +226,17 @@ class ArchiveEntry(BaseModel):
         """Number of examples evaluated (one bundle each)."""
         return len(self.bundles)
 
+    @property
+    def spec(self) -> TopologySpec:
+        """The spec, parsed from `spec_json` (a new object on each access).
+
+        Construction also accepts `spec=` (a `TopologySpec`, stored as its JSON).
+
+        Raises:
+            SpecError: `spec_json` is not a valid spec (a rejected proposal's raw text).
+        """
+        return parse_topology(self.spec_json, _PARSE_LIMITS)
+
     def objective(self, name: str) -> float:
         """One objective value of this entry (NaN when it has none).
 
@@ -262,6 +280,10 @@ class ArchiveEntry(BaseModel):
     ) -> tuple[float, ...]:
         """The entry's values for `objectives`, in order (see `objective`)."""
         return tuple(self.objective(o.name) for o in resolve_objectives(objectives))
+
+
+def _rounded(value: float) -> float | None:
+    return round(value, 6) if math.isfinite(value) else None
 
 
 def _derived_reason(values: Mapping[str, Any], parse_error: str | None) -> str | None:
@@ -541,7 +563,17 @@ class Archive:
         return m, dirs
 
     def best(self, split: str | None = None) -> ArchiveEntry | None:
-        """The valid entry with the highest aggregate score (ties: earliest), or None."""
+        """The valid entry with the highest aggregate score (ties: earliest).
+
+        Returns:
+            The entry, or None when the archive has entries but none qualifies (all invalid,
+            or none on `split`): invalid entries are never best.
+
+        Raises:
+            ValueError: the archive is empty.
+        """
+        if not self._entries:
+            raise ValueError("the archive is empty: add() an entry first")
         i = best_index(self._entries, split)
         return None if i is None else self._entries[i]
 
@@ -572,6 +604,44 @@ class Archive:
     def view(self) -> list[ArchiveEntry]:
         """What the designer is shown under the archive's strategy (see `view_indices`)."""
         return [self._entries[i] for i in view_indices(self._entries, self._strategy, self._size)]
+
+    def serialize_for_prompt(self, thought_chars: int = 500) -> str:
+        """The entries of `view()` as text for a designer's prompt, in the order shown.
+
+        One JSON object per entry (keys sorted), entries separated by `",\n"`: `generation`,
+        `thought` (cut to `thought_chars` characters), `spec` (the spec as JSON, or the raw text
+        of a proposal that did not parse), `score` (aggregate score rounded to 4 decimals, None
+        when not finite), the mean `accuracy`, `cost_usd` (USD per example) and `latency_ms`
+        (ms per example) rounded to 6 decimals, `n_agents`, `depth`, `split`, and
+        `invalid_reason` (None when valid). `""` for an empty view. Which entries appear follows
+        the strategy (`view_indices`: `parallel` shows the latest `size` entries).
+        """
+        parts: list[str] = []
+        for entry in self.view():
+            try:
+                spec: Any = json.loads(entry.spec_json)
+            except ValueError:
+                spec = entry.spec_json
+            score = entry.aggregate_score
+            parts.append(
+                json.dumps(
+                    {
+                        "generation": entry.generation,
+                        "thought": entry.thought[:thought_chars],
+                        "spec": spec,
+                        "score": round(score, 4) if math.isfinite(score) else None,
+                        "accuracy": _rounded(entry.objective("accuracy")),
+                        "cost_usd": _rounded(entry.objective("cost_usd")),
+                        "latency_ms": _rounded(entry.objective("latency_ms")),
+                        "n_agents": entry.n_agents,
+                        "depth": entry.depth,
+                        "split": entry.split,
+                        "invalid_reason": entry.invalid_reason,
+                    },
+                    sort_keys=True,
+                )
+            )
+        return ",\n".join(parts)
 
     def hypervolume(
         self,

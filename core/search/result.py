@@ -1,17 +1,20 @@
-"""What a search returns: `OptimizationResult`, its per-candidate `CandidateRecord`s, and
-`unpack_topology_output`.
+"""What a search returns: `OptimizationResult`, its per-candidate `CandidateRecord`s, its
+`RunDetails`, and `unpack_topology_output`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.ir.models import TopologySpec
 from core.runtime.parallel import ParallelResult
 
-__all__ = ["CandidateRecord", "OptimizationResult", "unpack_topology_output"]
+if TYPE_CHECKING:
+    from core.search.archive import Archive, ArchiveEntry
+
+__all__ = ["CandidateRecord", "OptimizationResult", "RunDetails", "unpack_topology_output"]
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
@@ -85,6 +88,54 @@ class CandidateRecord(BaseModel):
     """True when evaluated with trustworthy metrics (not degenerate, not invalid)."""
 
 
+class RunDetails(dict[str, Any]):
+    """`OptimizationResult.raw`: a dict of run details that also answers archive queries.
+
+    As a dict it holds the keys listed in `OptimizationResult`. As an archive (the reference
+    library's `result.raw.pareto()`) it answers for the search's archive:
+
+    - `pareto()` and `best()` over the entries scored on the full validation split
+      (`validation_archive`), where the reported winner and front come from;
+    - `entries` and `serialize_for_prompt()` over every entry (`archive`), minibatch-scored
+      ones included.
+
+    Raises:
+        KeyError: from these methods when the dict has no `archive` (a result built by hand).
+    """
+
+    @property
+    def archive(self) -> Archive:
+        """The search's archive (`self["archive"]`)."""
+        return cast("Archive", self["archive"])
+
+    @property
+    def validation_archive(self) -> Archive:
+        """The entries scored on the full validation split (`self["validation_archive"]`)."""
+        return cast("Archive", self["validation_archive"])
+
+    @property
+    def entries(self) -> tuple[ArchiveEntry, ...]:
+        """Every archive entry, in insertion order."""
+        return self.archive.entries
+
+    def pareto(self) -> list[ArchiveEntry]:
+        """The entries of the reported front (full validation split), in archive order; each
+        entry's `.spec` is its `TopologySpec`."""
+        return self.validation_archive.pareto()
+
+    def best(self) -> ArchiveEntry | None:
+        """The reported winner's entry (highest aggregate score on the full validation split).
+
+        Raises:
+            ValueError: the validation archive is empty.
+        """
+        return self.validation_archive.best()
+
+    def serialize_for_prompt(self) -> str:
+        """The archive's designer view as text (`Archive.serialize_for_prompt`)."""
+        return self.archive.serialize_for_prompt()
+
+
 class OptimizationResult(BaseModel):
     """The outcome of a search (semantics section 8).
 
@@ -92,7 +143,8 @@ class OptimizationResult(BaseModel):
     candidates that were best or on the front on minibatch scores only are re-scored on it
     before the report.
 
-    `raw` holds the run's details:
+    `raw` (a `RunDetails`: a dict that also answers `raw.pareto()` and `raw.best()`) holds the
+    run's details:
 
     - `run_id`, `strategy`, `seed`, `status` (`"completed"` or `"stopped"`), `stop_reason`;
     - `archive`: the search's `Archive` (entries as scored: minibatch or validation);
@@ -120,8 +172,15 @@ class OptimizationResult(BaseModel):
     order."""
     history: list[CandidateRecord]
     """Every candidate of the run in candidate order, with how it ended."""
-    raw: dict[str, Any] = Field(default_factory=dict[str, Any])
-    """Run details (see the class docstring)."""
+    raw: RunDetails = Field(default_factory=RunDetails)
+    """Run details (see the class docstring); a plain dict given here becomes a `RunDetails`."""
+
+    @field_validator("raw", mode="before")
+    @classmethod
+    def _details(cls, value: Any) -> Any:
+        if isinstance(value, dict) and not isinstance(value, RunDetails):
+            return RunDetails(cast(dict[str, Any], value))
+        return value
 
 
 def unpack_topology_output(result: Any) -> Any:

@@ -74,10 +74,17 @@ def test_ir_all_is_pinned() -> None:
 def test_hydrate_all_is_pinned() -> None:
     assert core.hydrate.__all__ == [
         "BUILTIN_MERGES",
-        "AgentFactory",
         "AgentRegistry",
+        "AgentRegistryLike",
         "CallableRegistry",
+        "CallableRegistryLike",
         "InlineAgentFactory",
+        "as_agent_registry",
+        "as_callable_registry",
+        "parallel_from_spec",
+        "pipeline_from_spec",
+        "refinement_loop_from_spec",
+        "router_from_spec",
         "topology_from_spec",
         "validate_names",
     ]

@@ -238,7 +238,7 @@ def test_resolve_objectives() -> None:
 def test_archive_defaults_and_errors() -> None:
     a = Archive()
     assert (a.strategy, a.size, a.objectives) == ("top_k", 5, DEFAULT_OBJECTIVES)
-    assert (len(a), a.entries, a.best(), a.pareto(), a.ranks(), a.view()) == (
+    assert (len(a), a.entries, a.best_index(), a.pareto(), a.ranks(), a.view()) == (
         0,
         (),
         None,
@@ -246,6 +246,9 @@ def test_archive_defaults_and_errors() -> None:
         [],
         [],
     )
+    with pytest.raises(ValueError, match=r"^the archive is empty: add\(\) an entry first$"):
+        a.best()  # as the reference library documents; best_index() stays None
+    assert a.serialize_for_prompt() == ""
     assert a.hypervolume() == 0.0
     with pytest.raises(ValueError, match="strategy"):
         Archive(strategy="best")  # type: ignore[arg-type]

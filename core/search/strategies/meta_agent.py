@@ -25,6 +25,14 @@ which pydantic-ai fills in place, so its usage counts even when the run raises (
 retries included). Each call's usage is priced with the `Pricer` and summed (`math.fsum`) into
 the proposal's `design_cost_usd` and `design_requests`.
 
+Reference-library form: `MetaAgentSearch(config, gene=..., evaluator=...,
+meta_agent_model="openai:gpt-4.1", api_key=..., bus=...)` then `await search.run(trainset=...,
+valset=...)`. `meta_agent_model` is the same as `model`; an `api_key` is handed to the model's
+provider when the model is built (at construction) and is neither kept on the search nor
+logged. A `bus` (a callable, or an object with `emit(event)` such as an event bus; an awaitable
+result is awaited) receives a `MetaAgentEvent` `meta_agent.iteration_completed` per evaluated or
+rejected candidate of a generation and `meta_agent.debug_retry` before each debug retry.
+
 Fail fast (F2): `preflight` checks the designer's output schema against its provider profile
 (`core.ir.design.check_output_schema`) and that the designer's model has a price, then builds
 (never calls) the designer's model and agent, before any evaluation or paid call: a provider that
@@ -34,14 +42,17 @@ cannot be set up (e.g. `openai:gpt-4o` without `OPENAI_API_KEY`, which pydantic-
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import inspect
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast, runtime_checkable
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_ai import Agent, capture_run_messages
 from pydantic_ai.exceptions import UnexpectedModelBehavior, UserError
 from pydantic_ai.messages import (
@@ -76,12 +87,12 @@ from core.search.strategies.base import (
 if TYPE_CHECKING:
     from core.evaluation.evaluator import TopologyEvaluator
     from core.evaluation.metrics import GoldExample
-    from core.hydrate import AgentRegistry, CallableRegistry
+    from core.hydrate import AgentRegistryLike, CallableRegistryLike
     from core.search.budget import Budget
     from core.search.gene import TopologyGene
-    from core.search.result import OptimizationResult
+    from core.search.result import CandidateRecord, OptimizationResult
 
-__all__ = ["MetaAgentConfig", "MetaAgentSearch"]
+__all__ = ["EventSink", "MetaAgentConfig", "MetaAgentEvent", "MetaAgentSearch"]
 
 _ROLE_USE = {
     "step": "function_step.callable_name",
@@ -119,6 +130,58 @@ class MetaAgentConfig(StrategyConfig):
     output_retries: int = Field(default=1, ge=0)
     """pydantic-ai's own retries of an output it cannot validate, per designer call."""
 
+    def replace(self, **changes: Any) -> MetaAgentConfig:
+        """A copy with `changes` applied and validated (`dataclasses.replace(config, ...)`
+        does the same).
+
+        Raises:
+            pydantic.ValidationError: an unknown option or a value out of range.
+        """
+        return type(self).model_validate({**self.model_dump(), **changes})
+
+
+def _dataclass_fields(model: type[BaseModel]) -> dict[str, dataclasses.Field[Any]]:
+    """`__dataclass_fields__` for a Pydantic model: its fields, as a dataclass would list them.
+
+    With it, `dataclasses.replace`, `dataclasses.fields` and `dataclasses.asdict` work on the
+    model as on the reference library's dataclass; `replace` calls the model's constructor, so
+    the new values are validated.
+    """
+    names = list(model.model_fields)
+    shape = dataclasses.make_dataclass(
+        f"_{model.__name__}Fields", [(n, Any, dataclasses.field(default=None)) for n in names]
+    )
+    return {f.name: f for f in dataclasses.fields(shape)}
+
+
+MetaAgentConfig.__dataclass_fields__ = _dataclass_fields(MetaAgentConfig)  # pyright: ignore[reportAttributeAccessIssue]
+
+
+class MetaAgentEvent(BaseModel):
+    """One event a `MetaAgentSearch` publishes on its `bus`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    event_type: str
+    """`"meta_agent.iteration_completed"` or `"meta_agent.debug_retry"`."""
+    agent_name: str = "meta_agent"
+    """Who published it."""
+    data: dict[str, Any] = Field(default_factory=dict[str, Any])
+    """For `iteration_completed`: `generation`, `candidate_idx`, `status` (`"evaluated"`,
+    `"rejected"`, `"duplicate"`), `score` (aggregate, None when not evaluated), `split`,
+    `reason`. For `debug_retry`: `generation`, `attempt` (1-based), `error`."""
+
+
+@runtime_checkable
+class EventSink(Protocol):
+    """An event bus: anything with `emit(event)` (the result may be awaitable)."""
+
+    def emit(self, event: MetaAgentEvent) -> Any: ...
+
+
+BusLike = EventSink | Callable[[MetaAgentEvent], Any]
+"""A `bus`: an `EventSink`, or a callable taking each `MetaAgentEvent`."""
+
 
 @dataclass(slots=True)
 class _Spend:
@@ -146,7 +209,7 @@ class MetaAgentSearch(Strategy):
     """The ADAS-style meta agent search (see the module docstring).
 
     Use it as a strategy (`run_search(problem, "meta_agent", model=...)`), or on its own with
-    `optimize(...)` given a gene and an evaluator.
+    `optimize(...)` or `run(trainset, valset)` given a gene and an evaluator.
 
     Args:
         config: the options (default `MetaAgentConfig()`).
@@ -154,9 +217,19 @@ class MetaAgentSearch(Strategy):
         evaluator: the evaluator (needed by `optimize` only).
         model: the designer's model: a pydantic-ai `provider:model` string (e.g.
             `"openai:gpt-4o"`, `"ollama:qwen2.5"`) or a `Model` (tests: `FunctionModel`).
+        meta_agent_model: the same as `model` (the reference library's name); give one.
+        api_key: the API key for a `provider:model` string: handed to the provider, which is
+            built now; never stored on the search, logged or recorded.
+        bus: receives a `MetaAgentEvent` per generation's candidate and per debug retry (see
+            the module docstring).
         pricer: prices the designer's usage (default `Pricer()`: genai-prices; in-process fake
             models are free unless the table prices them).
         strict: the `strict` setting of the output schema (pydantic-ai's default None).
+
+    Raises:
+        SearchError: neither or both of `model` and `meta_agent_model`; with an `api_key`, a
+            model name that is not `provider:model`, a provider that takes no API key, or one
+            that cannot be built.
     """
 
     name: ClassVar[str] = "meta_agent"
@@ -168,15 +241,28 @@ class MetaAgentSearch(Strategy):
         gene: TopologyGene | None = None,
         evaluator: TopologyEvaluator | None = None,
         *,
-        model: str | Model,
+        model: str | Model | None = None,
+        meta_agent_model: str | Model | None = None,
+        api_key: str | None = None,
+        bus: BusLike | None = None,
         pricer: Pricer | None = None,
         strict: bool | None = None,
     ) -> None:
         super().__init__(config or MetaAgentConfig())
+        if (model is None) == (meta_agent_model is None):
+            raise SearchError(
+                "give the designer's model once: model= or meta_agent_model= (the same thing)"
+            )
+        chosen = cast("str | Model", model if model is not None else meta_agent_model)
         self.gene = gene
         self.evaluator = evaluator
-        self.model = model
-        self.model_name = model_name(model)
+        self.model: str | Model = chosen
+        self.model_name = model_name(chosen)
+        self.bus = bus
+        self._pending: set[asyncio.Task[Any]] = set()
+        if api_key is not None and isinstance(chosen, str):
+            self._check_name()
+            self.model = self._build_model(api_key)
         self.pricer = pricer if pricer is not None else Pricer()
         self.strict = strict
         self._agent: Agent[None, TopologyDesign] | None = None
@@ -245,6 +331,7 @@ class MetaAgentSearch(Strategy):
             if current.design is not None:
                 check = ctx.check(current.design.spec)
                 if check.ok:
+                    await self._drain()
                     return [
                         Proposal(
                             spec=current.design.spec,
@@ -274,6 +361,11 @@ class MetaAgentSearch(Strategy):
                     )
                 ]
             attempt += 1
+            self._publish(
+                "meta_agent.debug_retry",
+                {"generation": ctx.generation, "attempt": attempt, "error": error},
+            )
+            await self._drain()
             history = current.history
             debug = self.debug_prompt(error, ctx.space)
             if history is None:
@@ -415,15 +507,22 @@ class MetaAgentSearch(Strategy):
         except ImportError as exc:
             raise SearchError(f"designer model {self.model_name!r}: {exc}") from exc
 
-    def _build_model(self) -> Model:
-        """The designer's model, built (not called).
+    def _build_model(self, api_key: str | None = None) -> Model:
+        """The designer's model, built (not called); with `api_key`, its provider gets the key.
 
         Raises:
             SearchError: pydantic-ai cannot build it (a missing API key or base URL, an unknown
                 provider, a missing provider package), naming the model and what to set.
         """
         try:
-            return infer_model(self.model)
+            if api_key is None or not isinstance(self.model, str):
+                return infer_model(self.model)
+            return infer_model(self.model, provider_factory=_keyed_provider(api_key))
+        except TypeError as exc:  # the provider class takes no api_key
+            raise SearchError(
+                f"designer model {self.model_name!r}: its provider does not take an api_key "
+                "(configure it through its environment variables instead)"
+            ) from exc
         except UserError as exc:
             text = " ".join(str(exc).split())
             text = text.split(_KEYLESS_HINT, 1)[0].strip()
@@ -518,14 +617,77 @@ class MetaAgentSearch(Strategy):
         spend.costs.append(cost)
         spend.requests += usage.requests
 
+    # -- the bus -----------------------------------------------------------------------------
+
+    def tell(self, records: Sequence[CandidateRecord]) -> None:
+        """Publishes `meta_agent.iteration_completed` per candidate on the bus, if any."""
+        for r in records:
+            self._publish(
+                "meta_agent.iteration_completed",
+                {
+                    "generation": r.generation,
+                    "candidate_idx": r.candidate_idx,
+                    "status": r.status,
+                    "score": r.score,
+                    "split": r.split,
+                    "reason": r.reason,
+                },
+            )
+
+    def _publish(self, event_type: str, data: dict[str, Any]) -> None:
+        if self.bus is None:
+            return
+        event = MetaAgentEvent(event_type=event_type, data=data)
+        sink = self.bus
+        result = sink.emit(event) if isinstance(sink, EventSink) else sink(event)
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
+            self._pending.add(task)
+            task.add_done_callback(self._pending.discard)
+
+    async def _drain(self) -> None:
+        """Wait for the bus's pending awaitable deliveries (a failing one raises here)."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending))
+
     # -- running on its own ------------------------------------------------------------------
+
+    async def run(
+        self,
+        trainset: Sequence[GoldExample],
+        valset: Sequence[GoldExample] | None = None,
+        **options: Any,
+    ) -> OptimizationResult:
+        """Run the search with the evaluator's registries (the reference library's form).
+
+        The candidates are scored on `valset`, or on `trainset` when no `valset` (or an empty
+        one) is given; `trainset` is otherwise unused, as in the reference library. `options`
+        are `optimize`'s (`test`, `budget`, `subscribers`, ...).
+
+        Raises:
+            ValueError: `trainset` is empty.
+            SearchError: no gene or evaluator was given.
+        """
+        if not trainset:
+            raise ValueError("MetaAgentSearch.run: trainset must hold at least one GoldExample")
+        if self.evaluator is None:
+            raise SearchError("MetaAgentSearch.run needs the evaluator")
+        validation = valset if valset else trainset
+        result = await self.optimize(
+            validation,
+            callable_registry=self.evaluator.callable_registry,
+            agent_registry=self.evaluator.agent_registry,
+            **options,
+        )
+        await self._drain()
+        return result
 
     async def optimize(
         self,
         validation: Sequence[GoldExample],
         *,
-        callable_registry: CallableRegistry,
-        agent_registry: AgentRegistry,
+        callable_registry: CallableRegistryLike,
+        agent_registry: AgentRegistryLike,
         test: Sequence[GoldExample] | None = None,
         budget: Budget | None = None,
         **options: Any,
@@ -552,6 +714,15 @@ class MetaAgentSearch(Strategy):
             **options,
         )
         return await run.run()
+
+
+def _keyed_provider(api_key: str) -> Callable[[str], Any]:
+    """A pydantic-ai provider factory that hands `api_key` to the provider it builds."""
+
+    def build(provider: str) -> Any:
+        return infer_provider_class(provider)(api_key=api_key)  # pyright: ignore[reportCallIssue]
+
+    return build
 
 
 def _incumbent(ctx: AskContext) -> int | None:
