@@ -37,9 +37,12 @@ def test_every_contract_name_is_importable_from_core() -> None:
 
 def test_core_all_is_the_union_of_the_subpackages() -> None:
     import core.agents
+    import core.autonomy
+    import core.compound
     import core.evaluation
     import core.hydrate
     import core.ir
+    import core.memory
     import core.problems
     import core.runtime
     import core.search
@@ -49,6 +52,7 @@ def test_core_all_is_the_union_of_the_subpackages() -> None:
     for mod in (
         core.errors, core.ir, core.runtime, core.agents, core.hydrate,
         core.evaluation, core.search, core.storage, core.problems,
+        core.memory, core.autonomy, core.compound,
     ):  # fmt: skip
         union.update(mod.__all__)
         for name in mod.__all__:

@@ -19,6 +19,9 @@ SUBPACKAGES = [
     "core.search",
     "core.storage",
     "core.problems",
+    "core.memory",
+    "core.autonomy",
+    "core.compound",
 ]
 
 HEADER = '''"""Topology Studio's engine: the IR, runtime, hydration, evaluation, search and store.

@@ -31,6 +31,11 @@ __all__ = ["BaseAgent", "DynamicAgent", "GlobalState"]
 OutputT = TypeVar("OutputT")
 
 
+def _snake(name: str) -> str:
+    out = "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+    return out or "agent"
+
+
 class GlobalState(BaseModel):
     """The mutable session state a run's agents share (a live handle, not a record).
 
@@ -54,7 +59,8 @@ class BaseAgent(Generic[OutputT]):
     """A named agent on pydantic-ai, run on a state.
 
     Args:
-        agent_name: the agent's name (traces, `SubAgentResult`, the roster).
+        agent_name: the agent's name (traces, `SubAgentResult`, the roster); None = the
+            class name in snake case (`"base_agent"`).
         system_prompt: the instructions.
         output_type: the structured output type (a Pydantic model, `str`, ...).
         model: a pydantic-ai `Model` or a `"provider:model"` string; None = given per run.
@@ -67,7 +73,7 @@ class BaseAgent(Generic[OutputT]):
 
     def __init__(
         self,
-        agent_name: str,
+        agent_name: str | None = None,
         *,
         system_prompt: str = "",
         output_type: Any = str,
@@ -75,6 +81,8 @@ class BaseAgent(Generic[OutputT]):
         tools: Sequence[Tool[Any]] = (),
         retries: int = 1,
     ) -> None:
+        if agent_name is None:
+            agent_name = _snake(type(self).__name__)
         if not agent_name.strip():
             raise ValueError("agent_name must not be blank")
         self._agent_name = agent_name

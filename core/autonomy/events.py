@@ -42,6 +42,11 @@ class BusEvent:
     payload: Mapping[str, Any] = field(default_factory=dict[str, Any])
     timestamp: float = 0.0
 
+    @property
+    def event_type(self) -> str:
+        """The topic, by the name the reference docs use."""
+        return self.topic
+
 
 EventHandler = Callable[[BusEvent], Awaitable[None] | None]
 """A handler: called with the event; may be a coroutine function."""
@@ -80,6 +85,10 @@ class EventBus:
         sub = Subscription(pattern, handler, self._next)
         self._subs.append(sub)
         return sub
+
+    def subscribe_all(self, handler: EventHandler) -> Subscription:
+        """Call `handler` for every event (the pattern `"*"`)."""
+        return self.subscribe("*", handler)
 
     def unsubscribe(self, subscription: Subscription) -> None:
         """End a subscription (a no-op if it already ended)."""

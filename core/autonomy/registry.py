@@ -8,7 +8,8 @@ wins). The registry is the audit trail: tools reach spawned agents only through 
 name and description are split into lower-case word tokens (runs of letters and digits; `_`,
 `-`, `.` and spaces separate). A tool scores
 
-    3 x (query tokens in its name) + 1 x (query tokens in its description)
+    3 x (query tokens in its name)
+    + 1 x (query tokens in its description or its Python function's name)
     + 2 if the whole query, lower-cased with separators as `_`, is inside its name,
 
 and the `k` best with a score above zero are returned, best first, ties by name.
@@ -37,7 +38,8 @@ def _tokens(text: str) -> set[str]:
 
 
 def search_score(query: str, name: str, description: str) -> int:
-    """The `ToolRegistry.search` score of one tool (see the module docstring)."""
+    """The `ToolRegistry.search` score of one tool (see the module docstring); `description`
+    is the tool's description and its function's name."""
     q = _tokens(query)
     score = 3 * len(q & _tokens(name)) + len(q & _tokens(description))
     joined = "_".join(_TOKEN.findall(query.lower()))
@@ -75,6 +77,8 @@ class ToolRegistry:
         """
         if not isinstance(tool, Tool):
             built: Tool[Any] = Tool(tool, name=name, description=description)
+        elif name is None and description is None:
+            built = cast(Tool[Any], tool)  # stored as given: get() returns this very object
         else:
             built = copy.copy(cast(Tool[Any], tool))
             if name is not None:
@@ -104,10 +108,14 @@ class ToolRegistry:
         """A registered tool's description, or None."""
         return self._descriptions.get(name)
 
+    def _search_text(self, name: str) -> str:
+        function = getattr(self._tools[name].function, "__name__", "")
+        return f"{self._descriptions[name]} {function}"
+
     def search(self, query: str, k: int = 5) -> list[Tool[Any]]:
         """The `k` best tools for `query` by keyword score (module docstring), best first."""
         scored = [
-            (search_score(query, name, self._descriptions[name]), name) for name in self._tools
+            (search_score(query, name, self._search_text(name)), name) for name in self._tools
         ]
         ranked = sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], s[1]))
         return [self._tools[name] for _, name in ranked[: max(0, k)]]

@@ -4,14 +4,15 @@ sandboxed.
 `build(spec)` (and its async form `spawn(spec)`) first proves the sandbox can start here
 (`Sandbox.check_available`: there is no unsandboxed fallback, runtime contract 7), then checks
 the body statically (`Sandbox.validate`), and returns a `Tool` whose arguments are the spec's
-`parameters` and whose every call runs in a fresh sandbox. A failing call (an exception in the
+`parameters` and whose every call runs in a fresh sandbox (its function also accepts the body's
+`args` dict as one keyword argument, `tool.function(args={...})`, as the docs call it). A failing call (an exception in the
 body, a timeout, the memory limit, bad output) returns `{"ok": False, "error": "..."}` to the
 agent as the tool's result, never an exception in the agent loop.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from pydantic_ai import Tool
 
@@ -43,6 +44,11 @@ class DynamicToolFactory:
         sandbox = self.sandbox
 
         async def call(**kwargs: Any) -> Any:
+            # the docs call the function with the body's `args` dict itself: `fn(args={...})`
+            if set(kwargs) == {"args"} and "args" not in spec.parameters:
+                inner = kwargs["args"]
+                if isinstance(inner, dict):
+                    kwargs = cast(dict[str, Any], inner)
             result = await sandbox.execute(spec, kwargs)
             return result.to_tool_result()
 

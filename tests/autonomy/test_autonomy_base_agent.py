@@ -120,3 +120,11 @@ def test_add_tool_last_write_wins_and_rebuilds_but_a_run_in_flight_keeps_its_too
 def test_blank_name_is_refused() -> None:
     with pytest.raises(ValueError, match="agent_name must not be blank"):
         BaseAgent("  ")
+
+
+def test_the_default_name_is_the_class_name_in_snake_case() -> None:
+    class LatencyAnalyst(BaseAgent[str]):
+        pass
+
+    assert BaseAgent().agent_name == "base_agent"
+    assert LatencyAnalyst().agent_name == "latency_analyst"

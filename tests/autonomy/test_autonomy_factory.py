@@ -229,3 +229,12 @@ def test_bus_patterns_and_a_failing_handler_is_counted() -> None:
     assert bus.topics() == ["discovery.requested", "discovery.denied", "factory.spawned"]
     bus.emit("discovery.denied")
     assert bus.handler_errors == 2
+
+
+def test_subscribe_all_and_event_type() -> None:
+    bus = EventBus()
+    seen: list[str] = []
+    bus.subscribe_all(lambda event: seen.append(event.event_type))
+    bus.emit("a.b")
+    bus.emit("c")
+    assert seen == ["a.b", "c"]

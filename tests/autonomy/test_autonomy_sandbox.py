@@ -179,3 +179,9 @@ def test_no_sandbox_means_no_tool() -> None:
     factory = DynamicToolFactory(BubblewrapSandbox(bwrap="/nonexistent/bwrap"))
     with pytest.raises(SandboxError, match="apt-get install bubblewrap"):
         factory.build(EXTRACT_DOIS)
+
+
+def test_the_tool_function_also_takes_the_args_dict_as_the_docs_call_it() -> None:
+    tool = DynamicToolFactory(SANDBOX).build(EXTRACT_DOIS)
+    out = asyncio.run(tool.function(args={"text": "10.1000/xyz123"}))  # type: ignore[call-arg]
+    assert out == {"dois": ["10.1000/xyz123"], "count": 1}

@@ -89,7 +89,6 @@ def test_agent_spec_and_tool_spec() -> None:
     assert AgentSpec.model_validate_json(spec.model_dump_json()) == spec
 
 
-@pytest.mark.xfail(strict=True, reason=f"{ISSUE_14} (AgentFactory.spawn, DynamicAgent)")
 def test_agent_factory_spawns_a_dynamic_agent() -> None:
     from core import AgentFactory, GlobalState, ToolRegistry
 
@@ -110,7 +109,6 @@ def test_agent_factory_spawns_a_dynamic_agent() -> None:
     )
 
 
-@pytest.mark.xfail(strict=True, reason=f"{ISSUE_14} (ToolRegistry)")
 def test_tool_registry_namespace() -> None:
     from core import ToolRegistry
 
@@ -127,7 +125,6 @@ def test_tool_registry_namespace() -> None:
     assert registry.get("my_tool") is None
 
 
-@pytest.mark.xfail(strict=True, reason=f"{ISSUE_14} (ToolRegistry.get_or_discover over MCP)")
 def test_get_or_discover_is_deny_by_default() -> None:
     from core import AllowList, EventBus, MCPDiscovery, MCPServerManager, ToolRegistry
 
@@ -187,7 +184,6 @@ def test_meta_orchestrator_solves_a_goal() -> None:
     assert [s.subtask_name for s in result.subtask_results] == ["investigate", "remediate"]
 
 
-@pytest.mark.xfail(strict=True, reason=f"{ISSUE_14} (MetacognitionConfig re-decomposition)")
 def test_confidence_driven_redecomposition_config() -> None:
     from core import MetacognitionConfig
 
@@ -231,7 +227,6 @@ def test_generated_tool_spec() -> None:
     assert [type(t) for t in mixed.tools] == [ToolSpec, GeneratedToolSpec]
 
 
-@pytest.mark.xfail(strict=True, reason=f"{ISSUE_14} (DynamicToolFactory in a sandbox)")
 def test_dynamic_tool_factory_spawns_a_sandboxed_tool() -> None:
     from core import BubblewrapSandbox, DynamicToolFactory  # the docs' SubprocessSandbox
 
@@ -242,7 +237,6 @@ def test_dynamic_tool_factory_spawns_a_sandboxed_tool() -> None:
     assert out == {"dois": ["10.1000/xyz123", "10.2000/abc"], "count": 2}
 
 
-@pytest.mark.xfail(strict=True, reason=f"{ISSUE_14} (AgentFactory with a tool_factory)")
 def test_agent_factory_mixes_registered_and_generated_tools() -> None:
     from core import AgentFactory, BubblewrapSandbox, DynamicToolFactory, ToolRegistry
 
@@ -260,7 +254,6 @@ def test_agent_factory_mixes_registered_and_generated_tools() -> None:
     assert sorted(t.name for t in agent.tools) == ["extract_dois", "search"]
 
 
-@pytest.mark.xfail(strict=True, reason=f"{ISSUE_14} (BaseAgent.add_tool)")
 def test_base_agent_add_tool_at_runtime() -> None:
     from core import BaseAgent
 
@@ -312,7 +305,6 @@ def test_output_schema_versus_output_type() -> None:
         AgentSpec(name="c", system_prompt="x")
 
 
-@pytest.mark.xfail(strict=True, reason=f"{ISSUE_14} (AgentFactory().spawn with output_type)")
 def test_agent_factory_spawns_from_output_type() -> None:
     from core import AgentFactory, GlobalState
 

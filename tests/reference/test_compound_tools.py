@@ -32,7 +32,6 @@ def state_updater(result: dict[str, Any], state: Session) -> None:
     state.results.append(result)
 
 
-@pytest.mark.xfail(strict=True, reason=REASON)
 def test_sub_agent_tool_requires_evaluator_and_prompt_builder_to_refine() -> None:
     from core import BaseAgent, SubAgentTool
 
@@ -43,7 +42,6 @@ def test_sub_agent_tool_requires_evaluator_and_prompt_builder_to_refine() -> Non
     assert tool.name == "sql_tool"
 
 
-@pytest.mark.xfail(strict=True, reason=REASON)
 def test_sub_agent_tool_run_commits_the_first_result() -> None:
     from core import BaseAgent, SubAgentResult, SubAgentTool
 
@@ -55,7 +53,6 @@ def test_sub_agent_tool_run_commits_the_first_result() -> None:
     assert state.results == [{"rows": 8}]
 
 
-@pytest.mark.xfail(strict=True, reason=REASON)
 def test_sub_agent_tool_refinement_keeps_the_best_prior_result() -> None:
     from core import BaseAgent, SubAgentEvalResult, SubAgentTool
 
