@@ -42,7 +42,14 @@ from core.errors import SpecError, SpecLimitError
 from core.ir._bound import within_limits
 from core.ir._paths import spec_error_from_validation
 from core.ir._scan import check_instance_limits, normalize_raw, scan_json_text
-from core.ir.models import COMPOSITE_KINDS, NODE_TYPES, AnyNode, OperationSpec, TopologySpec
+from core.ir.models import (
+    COMPOSITE_KINDS,
+    ID_MEMO_CONTEXT_KEY,
+    NODE_TYPES,
+    AnyNode,
+    OperationSpec,
+    TopologySpec,
+)
 
 __all__ = [
     "DEFAULT_MAX_DEPTH",
@@ -189,7 +196,7 @@ def _validate_fast(
         return None
     adapter = _topology_adapter() if topology else _operation_adapter()
     try:
-        return adapter.validate_json(data)
+        return adapter.validate_json(data, context={ID_MEMO_CONTEXT_KEY: {}})
     except ValidationError:
         return None
 
@@ -233,7 +240,7 @@ def _parse(data: Any, limits: SpecLimits | None, *, topology: bool, fast: bool =
     )
     adapter = _topology_adapter() if topology else _operation_adapter()
     try:
-        return adapter.validate_python(raw)
+        return adapter.validate_python(raw, context={ID_MEMO_CONTEXT_KEY: {}})
     except ValidationError as exc:
         raise spec_error_from_validation(exc, raw, what=what, topology=topology) from None
 

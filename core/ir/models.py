@@ -38,8 +38,8 @@ Depth and size limits are not model rules: they are enforced before deep parsing
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Annotated, Any, Literal
+from collections.abc import Iterable, Iterator
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import (
     AfterValidator,
@@ -48,6 +48,7 @@ from pydantic import (
     Field,
     GetJsonSchemaHandler,
     SerializerFunctionWrapHandler,
+    ValidationInfo,
     model_serializer,
     model_validator,
 )
@@ -217,8 +218,8 @@ class PipelineSpec(_Node):
     """The pipeline's name."""
 
     @model_validator(mode="after")
-    def _ids(self) -> PipelineSpec:
-        _check_unique_ids(self)
+    def _ids(self, info: ValidationInfo) -> PipelineSpec:
+        _check_ids(self, info)
         return self
 
 
@@ -237,8 +238,8 @@ class ParallelSpec(_Node):
     """The parallel group's name."""
 
     @model_validator(mode="after")
-    def _ids(self) -> ParallelSpec:
-        _check_unique_ids(self)
+    def _ids(self, info: ValidationInfo) -> ParallelSpec:
+        _check_ids(self, info)
         return self
 
 
@@ -271,7 +272,7 @@ class RouterSpec(_Node):
     """The router's name."""
 
     @model_validator(mode="after")
-    def _rules(self) -> RouterSpec:
+    def _rules(self, info: ValidationInfo) -> RouterSpec:
         if self.classifier is None and all(r.condition_name is None for r in self.routes):
             raise ValueError("a router needs a classifier or at least one route condition_name")
         seen: dict[str, str] = {}
@@ -283,7 +284,7 @@ class RouterSpec(_Node):
                     "case-fold)"
                 )
             seen[key] = route.name
-        _check_unique_ids(self)
+        _check_ids(self, info)
         return self
 
 
@@ -315,8 +316,8 @@ class RefinementLoopSpec(_Node):
     """The loop's name."""
 
     @model_validator(mode="after")
-    def _ids(self) -> RefinementLoopSpec:
-        _check_unique_ids(self)
+    def _ids(self, info: ValidationInfo) -> RefinementLoopSpec:
+        _check_ids(self, info)
         return self
 
 
@@ -407,6 +408,65 @@ def walk(node: AnyNode, root_path: str = "$") -> Iterator[tuple[str, AnyNode]]:
         children = child_slots(current)
         for suffix, child in reversed(children):
             stack.append((path + suffix, child))
+
+
+ID_MEMO_CONTEXT_KEY = "core.ir.ids_below"
+"""Validation-context key: a dict that `parse_topology` passes so that each composite learns the
+ids below it from its children, once per node, instead of walking its subtree (`_check_ids`).
+"""
+
+
+def _check_ids(node: AnyNode, info: ValidationInfo) -> None:
+    """`_check_unique_ids(node)`, in O(children) when the validation context carries a memo.
+
+    Validation is bottom-up, so every composite child validated in this call has left the ids
+    of its subtree in the memo (keyed by `id()`, holding the child so the key cannot be reused
+    while the memo lives); a child that was not (an instance passed in) is walked. Any repeat
+    raises the same error as `_check_unique_ids`, from the same pre-order walk.
+    """
+    context = info.context
+    memo = (
+        cast(dict[str, Any], context).get(ID_MEMO_CONTEXT_KEY)
+        if isinstance(context, dict)
+        else None
+    )
+    if memo is None:
+        _check_unique_ids(node)
+        return
+    memo = cast(dict[int, tuple[AnyNode, set[str]]], memo)
+    ids: set[str] = set()
+    for child in _direct_children(node):
+        entry = memo.get(id(child))
+        if entry is not None and entry[0] is child:
+            below: Iterable[str] = entry[1]
+        elif isinstance(child, AgentStepSpec | FunctionStepSpec):
+            below = () if child.id is None else (child.id,)
+        else:
+            below = [n.id for _, n in walk(child) if n.id is not None]
+        for node_id in below:
+            if node_id in ids:
+                _raise_duplicate_id(node)
+            ids.add(node_id)
+    if node.id is not None:
+        if node.id in ids:
+            _raise_duplicate_id(node)
+        ids.add(node.id)
+    memo[id(node)] = (node, ids)
+
+
+def _direct_children(node: AnyNode) -> list[AnyNode]:
+    if isinstance(node, PipelineSpec):
+        return [entry.operation for entry in node.steps]
+    if isinstance(node, ParallelSpec):
+        return node.steps
+    if isinstance(node, RouterSpec):
+        children = [route.step for route in node.routes]
+        if node.fallback_step is not None:
+            children.append(node.fallback_step)
+        return children
+    if isinstance(node, RefinementLoopSpec):
+        return [node.step]
+    return []
 
 
 def _check_unique_ids(node: AnyNode) -> None:

@@ -9,6 +9,7 @@ name and JSON path included, is exactly the full path's.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -250,3 +251,73 @@ def test_a_vouched_spec_is_within_the_limits(spec: Any, depth: int, nodes: int) 
 @given(text=corrupted_spec_texts(max_depth=3))
 def test_corrupted_texts_give_what_the_full_path_gives(text: str) -> None:
     _same_as_full(text, SpecLimits(max_depth=2, max_nodes=12))
+
+
+def _with_id(node: dict[str, Any], node_id: str) -> dict[str, Any]:
+    return {**node, "id": node_id}
+
+
+DUPLICATES: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "two siblings",
+        pipe(_with_id(FN, "x"), _with_id(FN, "x")),
+        "duplicate node id 'x' at $.steps[0].operation and $.steps[1].operation",
+    ),
+    (
+        "a composite and its descendant",
+        _with_id(pipe(loops(2, _with_id(FN, "x"))), "x"),
+        "duplicate node id 'x' at $ and $.steps[0].operation.step.step",
+    ),
+    (
+        "across two nested composites",
+        pipe(loops(1, _with_id(FN, "x")), {"kind": "parallel", "steps": [_with_id(FN, "x")]}),
+        "duplicate node id 'x' at $.steps[0].operation.step and $.steps[1].operation.steps[0]",
+    ),
+    (
+        "a route step and the fallback",
+        {
+            "kind": "router",
+            "classifier": "c",
+            "routes": [{"name": "a", "step": _with_id(FN, "x")}],
+            "fallback_step": loops(1, _with_id(FN, "x")),
+        },
+        "duplicate node id 'x' at $.routes[0].step and $.fallback_step.step",
+    ),
+]
+
+
+@pytest.mark.parametrize(("label", "node", "message"), DUPLICATES, ids=[d[0] for d in DUPLICATES])
+def test_duplicate_ids_are_the_same_error_with_and_without_the_memo(
+    label: str, node: dict[str, Any], message: str
+) -> None:
+    from pydantic import TypeAdapter, ValidationError
+
+    from core.ir import TopologySpec
+
+    text = json.dumps(node)
+    kind, (text_message, errors) = _same_as_full(text)  # through the memo
+    assert kind == "error" and [m for _, m in errors] == [message + _TAIL]
+    assert _outcome(lambda: parse_topology(node)) == ("error", (text_message, errors))
+    with pytest.raises(ValidationError, match=re.escape(message)):  # no memo: walked
+        TypeAdapter(TopologySpec).validate_json(text)
+
+
+_TAIL = " (ids must be unique within a topology)"
+
+
+def test_a_prebuilt_child_is_walked_for_ids() -> None:
+    child = parse_topology(json.dumps(loops(1, _with_id(FN, "x"))))
+    data = {"kind": "pipeline", "steps": [{"operation": child}, {"operation": _with_id(FN, "x")}]}
+    kind, (_, errors) = _outcome(lambda: parse_topology(data))
+    assert (kind, errors) == (
+        "error",
+        [
+            (
+                "$",
+                "duplicate node id 'x' at $.steps[0].operation.step and $.steps[1].operation"
+                + _TAIL,
+            )
+        ],
+    )
+    unique = {"kind": "pipeline", "steps": [{"operation": child}, {"operation": _with_id(FN, "y")}]}
+    assert _outcome(lambda: parse_topology(unique))[0] == "ok"
