@@ -13,6 +13,7 @@ from core.errors import SpecError
 from core.ir import TopologySpec, assign_ids, node_at, spec_hash, to_dot
 from studio._st_common import get_manager, guard, page, show_error, store_banner
 from studio._st_render import graph
+from studio.drafts import Draft, DraftStore, new_draft_id
 from studio.views.candidate import parse_stored_spec
 from studio.views.editor import (
     EDITABLE_FIELDS,
@@ -23,11 +24,14 @@ from studio.views.editor import (
     delete_node,
     edit_node,
     estimate_cost,
+    follow_selection,
     insert_step,
     measured_cost,
     move_node,
     new_atomic,
     node_fields,
+    node_label,
+    parent_path,
     replace_node,
     spec_to_text,
     static_metrics,
@@ -36,6 +40,7 @@ from studio.views.editor import (
     validate_text,
     wrap_node,
 )
+from studio.views.history import EditHistory
 from studio.views.tables import evaluation_table
 
 st.title("Topology editor")
@@ -44,12 +49,22 @@ store_banner(manager)
 ss = st.session_state
 
 
-def _set_spec(spec: Any, source: str | None = None) -> None:
-    """Make `spec` the working copy (and the JSON tab's text)."""
-    text = spec_to_text(cast(TopologySpec, assign_ids(spec)))
+drafts = DraftStore.beside(manager.db_path)
+
+
+def _show_text(text: str) -> None:
+    """Make `text` the working copy (and the JSON tab's text), without touching the history."""
     ss["ed_spec"] = text
     ss["ed_json"] = text
     ss["ed_json_errors"] = []
+
+
+def _set_spec(spec: Any, source: str | None = None) -> None:
+    """Make `spec` the working copy, as one undoable step."""
+    text = spec_to_text(cast(TopologySpec, assign_ids(spec)))
+    hist = ss.get("ed_hist")
+    ss["ed_hist"] = EditHistory(text) if hist is None else hist.push(text)
+    _show_text(text)
     if source is not None:
         ss["ed_source"] = source
 
@@ -58,23 +73,48 @@ def _msg(kind: str, text: str) -> None:
     ss["ed_msg"] = (kind, text)
 
 
-def _edit(fn: Callable[[Any], Any], done: str) -> None:
-    """Run one edit on the working copy; keep it unchanged (with the reason) if it fails."""
+def _edit(fn: Callable[[Any], Any], done: str, *, path: str = "$", action: str = "edit") -> None:
+    """Run one edit on the working copy; keep it unchanged (with the reason) if it fails.
+
+    The selection then follows the node the edit touched (`follow_selection`), applied before
+    the node radio is drawn on the next run.
+    """
     spec, _ = parse_stored_spec(ss.get("ed_spec"))
     if spec is None:
         _msg("error", "Fix the JSON first: the working copy is not a valid topology.")
         return
     try:
-        _set_spec(fn(spec))
+        after = cast(TopologySpec, assign_ids(fn(spec)))
+        _set_spec(after)
+        ss["ed_sel_next"] = follow_selection(spec, after, path, action)
         _msg("success", done)
     except SpecError as exc:
         where = "; ".join(f"{p}: {m}" for p, m in exc.errors) if exc.errors else ""
         _msg("error", f"{exc}" + (f" ({where})" if where and where not in str(exc) else ""))
 
 
-# ---- incoming spec (from the live inspector) and loading ----------------------------------------
+# ---- the draft: its id in the URL, so a reload (a new session) finds the working copy again ------
 
 problems = manager.problem_names()
+if "ed_draft_id" not in ss:
+    wanted_draft = str(st.query_params.get("draft") or "")
+    found = drafts.get(wanted_draft) if wanted_draft else None
+    if found is not None:
+        ss["ed_draft_id"] = found.draft_id
+        ss["ed_hist"] = found.history
+        _show_text(found.history.current)
+        ss["ed_source"] = found.source or "a draft"
+        ss["ed_name"] = found.name or "topology"
+        if found.problem in problems:
+            ss["ed_problem"] = found.problem
+        ss["ed_saved_draft"] = found
+        ss["ed_msg"] = ("info", "Restored your draft (kept across reloads; undo works too).")
+    else:
+        ss["ed_draft_id"] = new_draft_id()
+st.query_params["draft"] = str(ss["ed_draft_id"])
+
+# ---- incoming spec (from the live inspector) and loading ----------------------------------------
+
 incoming = ss.pop("editor_incoming", None)
 if incoming:
     spec_in, problem_text = parse_stored_spec(incoming.get("spec_json"))
@@ -155,7 +195,22 @@ def _unknown_text(items: list[tuple[str, str]]) -> str:
 st.caption(f"Editing: {ss.get('ed_source', 'a topology')}")
 msg = ss.pop("ed_msg", None)
 if msg:
-    (st.success if msg[0] == "success" else st.error)(msg[1])
+    {"success": st.success, "info": st.info}.get(msg[0], st.error)(msg[1])
+
+undo_log: EditHistory | None = ss.get("ed_hist")
+if undo_log is None or undo_log.current != ss["ed_spec"]:
+    # a working copy set elsewhere (a test, an older session) starts its own history
+    undo_log = ss["ed_hist"] = (
+        EditHistory(ss["ed_spec"]) if undo_log is None else undo_log.push(ss["ed_spec"])
+    )
+with st.container(horizontal=True, key="ed_history"):
+    do_undo = st.button(f"Undo ({len(undo_log.undo)})", key="ed_undo", disabled=not undo_log.undo)
+    do_redo = st.button(f"Redo ({len(undo_log.redo)})", key="ed_redo", disabled=not undo_log.redo)
+if do_undo or do_redo:
+    undo_log = ss["ed_hist"] = undo_log.back() if do_undo else undo_log.forward()
+    _show_text(undo_log.current)
+    _msg("info", "Undid the last change." if do_undo else "Redid the change.")
+    st.rerun()
 
 left, right = st.columns([3, 2])
 
@@ -218,9 +273,18 @@ with left:
             rows = tree_rows(spec)
             paths = [r.path for r in rows]
             labels = {r.path: ("\u2003" * r.depth) + f"{r.slot}: {r.label}" for r in rows}
-            if ss.get("ed_sel") not in paths:
-                ss["ed_sel"] = paths[0]
+            # the radio keeps its choice as the option's label, and an edit changes labels: on
+            # a new revision the selection is set again, from the node the edit touched
+            # (`ed_sel_next`) or the path last selected, so it never falls back to the root
+            rev_now = hashlib.sha1(ss["ed_spec"].encode()).hexdigest()
+            if ss.get("ed_sel_rev") != rev_now or ss.get("ed_sel") not in paths:
+                want = ss.pop("ed_sel_next", None) or ss.get("ed_sel_path") or "$"
+                while want not in paths and want != "$":
+                    want = parent_path(want) or "$"
+                ss["ed_sel"] = want if want in paths else paths[0]
+                ss["ed_sel_rev"] = rev_now
             sel = st.radio("Nodes", paths, key="ed_sel", format_func=labels.__getitem__)
+            ss["ed_sel_path"] = sel
             node = node_at(spec, sel)
             st.markdown(f"**{node.node_kind}** at `{sel}`")
 
@@ -263,7 +327,12 @@ with left:
                             name, value="" if cur is None else str(cur), key=key
                         )
                 if st.form_submit_button("Apply changes to this node"):
-                    _edit(lambda s, p=sel, v=values: edit_node(s, p, v), f"Updated {sel}.")
+                    _edit(
+                        lambda s, p=sel, v=values: edit_node(s, p, v),
+                        f"Updated {sel} ({node_label(spec, sel)}).",
+                        path=sel,
+                        action="edit",
+                    )
                     st.rerun()
 
             st.markdown("**Change the structure**")
@@ -286,26 +355,38 @@ with left:
                 do_delete = st.button("Delete", key="ed_delete")
                 do_up = st.button("Move up", key="ed_up")
                 do_down = st.button("Move down", key="ed_down")
+            what = node_label(spec, sel)
             if do_insert:
                 _edit(
                     lambda s: insert_step(s, sel, new_atomic(new_kind, str(new_name)), where=where),
-                    f"Inserted a {new_kind} ({new_name}) {where} {sel}.",
+                    f"Inserted a {new_kind} ({new_name}) {where} {sel} ({what}).",
+                    path=sel,
+                    action="insert",
                 )
                 st.rerun()
             if do_replace:
                 _edit(
                     lambda s: replace_node(s, sel, new_atomic(new_kind, str(new_name))),
-                    f"Replaced {sel}.",
+                    f"Replaced {sel} ({what}) with a {new_kind} ({new_name}).",
+                    path=sel,
+                    action="replace",
                 )
                 st.rerun()
             if do_delete:
-                _edit(lambda s: delete_node(s, sel), f"Deleted {sel}.")
+                _edit(
+                    lambda s: delete_node(s, sel),
+                    f"Deleted {sel} ({what}).",
+                    path=sel,
+                    action="delete",
+                )
                 st.rerun()
-            if do_up:
-                _edit(lambda s: move_node(s, sel, -1), f"Moved {sel} up.")
-                st.rerun()
-            if do_down:
-                _edit(lambda s: move_node(s, sel, +1), f"Moved {sel} down.")
+            if do_up or do_down:
+                _edit(
+                    lambda s: move_node(s, sel, -1 if do_up else +1),
+                    f"Moved {sel} ({what}) {'up' if do_up else 'down'}.",
+                    path=sel,
+                    action="move",
+                )
                 st.rerun()
             wrap_kind = st.selectbox("Wrap the selected node in", WRAP_KINDS, key="ed_wrap_kind")
             ev_name, up_name = "", ""
@@ -320,7 +401,9 @@ with left:
                     lambda s: wrap_node(
                         s, sel, wrap_kind, evaluator=str(ev_name), state_updater=str(up_name)
                     ),
-                    f"Wrapped {sel} in a {wrap_kind}.",
+                    f"Wrapped {sel} ({what}) in a {wrap_kind}.",
+                    path=sel,
+                    action="wrap",
                 )
                 st.rerun()
 
@@ -335,19 +418,22 @@ with left:
             ss["ed_json_errors"] = errors
             ss["ed_tab"] = "JSON"
             if parsed is not None:
-                ss["ed_spec"] = spec_to_text(parsed)
+                text = spec_to_text(parsed)
+                ss["ed_spec"] = text
+                ss["ed_hist"] = ss["ed_hist"].push(text) if "ed_hist" in ss else EditHistory(text)
 
         st.text_area(
-            "Spec JSON (validated on every change, names included)",
+            "Spec JSON (checked, names included, when you press Ctrl+Enter or leave the box)",
             key="ed_json",
             height=480,
             on_change=_on_json,
         )
         errors = ss.get("ed_json_errors") or []
         if errors:
+            # once, as a table: the message says what it means for the working copy
             st.error(
-                f"Not valid: {len(errors)} problem(s); the working copy keeps the last valid "
-                "version.\n\n" + "\n".join(f"- `{p}`: {m}" for p, m in errors[:5])
+                f"Not valid: {len(errors)} problem(s), listed below. The graph, Save and "
+                "Evaluate use the last valid version until the text is fixed."
             )
             st.dataframe(
                 [{"JSON path": p, "problem": m} for p, m in errors],
@@ -361,9 +447,19 @@ with left:
 
 # ---- right: graph and metrics -----------------------------------------------------------------
 
+json_errors = ss.get("ed_json_errors") or []
 with right:
     if spec is not None:
-        sel_node = node_at(spec, ss.get("ed_sel", "$")) if ss.get("ed_sel") else None
+        if json_errors:
+            st.warning(
+                f"Stale: the JSON tab's text has {len(json_errors)} problem(s); this is the last "
+                "valid version, not the text on screen.",
+                icon=":material/history:",
+            )
+        sel_path = str(ss.get("ed_sel_path") or "$")
+        sel_node = (
+            node_at(spec, sel_path) if sel_path in {r.path for r in tree_rows(spec)} else None
+        )
         hl = {sel_node.id: "#fde047"} if sel_node is not None and sel_node.id else None
         graph(to_dot(spec, highlight=hl, title=ss.get("ed_name", "")))
         prices = problem.prices if problem is not None else {}
@@ -384,7 +480,14 @@ s1, s2 = st.columns(2)
 with s1:
     st.markdown("**Save as a new version**")
     name = st.text_input("Topology name (in the registry)", key="ed_name")
-    if st.button("Save as new version", key="ed_save", type="primary", disabled=spec is None):
+    if json_errors:
+        st.caption("Save is off while the JSON tab's text is not valid.")
+    if st.button(
+        "Save as new version",
+        key="ed_save",
+        type="primary",
+        disabled=spec is None or bool(json_errors),
+    ):
         with guard():
             assert spec is not None
             pid = manager.propose(str(name).strip(), spec, note=str(ss.get("ed_source", "")))
@@ -403,10 +506,9 @@ with s2:
     limit = e2.number_input("Examples (0 = all)", min_value=0, value=20, step=5, key="ed_limit")
     pending = ss.get("ed_json_errors") or []
     if pending:
-        st.error(
-            f"The JSON tab has {len(pending)} problem(s); Evaluate is off until it is fixed "
-            "(the working copy is the last valid version).\n\n"
-            + "\n".join(f"- `{p}`: {m}" for p, m in pending[:5])
+        st.caption(
+            f"Evaluate is off while the JSON tab's text has {len(pending)} problem(s) (listed "
+            "there)."
         )
     elif unknown:
         st.error(_unknown_text(unknown))
@@ -458,3 +560,22 @@ if ev is not None:
         )
     if ev.results:
         st.dataframe(evaluation_table(ev.results), hide_index=True, key="ed_eval_rows")
+
+# ---- keep the draft: written when the working copy, its history or its name changed ------------
+
+draft = Draft(
+    str(ss["ed_draft_id"]),
+    ss["ed_hist"],
+    name=str(ss.get("ed_name") or ""),
+    source=str(ss.get("ed_source") or ""),
+    problem=str(ss.get("ed_problem") or ""),
+)
+saved: Draft | None = ss.get("ed_saved_draft")
+if saved is None or (saved.history, saved.name, saved.source, saved.problem) != (
+    draft.history,
+    draft.name,
+    draft.source,
+    draft.problem,
+):
+    if drafts.put(draft):
+        ss["ed_saved_draft"] = draft

@@ -56,6 +56,8 @@ __all__ = [
     "delete_node",
     "edit_node",
     "estimate_cost",
+    "follow_selection",
+    "node_label",
     "insert_step",
     "measured_cost",
     "move_node",
@@ -789,3 +791,55 @@ def static_metrics(
 def node_paths(spec: AnyNode) -> list[str]:
     """Every node's path, in document order."""
     return [p for p, _ in iter_nodes(spec)]
+
+
+def node_label(spec: AnyNode, path: str) -> str:
+    """A node named for a message: its kind and id, e.g. `"agent_step [b]"` (the path alone
+    does not say which node an edit touched once paths shift)."""
+    try:
+        node = node_at(spec, path)
+    except SpecError:
+        return path
+    return node.node_kind if node.id is None else f"{node.node_kind} [{node.id}]"
+
+
+def follow_selection(before: AnyNode, after: AnyNode, path: str, action: str) -> str:
+    """Where the editor's selection goes after an edit of the node at `path`.
+
+    The selection follows the node by id, not by path or by its tree label (both change under
+    an edit; a selection kept by label fell back to the root after a rename, so the next action
+    hit the root: issue 12, defect 1):
+
+    - `edit`, `move`: the same node (the id typed in the form, if the edit changed it);
+    - `insert`, `replace`, `wrap`: the node the edit made (the one new id);
+    - `delete`: the deleted node's parent.
+
+    Returns:
+        A path in `after`; the nearest existing ancestor of `path` when nothing matches, `$` at
+        worst.
+    """
+    ids_before = {n.id: p for p, n in iter_nodes(before) if n.id is not None}
+    ids_after = {n.id: p for p, n in iter_nodes(after) if n.id is not None}
+    paths_after = set(ids_after.values()) | {p for p, _ in iter_nodes(after)}
+    try:
+        old = node_at(before, path)
+    except SpecError:
+        old = None
+    if action in ("insert", "replace", "wrap"):
+        fresh = [p for i, p in ids_after.items() if i not in ids_before]
+        if fresh:
+            return min(fresh, key=len) if action == "wrap" else fresh[0]
+    elif action == "delete":
+        parent = parent_path(path)
+        pnode = node_at(before, parent) if parent is not None else None
+        if pnode is not None and pnode.id in ids_after:
+            return ids_after[pnode.id]
+        path = parent or "$"
+    elif old is not None and old.id in ids_after:
+        return ids_after[old.id]
+    probe: str | None = path
+    while probe is not None:
+        if probe in paths_after:
+            return probe
+        probe = parent_path(probe)
+    return "$"

@@ -117,3 +117,57 @@ def serve_studio(
 def launch_chromium(playwright: Any) -> Any:
     """Debian's Chromium, headless, through Playwright."""
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+
+def shot(pg: Any, name: str) -> None:
+    """Screenshot the whole page: Streamlit scrolls inside its main block, so the viewport is
+    made as tall as that block for the picture (and set back after)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    size = pg.viewport_size or {"width": 1400, "height": 1000}
+    height = pg.evaluate(
+        "() => { const m = document.querySelector('[data-testid=\"stMain\"]');"
+        " return m ? m.scrollHeight : document.body.scrollHeight; }"
+    )
+    pg.set_viewport_size({"width": size["width"], "height": max(size["height"], int(height) + 40)})
+    pg.wait_for_timeout(500)
+    pg.screenshot(path=str(ARTIFACTS / f"studio-{name}.png"), full_page=True)
+    pg.set_viewport_size(size)
+
+
+def settle(pg: Any, title: str, timeout_ms: int = 60_000) -> None:
+    """Wait for the page's title and for Streamlit to finish running the script."""
+    pg.get_by_role("heading", name=title, exact=True).first.wait_for(timeout=timeout_ms)
+    idle(pg, timeout_ms)
+
+
+def idle(pg: Any, timeout_ms: int = 60_000) -> None:
+    pg.wait_for_timeout(300)
+    pg.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+        " || !document.querySelector('[data-testid=\"stStatusWidget\"]').innerText.includes('Running')",
+        timeout=timeout_ms,
+    )
+    pg.wait_for_timeout(300)
+
+
+def no_errors(pg: Any) -> None:
+    assert pg.locator('[data-testid="stException"]').count() == 0
+    errors = pg.locator('[data-testid="stAlertContentError"]').all_inner_texts()
+    assert errors == [], errors
+
+
+def select(pg: Any, label: str, option: str) -> None:
+    """Choose `option` in the selectbox labelled `label` (retried: a rerun may close the list)."""
+    box = pg.get_by_role("combobox", name=label, exact=True).first
+    for _ in range(5):
+        idle(pg)
+        box.click()
+        try:
+            pg.get_by_role("option", name=option, exact=True).first.click(timeout=5_000)
+        except Exception:  # noqa: BLE001 (the list closed under a rerun: try again)
+            pg.keyboard.press("Escape")
+            continue
+        idle(pg)
+        if box.input_value() == option:
+            return
+    raise AssertionError(f"could not choose {option!r} in {label!r}")

@@ -71,19 +71,20 @@ def test_json_tab_refuses_an_unknown_agent_with_its_path_and_evaluate_says_why(
     at.text_area(key="ed_json").set_value(SEED.replace("175b_finetuning", "gpt-17")).run()
     assert not at.exception
     assert not [s for s in at.success if "Valid topology" in str(s.value)]
-    json_error, evaluate_error = _errors(at)
+    [json_error] = _errors(at)  # once: the table lists it, Evaluate only says it is off
     registered = "175b_finetuning, 175b_verification, 6b_finetuning, 6b_verification"
-    line = f"- `$.steps[0].operation.agent_name`: unknown agent 'gpt-17'; registered: {registered}"
     assert json_error == (
-        "Not valid: 1 problem(s); the working copy keeps the last valid version.\n\n" + line
+        "Not valid: 1 problem(s), listed below. The graph, Save and Evaluate use the last valid "
+        "version until the text is fixed."
     )
-    assert evaluate_error == (
-        "The JSON tab has 1 problem(s); Evaluate is off until it is fixed (the working copy "
-        "is the last valid version).\n\n" + line
+    assert (
+        "Evaluate is off while the JSON tab's text has 1 problem(s) (listed there)."
+        in _markdown(at)
     )
     assert at.button(key="ed_eval").disabled
     errors = [d.value for d in at.dataframe if "JSON path" in d.value.columns][0]
     assert errors["JSON path"].tolist() == ["$.steps[0].operation.agent_name"]
+    assert errors["problem"].tolist() == [f"unknown agent 'gpt-17'; registered: {registered}"]
     # fixed: valid again and Evaluate is back
     at.text_area(key="ed_json").set_value(SEED).run()
     assert _errors(at) == []

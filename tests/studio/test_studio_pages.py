@@ -129,8 +129,9 @@ def test_editor_page_inserts_a_step_validates_json_and_saves_a_version(
     at.button(key="ed_insert").click().run()
     assert not at.exception
     assert len(at.radio(key="ed_sel").options) == 3
-    assert "Inserted a function_step (extract_final_answer) after $.steps[0].operation." in _texts(
-        at
+    assert any(
+        t.startswith("Inserted a function_step (extract_final_answer) after $.steps[0].operation (")
+        for t in _texts(at).splitlines()
     )
     assert {m.label: m.value for m in at.metric}["n nodes"] == "3"
     # the JSON tab: an error points at its JSON path; the working copy stays valid
@@ -141,6 +142,10 @@ def test_editor_page_inserts_a_step_validates_json_and_saves_a_version(
     errors = [d.value for d in at.dataframe if "JSON path" in d.value.columns][0]
     assert errors["JSON path"].tolist() == ["$.steps[0].operation"]
     assert len(at.radio(key="ed_sel").options) == 3
+    assert at.button(key="ed_save").disabled  # Save is off while the text is not valid
+    at.button(key="ed_undo").click().run()  # the text back to the working copy
+    at.button(key="ed_redo").click().run()
+    assert not at.button(key="ed_save").disabled
     # save as a new version: a draft version and a proposal in the store
     at.text_input(key="ed_name").set_value("solver").run()
     at.button(key="ed_save").click().run()
@@ -284,7 +289,7 @@ def test_editor_form_shows_and_edits_the_selected_node(app: AppTest) -> None:
     [submit] = [b for b in at.button if b.label == "Apply changes to this node"]
     submit.click().run()
     assert not at.exception
-    assert "Updated $.steps[0].operation." in _texts(at)
+    assert "Updated $.steps[0].operation (agent_step [solve])." in _texts(at)
     assert '"id": "answer"' in at.text_area(key="ed_json").value
 
 
