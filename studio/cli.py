@@ -7,6 +7,7 @@ topology-studio evaluate PROBLEM SPEC.json [--split validation|test|all] [--limi
 topology-studio runs | show RUN | diff RUN CANDIDATE | apply RUN CANDIDATE [--to PATH] [--yes]
 topology-studio studio [--port N] | demo [--no-ui]
 topology-studio store rebuild [--force]
+topology-studio solve "GOAL" --planner provider:model|demo [--model M] | roster
 ```
 
 Results go to stdout (rich tables on a terminal, plain two-space columns otherwise, so scripts
@@ -369,6 +370,29 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db(p)
     _add_debug(p)
 
+    p = sub.add_parser(
+        "solve", help="solve a goal with the meta orchestrator (agents spawned per subtask)"
+    )
+    p.add_argument("goal", metavar="GOAL", help="what to achieve, in words")
+    p.add_argument(
+        "--planner",
+        required=True,
+        metavar="PROVIDER:MODEL",
+        help="the planner's model (e.g. openai:gpt-4.1), or demo for a scripted offline planner",
+    )
+    p.add_argument(
+        "--model", metavar="PROVIDER:MODEL", help="the specialists' model (default: the planner's)"
+    )
+    p.add_argument("--max-subtasks", type=_positive_int, default=10, metavar="N")
+    p.add_argument("--max-spawn-depth", type=_positive_int, default=3, metavar="N")
+    p.add_argument(
+        "--no-memory", action="store_true", help="do not read or write the roster in --db"
+    )
+    _add_db(p)
+
+    p = sub.add_parser("roster", help="the specialists solve has persisted")
+    _add_db(p)
+
     p = sub.add_parser("studio", help="start the web studio on 127.0.0.1")
     p.add_argument("--port", type=_port, help="default: 8501 if free, else a free port")
     _add_db(p)
@@ -418,6 +442,10 @@ def _handler(
             "diff": _cli_runs.cmd_diff,
             "apply": _cli_runs.cmd_apply,
         }[command]
+    if command in ("solve", "roster"):
+        from studio import _cli_solve
+
+        return _cli_solve.cmd_solve if command == "solve" else _cli_solve.cmd_roster
     if command == "store":
         from studio import _cli_store
 
