@@ -24,6 +24,31 @@ SUBPACKAGES = [
     "core.compound",
 ]
 
+REPLACED = {
+    "SubprocessSandbox": (
+        "generated tools run only in a real sandbox (runtime.md, decision 7): use "
+        "core.BubblewrapSandbox"
+    ),
+    "DockerSandbox": (
+        "the Docker tier is out of scope on these machines (runtime.md, decision 7): use "
+        "core.BubblewrapSandbox"
+    ),
+    "Workbench": (
+        "the hosted workbench is out of scope here: pass a core.EventBus where the reference "
+        "docs pass workbench.event_bus"
+    ),
+    "LocalMemoryStore": (
+        "memory lives in the run store's DuckDB file (runtime.md, decision 5): use "
+        "core.DuckDBMemoryStore"
+    ),
+    "ConfidenceProtocol": (
+        "topology runs report no confidence: TopologyEvaluator takes no confidence_protocol "
+        "(leave it None; a score_fn can grade confidence into accuracy)"
+    ),
+}
+"""Reference-library names `core` deliberately does not provide: asking for one raises an
+`AttributeError` that names the replacement (issue 13; docs/reference-compat.md)."""
+
 HEADER = '''"""Topology Studio's engine: the IR, runtime, hydration, evaluation, search and store.
 
 Every public name of the design contract is importable from here directly. This file is
@@ -67,10 +92,18 @@ def main() -> None:
         out.extend(f'    "{n}": "{mod_name}",\n' for n in sorted(names))
     out.append("}\n\n")
     out.append(
+        "# reference-library names not provided here, with their replacements (issue 13)\n"
+        "_REPLACED: dict[str, str] = {\n"
+    )
+    out.extend(f"    {name!r}: {why!r},\n" for name, why in sorted(REPLACED.items()))
+    out.append("}\n\n")
+    out.append(
         "\ndef __getattr__(name: str) -> Any:\n"
         '    """Import a public name on first use (PEP 562), so `import core.ir` stays light."""\n'
         "    where = _LAZY.get(name)\n"
         "    if where is None:\n"
+        "        if name in _REPLACED:\n"
+        "            raise AttributeError(f\"module 'core' has no attribute {name!r}: {_REPLACED[name]}\")\n"
         "        raise AttributeError(f\"module 'core' has no attribute {name!r}\")\n"
         "    module: Any\n"
     )

@@ -440,6 +440,38 @@ def test_meta_agent_search_constructor_and_run() -> None:
         asyncio.run(search.run(trainset=[]))
 
 
+def test_meta_agent_search_publishes_on_an_event_bus() -> None:
+    from core import EventBus
+
+    calls, agents = _registries()
+    bus = EventBus()
+    seen: list[tuple[str, Any]] = []
+    bus.subscribe("meta_agent.*", lambda event: seen.append((event.topic, event.payload)))
+    search = MetaAgentSearch(
+        MetaAgentConfig(n_generations=1, reflexion_passes=0, minibatch_size=2),
+        gene=TopologyGene(name="main", initial=SEED),
+        evaluator=TopologyEvaluator(
+            score_fn=_score, callable_registry=calls, agent_registry=agents, timer=lambda: 0.0
+        ),
+        meta_agent_model=ScriptedDesigner([{"thought": "t", "spec": WINNER}]).model(),
+        bus=bus,
+    )
+    asyncio.run(search.run(trainset=GOLD))
+    assert seen == [
+        (
+            "meta_agent.iteration_completed",
+            {
+                "generation": 0,
+                "candidate_idx": 1,
+                "status": "evaluated",
+                "score": 1.0,
+                "split": "validation",
+                "reason": None,
+            },
+        )
+    ]
+
+
 def test_meta_agent_search_api_key_goes_to_the_provider_only() -> None:
     search = MetaAgentSearch(
         MetaAgentConfig(),

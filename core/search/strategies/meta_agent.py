@@ -29,9 +29,11 @@ Reference-library form: `MetaAgentSearch(config, gene=..., evaluator=...,
 meta_agent_model="openai:gpt-4.1", api_key=..., bus=...)` then `await search.run(trainset=...,
 valset=...)`. `meta_agent_model` is the same as `model`; an `api_key` is handed to the model's
 provider when the model is built (at construction) and is neither kept on the search nor
-logged. A `bus` (a callable, or an object with `emit(event)` such as an event bus; an awaitable
-result is awaited) receives a `MetaAgentEvent` `meta_agent.iteration_completed` per evaluated or
-rejected candidate of a generation and `meta_agent.debug_retry` before each debug retry.
+logged. A `bus` receives `meta_agent.iteration_completed` per candidate of a generation and
+`meta_agent.debug_retry` before each debug retry: an event bus (anything with
+`emit(topic, payload)`, such as `core.autonomy.EventBus`) gets the event type as the topic and
+the event's `data` as the payload; a plain callable gets the `MetaAgentEvent`. An awaitable
+result is awaited.
 
 Fail fast (F2): `preflight` checks the designer's output schema against its provider profile
 (`core.ir.design.check_output_schema`) and that the designer's model has a price, then builds
@@ -174,9 +176,10 @@ class MetaAgentEvent(BaseModel):
 
 @runtime_checkable
 class EventSink(Protocol):
-    """An event bus: anything with `emit(event)` (the result may be awaitable)."""
+    """An event bus: anything with `emit(topic, payload)` (the result may be awaitable), such
+    as `core.autonomy.EventBus`."""
 
-    def emit(self, event: MetaAgentEvent) -> Any: ...
+    def emit(self, topic: str, payload: Mapping[str, Any] | None = None) -> Any: ...
 
 
 BusLike = EventSink | Callable[[MetaAgentEvent], Any]
@@ -639,7 +642,10 @@ class MetaAgentSearch(Strategy):
             return
         event = MetaAgentEvent(event_type=event_type, data=data)
         sink = self.bus
-        result = sink.emit(event) if isinstance(sink, EventSink) else sink(event)
+        if isinstance(sink, EventSink):
+            result = sink.emit(event_type, dict(data))
+        else:
+            result = sink(event)
         if inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
             self._pending.add(task)
