@@ -759,3 +759,37 @@ def test_skipped_lines_are_numbered_across_ingests_and_in_the_journal_view(
         assert [(e.line_no, e.byte_offset, e.error) for e in seen] == [
             (e.line_no, e.byte_offset, e.error) for e in errors
         ]
+
+
+def test_a_journal_bigger_than_one_ingest_step_goes_in_step_by_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ingest reads at most `INGEST_CHUNK_BYTES` of whole lines at a time (its memory
+    grows with what one read takes): with steps of 300 bytes, every line of a run goes in, the
+    same rows as in one step, and the offset ends at the file's end."""
+    import core.storage.duckdb_store as duckdb_store
+
+    rows: dict[int, list[tuple[object, ...]]] = {}
+    for step in (1 << 20, 300):
+        monkeypatch.setattr(duckdb_store, "INGEST_CHUNK_BYTES", step)
+        db = tmp_path / f"runs-{step}.duckdb"
+        path = journal_path(db, "run-a")
+        with RunJournal.create(path) as j:
+            for e in small_run():
+                j.append(e)
+        assert path.stat().st_size > 3 * 300  # (several steps at 300 bytes)
+        with DuckDBRunStore(db, auto_ingest=False) as store:
+            report = store.ingest()
+            assert (report.n_events, report.skipped_lines, report.failed) == (11, 0, [])
+            row = store.list_runs().iloc[0]
+            assert (row["status"], row["n_events"], row["n_evaluations"]) == ("completed", 11, 4)
+        rows[step] = db_rows(db, "SELECT * EXCLUDE (run_id) FROM candidate_results ORDER BY ALL")
+        assert db_rows(db, "SELECT byte_offset FROM ingest_offsets") == [(path.stat().st_size,)]
+    assert rows[300] == rows[1 << 20] and len(rows[300]) == 2  # (two candidates)
+
+
+def test_store_connections_use_one_duckdb_thread(tmp_path: Path) -> None:
+    with DuckDBRunStore(tmp_path / "runs.duckdb", auto_ingest=False) as store:
+        con = store._con  # pyright: ignore[reportPrivateUsage]
+        assert con is not None
+        assert con.execute("SELECT current_setting('threads')").fetchone() == (1,)
