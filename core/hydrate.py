@@ -41,7 +41,7 @@ merged value, a loop its output).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeAlias, TypeVar, cast
 
 from core.agents import is_agent
@@ -403,11 +403,17 @@ def validate_names(
     """
     callable_registry = as_callable_registry(callable_registry)
     agent_registry = as_agent_registry(agent_registry)
+    return _unknown(_references(spec), callable_registry, agent_registry)
+
+
+def _unknown(
+    refs: Iterable[tuple[str, str, str | AgentSpec]], calls: CallableRegistry, agents: AgentRegistry
+) -> list[tuple[str, str, str]]:
     unknown: list[tuple[str, str, str]] = []
-    for path, kind, value in _references(spec):
+    for path, kind, value in refs:
         if kind == "inline" or not isinstance(value, str):
             continue
-        if not _known(value, kind, callable_registry, agent_registry):
+        if not _known(value, kind, calls, agents):
             unknown.append((path, kind, value))
     return unknown
 
@@ -567,12 +573,11 @@ def topology_from_spec(
     """
     callable_registry = as_callable_registry(callable_registry)
     agent_registry = as_agent_registry(agent_registry)
-    unknown = validate_names(
-        spec, callable_registry=callable_registry, agent_registry=agent_registry
-    )
+    refs = list(_references(spec))  # one walk for both checks (issue 17)
+    unknown = _unknown(refs, callable_registry, agent_registry)
     if unknown:
         raise UnknownNamesError(unknown, _known_names(callable_registry, agent_registry))
-    inline = [path for path, kind, _ in _references(spec) if kind == "inline"]
+    inline = [path for path, kind, _ in refs if kind == "inline"]
     if inline and (not allow_inline_agents or agent_factory is None):
         why = (
             "pass allow_inline_agents=True and an agent_factory to allow them"
