@@ -49,6 +49,7 @@ PAGE_SPECS: dict[str, str] = {
     "editor": "Topology editor",
     "compare": "Compare",
     "diff": "Diff & apply",
+    "agents": "Agents",
 }
 """Page name (its file `pages/<name>.py` and URL path) -> title, in menu order. No icons: a
 page's icon becomes the browser tab's icon, and Streamlit fetches material icons for that from
