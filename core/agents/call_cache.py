@@ -43,9 +43,8 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Generator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol, TypeGuard, runtime_checkable
@@ -306,17 +305,28 @@ def in_fastest_race() -> bool:
     return _RACING.get()
 
 
-@contextmanager
-def use_call_cache(cache: CallCache | None, trial: int) -> Generator[None]:
+class use_call_cache:  # noqa: N801 (a context manager used like a function)
     """Make `cache` the call cache of agent calls in this context: one example run of trial
     `trial` (0-based). `cache=None` switches caching off inside the block. Tasks created inside
-    inherit it.
+    inherit it. (A class, not a `@contextmanager` generator: it is entered once per example
+    run, and the generator's frame cost more than the rest of it.)
+
+    Use: `with use_call_cache(cache, trial): ...`.
     """
-    token = _ACTIVE.set(None if cache is None else CallContext(cache, trial))
-    try:
-        yield
-    finally:
-        _ACTIVE.reset(token)
+
+    __slots__ = ("_context", "_token")
+
+    def __init__(self, cache: CallCache | None, trial: int) -> None:
+        self._context = None if cache is None else CallContext(cache, trial)
+        self._token: Token[CallContext | None] | None = None
+
+    def __enter__(self) -> None:
+        self._token = _ACTIVE.set(self._context)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _ACTIVE.reset(self._token)
+            self._token = None
 
 
 def active_call_cache() -> CallContext | None:
