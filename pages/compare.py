@@ -12,10 +12,16 @@ from studio.views.candidate import candidate_view
 from studio.views.compare import (
     compare_metrics,
     default_candidates,
+    delta_table,
     distinct_dot,
     flip_counts,
+    flip_splits,
     flipped_examples,
+    format_metric,
+    paired_test,
     parse_item,
+    spec_differences,
+    split_note,
 )
 from studio.views.tables import candidate_options, run_label
 
@@ -84,11 +90,17 @@ with guard():
             defaults = default_candidates(arch_i, int(n))
             fallback = defaults[min(i, len(defaults) - 1)]
             default_idx = want[1] if want[0] == run_i and want[1] in options else fallback
+            figures = {
+                int(r["candidate_idx"]): ", ".join(
+                    format_metric(m, r.get(m)) for m in ("accuracy", "cost_usd")
+                )
+                for r in arch_i.to_dict("records")
+            }
             idx = st.selectbox(
                 f"Candidate {i + 1}",
                 options,
                 index=options.index(default_idx),
-                format_func=lambda c: f"candidate {c}",
+                format_func=lambda c, f=figures: f"#{c}: {f.get(int(c), '')}",
                 # one widget per run: a pick in one run is not carried to another
                 key=f"cmp_cand_{i}_{run_i}",
             )
@@ -115,6 +127,15 @@ with guard():
     st.subheader("Metrics")
     metrics_table = compare_metrics(rows, slot_labels)
     st.dataframe(metrics_table, key="cmp_metrics", height=35 * (len(metrics_table) + 1) + 3)
+    base_label = st.selectbox(
+        "Baseline for the deltas",
+        slot_labels,
+        index=0,
+        key=f"cmp_base_{hashlib.sha256('|'.join(slot_labels).encode()).hexdigest()[:8]}",
+    )
+    deltas = delta_table(rows, slot_labels, baseline=slot_labels.index(str(base_label)))
+    st.caption("Each figure and its change from the baseline; ★ marks the best of each row.")
+    st.dataframe(deltas, key="cmp_deltas", height=35 * (len(deltas) + 1) + 3)
     st.subheader("Graphs")
     side = st.toggle(
         "Graphs side by side",
@@ -132,6 +153,19 @@ with guard():
                 st.graphviz_chart(distinct_dot(view.dot), width="stretch" if side else "content")
             else:
                 st.caption("No topology to draw.")
+    if st.toggle("Differences only (spec JSON)", value=False, key="cmp_diff_only"):
+        first = rows[0].get("spec_hash")
+        text0 = manager.store.get_spec(str(first)) if first else None
+        for row, label in zip(rows[1:], slot_labels[1:], strict=True):
+            h = row.get("spec_hash")
+            diff = spec_differences(
+                text0, manager.store.get_spec(str(h)) if h else None, slot_labels[0], label
+            )
+            st.markdown(f"**{slot_labels[0]} → {label}**")
+            if diff:
+                st.code(diff, language="diff")
+            else:
+                st.caption("The same topology (node ids aside).")
 
 st.subheader("Examples that flip")
 # the pickers' options are the slot labels themselves, under a key naming the compared items:
@@ -146,13 +180,30 @@ with guard():
     if name_a == name_b:
         name_a, name_b = f"A ({name_a})", f"B ({name_b})"
     st.caption(f"A = {a}, B = {b}")
-    flips = manager.store.compare_candidates(run_a, idx_a, idx_b, run_id_b=run_b)
+    all_flips = manager.store.compare_candidates(run_a, idx_a, idx_b, run_id_b=run_b)
+    splits = flip_splits(all_flips)
+    if not splits:
+        st.caption("These two have no examples scored on the same split.")
+        st.stop()
+    split = st.radio(
+        "Split",
+        splits,
+        horizontal=True,
+        key=f"cmp_split_{pair_key}",
+        help="Flips are counted on one split: the examples both were scored on there.",
+    )
+    flips = all_flips.loc[all_flips["split"] == split].reset_index(drop=True)
+    note = split_note(str(split), [str(e) for e in flips["example_id"].tolist()])
+    if note:
+        st.caption(note)
     counts = flip_counts(flips)
     m = st.columns(4)
     m[0].metric(f"right in {name_a}, wrong in {name_b}", counts["right_to_wrong"])
     m[1].metric(f"wrong in {name_a}, right in {name_b}", counts["wrong_to_right"])
     m[2].metric("both right", counts["both_right"])
     m[3].metric("both wrong", counts["both_wrong"])
+    test = paired_test(counts, name_a, name_b)
+    st.markdown(test.text)
     show_all = st.toggle("Show every example", key="cmp_all")
     table = flipped_examples(flips, include_same=show_all)
     if table.empty:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -15,8 +18,16 @@ from studio.views.tables import candidate_options
 __all__ = [
     "COMPARE_METRICS",
     "FLIP_KINDS",
+    "LOWER_IS_BETTER",
     "CompareItem",
+    "PairedTest",
     "compare_metrics",
+    "delta_table",
+    "flip_splits",
+    "mcnemar_exact_p",
+    "paired_test",
+    "spec_differences",
+    "split_note",
     "default_candidates",
     "distinct_dot",
     "flip_counts",
@@ -213,3 +224,184 @@ def flipped_examples(flips: pd.DataFrame, *, include_same: bool = False) -> pd.D
         ["_o", "split", "example_id"]
     )
     return df.drop(columns="_o").reset_index(drop=True)
+
+
+SPLIT_ORDER: tuple[str, ...] = ("validation", "minibatch", "test")
+"""Splits in the order the compare page offers them (others follow, sorted)."""
+
+
+def flip_splits(flips: pd.DataFrame) -> list[str]:
+    """The splits both compared candidates were scored on, in `SPLIT_ORDER` (then sorted).
+
+    Flip counts are per split: pooled, the 300 validation and 1,019 test examples of
+    gsm8k_replay added up to 1,319 while the metrics table said 300 (issue 12, defect 4).
+    A split on which only one side has results is left out (nothing pairs there).
+    """
+    if flips.empty:
+        return []
+    paired = flips.loc[~flips["change"].isin(("only_a", "only_b"))]
+    present = {str(x) for x in paired["split"].tolist()}
+    known = [x for x in SPLIT_ORDER if x in present]
+    return known + sorted(present - set(known))
+
+
+def split_note(split: str, example_ids: Sequence[str]) -> str:
+    """A caption for a split whose example ids name another split (gsm8k_replay's validation
+    problems are drawn from GSM8K's test file, so their ids read `gsm8k-test-0048`), else ""."""
+    other = [s for s in SPLIT_ORDER if s != split and s != "minibatch"]
+    if any(f"-{o}-" in str(e) for e in example_ids[:50] for o in other):
+        return (
+            f"Example ids are the source file's names: this problem draws its {split} split "
+            "from the dataset's test file (see the problem's [gold] split rule), so ids like "
+            "`gsm8k-test-0048` appear under validation."
+        )
+    return ""
+
+
+def mcnemar_exact_p(b: int, c: int) -> float:
+    """The two-sided exact McNemar p-value of `b` and `c` discordant pairs.
+
+    Under the null hypothesis (both topologies equally accurate) each discordant example is
+    right in A only with probability 1/2, so `b ~ Binomial(b + c, 1/2)`; the two-sided p is
+    `min(1, 2 * P[X <= min(b, c)])` (McNemar 1947; the exact form for small counts, as
+    `scipy.stats.binomtest(b, b + c).pvalue` computes it). No discordant pair: 1.0.
+    Exact integer arithmetic, so it is exact at any count.
+    """
+    if b < 0 or c < 0:
+        raise ValueError(f"counts must be >= 0, got {b}, {c}")
+    n = b + c
+    if n == 0:
+        return 1.0
+    k = min(b, c)
+    tail = sum(math.comb(n, i) for i in range(k + 1))
+    return min(1.0, float(2 * tail) / float(2**n)) if 2 * k != n else 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class PairedTest:
+    """McNemar's exact test of the accuracy difference on the examples both were scored on.
+
+    Attributes:
+        n: paired examples.
+        a_only: right in A, wrong in B.
+        b_only: wrong in A, right in B.
+        p_value: two-sided exact p (`mcnemar_exact_p`).
+        text: one sentence for the page.
+    """
+
+    n: int
+    a_only: int
+    b_only: int
+    p_value: float
+    text: str
+
+
+def paired_test(counts: Mapping[str, int], name_a: str = "A", name_b: str = "B") -> PairedTest:
+    """The paired test of a `flip_counts` result (one split)."""
+    b, c = int(counts.get("right_to_wrong", 0)), int(counts.get("wrong_to_right", 0))
+    n = b + c + int(counts.get("both_right", 0)) + int(counts.get("both_wrong", 0))
+    p = mcnemar_exact_p(b, c)
+    if b == c:
+        lead = f"{name_a} and {name_b} are right on different examples equally often"
+    else:
+        better = name_a if b > c else name_b
+        lead = f"{better} is right on {abs(b - c)} more of the {b + c} examples where they differ"
+    verdict = (
+        "a difference unlikely by chance (p < 0.05)"
+        if p < 0.05
+        else "not enough to call either better (p >= 0.05)"
+    )
+    text = f"McNemar exact test on {n} paired examples: {lead}; two-sided p = {p:.4g}, {verdict}."
+    return PairedTest(n, b, c, p, text)
+
+
+LOWER_IS_BETTER: frozenset[str] = frozenset(
+    {"cost_usd", "latency_ms", "n_agents", "depth", "error_rate"}
+)
+"""Figures where less is better (the rest of the numeric `COMPARE_METRICS`: more is better)."""
+
+_DELTA_METRICS = ("accuracy", "cost_usd", "latency_ms", "aggregate_score", "error_rate", "n_agents")
+
+
+def _delta_text(name: str, d: float) -> str:
+    if name in ("accuracy", "error_rate"):
+        return f"{d * 100:+.2f} pp"
+    if name.endswith("usd"):
+        return f"{'+' if d >= 0 else '-'}${abs(d):,.4f}"
+    if name.endswith("_ms"):
+        return f"{d:+,.0f} ms"
+    if float(d).is_integer():
+        return f"{int(d):+d}"
+    return f"{d:+.4f}"
+
+
+def delta_table(
+    rows: Sequence[Mapping[str, Any]], labels: Sequence[str], baseline: int = 0
+) -> pd.DataFrame:
+    """Each figure against a baseline: `value (delta)` per topology, the best marked `★`.
+
+    Args:
+        rows: archive rows (as for `compare_metrics`).
+        labels: column labels, unique.
+        baseline: the index of the baseline row (its cells show the value and `baseline`).
+
+    Returns:
+        One row per figure in `_DELTA_METRICS`, one text column per topology; the best value of
+        a row (highest, or lowest for `LOWER_IS_BETTER`) ends in ` ★` (all ties marked; none
+        when every value is missing or all are equal).
+    """
+    if not 0 <= baseline < len(rows):
+        raise ValueError(f"baseline {baseline} is not one of the {len(rows)} rows")
+    out: dict[str, list[str]] = {label: [] for label in labels}
+    for m in _DELTA_METRICS:
+        vals: list[float | None] = []
+        for r in rows:
+            v = r.get(m)
+            ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v))
+            vals.append(float(v) if ok else None)  # type: ignore[arg-type]
+        finite = [v for v in vals if v is not None]
+        best = None
+        if finite and len(set(finite)) > 1:
+            best = min(finite) if m in LOWER_IS_BETTER else max(finite)
+        base = vals[baseline]
+        for i, (label, v) in enumerate(zip(labels, vals, strict=True)):
+            if v is None:
+                out[label].append("-")
+                continue
+            cell = format_metric(m, v)
+            if i == baseline:
+                cell += " (baseline)"
+            elif base is not None:
+                cell += f" ({_delta_text(m, v - base)})"
+            if best is not None and v == best:
+                cell += " ★"
+            out[label].append(cell)
+    return pd.DataFrame(out, index=list(_DELTA_METRICS), dtype=str)
+
+
+def _plain_spec(text: str | None) -> list[str]:
+    """A stored spec's JSON as lines, node ids left out (ids do not change a topology)."""
+    if not text:
+        return []
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text.splitlines()
+
+    def strip(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: strip(x) for k, x in v.items() if k != "id" and x is not None}
+        if isinstance(v, list):
+            return [strip(x) for x in v]
+        return v
+
+    return json.dumps(strip(data), indent=2, sort_keys=True).splitlines()
+
+
+def spec_differences(text_a: str | None, text_b: str | None, label_a: str, label_b: str) -> str:
+    """Only the lines in which two specs differ (a unified diff with one line of context, node
+    ids and unset fields left out); "" when the topologies are the same."""
+    lines = difflib.unified_diff(
+        _plain_spec(text_a), _plain_spec(text_b), fromfile=label_a, tofile=label_b, n=1, lineterm=""
+    )
+    return "\n".join(lines)
