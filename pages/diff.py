@@ -121,16 +121,16 @@ else:
                 )
                 c = view.counts
                 st.markdown(
-                    f"**{c['added']} added, {c['removed']} removed, {c['changed']} changed** "
-                    f"node(s) against {against}"
+                    f"**{c['added']} added, {c['removed']} removed, {c['changed']} changed, "
+                    f"{c['moved']} moved** node(s) against {against}"
                 )
                 st.dataframe(view.changes, hide_index=True, key="df_changes")
                 g1, g2 = st.columns(2)
                 with g1:
-                    st.markdown("**Current** (removed red, changed orange)")
+                    st.markdown("**Current** (removed red, changed orange, moved blue)")
                     _graph(view.before_dot, empty="No current version: this creates the topology.")
                 with g2:
-                    st.markdown("**Proposed** (added green, changed orange)")
+                    st.markdown("**Proposed** (added green, changed orange, moved blue)")
                     _graph(view.after_dot)
                 if view.id_lines:
                     st.markdown("**Unified JSON diff** (node ids left out)")
@@ -192,11 +192,31 @@ with guard():
         )
         earlier = [h.version for h in hist][:-1]
         if earlier:
-            r1, r2, r3 = st.columns([1, 2, 1])
+            r1, r2 = st.columns([1, 3])
             back_to = r1.selectbox("Roll back to", earlier[::-1], key="df_rb_version")
             rb_comment = r2.text_input("Why", key="df_rb_comment")
-            r3.write("")
-            if r3.button("Roll back", key="df_rollback"):
+            cur_v = hist[-1].version
+            # a preview of what the rollback changes, then an explicit confirmation
+            rb_view = diff_view(
+                manager.registry.get(str(name_h), cur_v),
+                manager.registry.get(str(name_h), int(back_to)),
+                before_label=f"{name_h} v{cur_v} (current)",
+                after_label=f"{name_h} v{back_to}",
+            )
+            rc = rb_view.counts
+            st.markdown(
+                f"**Rollback preview: v{cur_v} → v{back_to}**: {rc['added']} added, "
+                f"{rc['removed']} removed, {rc['changed']} changed, {rc['moved']} moved node(s)"
+            )
+            with st.expander("What the rollback changes", expanded=True):
+                st.dataframe(rb_view.changes, hide_index=True, key="df_rb_changes")
+                if rb_view.unified_no_ids:
+                    st.code(rb_view.unified_no_ids, language="diff")
+            sure = st.checkbox(
+                f"Make v{back_to} current again (as version {cur_v + 1})",
+                key=f"df_rb_sure_{name_h}_{back_to}_{cur_v}",
+            )
+            if st.button("Roll back", key="df_rollback", disabled=not sure):
                 v = manager.rollback(str(name_h), int(back_to), comment=rb_comment)
                 ss["df_msg"] = f"Rolled {name_h} back to v{back_to}: now version {v}."
                 st.rerun()

@@ -734,7 +734,8 @@ class StudioManager:
             store.record_approval(
                 proposal_id,
                 who=by,
-                comment=comment or f"rollback to v{version}",
+                # the store's record says it was a rollback (the diff page labels it so)
+                comment=f"rollback to v{version}" + (f": {comment}" if comment else ""),
                 base_version=base,
                 applied_version=rec.version,
             )

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 import pandas as pd
 
-from core.ir import TopologySpec, assign_ids, strip_node_ids, to_dot
-from core.ir.diff import diff_highlight, structural_diff, unified_json_diff
+from core.ir import AnyNode, TopologySpec, assign_ids, iter_nodes, node_at, strip_node_ids, to_dot
+from core.ir.diff import NodeChange, diff_highlight, structural_diff, unified_json_diff
 from core.search.registry import VersionRecord
 from studio.views.compare import distinct_dot
+from studio.views.editor import parent_path
 
 __all__ = [
     "CHANGE_COLUMNS",
+    "MOVED_COLOUR",
     "DiffView",
+    "is_rollback",
+    "moved_nodes",
     "diff_view",
     "history_table",
     "proposal_label",
@@ -32,6 +38,108 @@ CHANGE_COLUMNS: tuple[str, ...] = (
     "fields_changed",
 )
 """Columns of the structural change table."""
+
+MOVED_COLOUR = "#1f77b4"
+"""A moved node on both graphs (blue beside added green, removed red, changed orange)."""
+
+ROLLBACK_PREFIX = "rollback to v"
+"""How a rollback's recorded comment starts (`StudioManager.rollback`), e.g. `rollback to v2`."""
+
+
+def _location(spec: AnyNode, path: str) -> tuple[str | None, str]:
+    """Where a node sits: its parent's id and its slot there with list indices dropped
+    (`.steps[].operation`, `.routes[].step`, `.fallback_step`, `.step`), so a sibling that only
+    shifted (a step inserted before it) or a reordered route is not a move."""
+    parent = parent_path(path)
+    if parent is None:
+        return None, "root"
+    return node_at(spec, parent).id, re.sub(r"\[\d+\]", "[]", path[len(parent) :])
+
+
+def _content(node: AnyNode) -> str:
+    """A node's content with every id left out (its identity when auto ids differ)."""
+    return json.dumps(
+        strip_node_ids(node.model_dump(mode="json", exclude_defaults=True)), sort_keys=True
+    )
+
+
+def moved_nodes(
+    before: TopologySpec, after: TopologySpec, changes: Sequence[NodeChange]
+) -> list[dict[str, Any]]:
+    """The change rows of `structural_diff` with moved nodes found and listed as moved.
+
+    `structural_diff` matches nodes by id only, so a node that kept its id but moved to another
+    parent or slot was not listed at all, and one whose auto-assigned id changed showed as
+    removed + added (issue 12, defect 5: `6b_verification` moved from a router's fallback into
+    a parallel branch, and the table said nothing). Here:
+
+    - a node with the same id whose parent or slot differs is `moved` (`moved, changed` when its
+      own fields changed too);
+    - a removed and an added node of the same kind and the same content (ids left out) are one
+      `moved` row, `node_id` reading `old -> new`.
+
+    Args:
+        before, after: the two topologies, ids assigned.
+        changes: `structural_diff(before, after)`.
+
+    Returns:
+        Rows with the `CHANGE_COLUMNS` keys, in the order of `changes` (moves by id where the
+        node sits in `after`'s order, after the changes).
+    """
+    rows: list[dict[str, Any]] = [
+        {
+            "change": c.change,
+            "node_id": c.node_id,
+            "kind": c.kind,
+            "path_before": c.path_before or "",
+            "path_after": c.path_after or "",
+            "fields_changed": ", ".join(c.fields_changed),
+        }
+        for c in changes
+    ]
+    by_id = {r["node_id"]: r for r in rows if r["change"] == "changed"}
+    old = {n.id: (p, n) for p, n in iter_nodes(before) if n.id is not None}
+    for path, node in iter_nodes(after):
+        if node.id is None or node.id not in old:
+            continue
+        old_path, _ = old[node.id]
+        if _location(before, old_path) == _location(after, path):
+            continue
+        row = by_id.get(node.id)
+        if row is not None:
+            row["change"] = "moved, changed"
+        else:
+            rows.append(
+                {
+                    "change": "moved",
+                    "node_id": node.id,
+                    "kind": node.node_kind,
+                    "path_before": old_path,
+                    "path_after": path,
+                    "fields_changed": "",
+                }
+            )
+    removed = [r for r in rows if r["change"] == "removed"]
+    added = [r for r in rows if r["change"] == "added"]
+    for r in removed:
+        content = _content(node_at(before, r["path_before"]))
+        for a in added:
+            if a["kind"] == r["kind"] and _content(node_at(after, a["path_after"])) == content:
+                a.update(
+                    change="moved",
+                    node_id=f"{r['node_id']} -> {a['node_id']}",
+                    path_before=r["path_before"],
+                )
+                rows.remove(r)
+                added.remove(a)
+                break
+    return rows
+
+
+def is_rollback(rec: Mapping[str, Any]) -> bool:
+    """Whether a proposal row (`RunStore.list_proposals`) records a rollback."""
+    comment = rec.get("comment")
+    return isinstance(comment, str) and comment.startswith(ROLLBACK_PREFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +158,8 @@ class DiffView:
         id_lines: how many `+`/`-` lines of `unified` the ids alone account for (ids the
             editor or `assign_ids` gave nodes; cosmetic).
         changed: whether anything differs.
-        counts: `{"added": n, "removed": n, "changed": n}`.
+        counts: `{"added": n, "removed": n, "changed": n, "moved": n}` (a node moved and
+            changed counts as moved).
     """
 
     changes: pd.DataFrame
@@ -97,20 +206,13 @@ def diff_view(
     a = cast(TopologySpec, assign_ids(after))
     changes = structural_diff(b, a)
     colours_b, colours_a = diff_highlight(changes)
-    table = pd.DataFrame(
-        [
-            {
-                "change": c.change,
-                "node_id": c.node_id,
-                "kind": c.kind,
-                "path_before": c.path_before or "",
-                "path_after": c.path_after or "",
-                "fields_changed": ", ".join(c.fields_changed),
-            }
-            for c in changes
-        ],
-        columns=list(CHANGE_COLUMNS),
-    )
+    rows = moved_nodes(b, a, changes) if b is not None else moved_nodes(a, a, changes)
+    for r in rows:
+        if r["change"] == "moved":
+            old_id, _, new_id = str(r["node_id"]).partition(" -> ")
+            colours_b[old_id] = MOVED_COLOUR
+            colours_a[new_id or old_id] = MOVED_COLOUR
+    table = pd.DataFrame(rows, columns=list(CHANGE_COLUMNS))
     unified = unified_json_diff(before, after, fromfile=before_label, tofile=after_label)
     no_ids = (
         unified_json_diff(
@@ -119,7 +221,10 @@ def diff_view(
         if unified
         else ""
     )
-    counts = {k: sum(1 for c in changes if c.change == k) for k in ("added", "removed", "changed")}
+    counts = {
+        k: sum(1 for r in rows if str(r["change"]).split(",")[0] == k)
+        for k in ("added", "removed", "changed", "moved")
+    }
     return DiffView(
         changes=table,
         before_dot=(
@@ -131,7 +236,7 @@ def diff_view(
         unified=unified,
         unified_no_ids=no_ids,
         id_lines=_changed_lines(unified) - _changed_lines(no_ids),
-        changed=bool(unified) or bool(changes),
+        changed=bool(unified) or bool(rows),
         counts=counts,
     )
 
@@ -142,6 +247,9 @@ def proposal_label(rec: Mapping[str, Any], registry_prefix: str = "") -> str:
     state = rec["decision"] if isinstance(rec.get("decision"), str) else "pending"
     target = str(rec["target"]).removeprefix(registry_prefix)
     run = rec.get("run_id")
+    if is_rollback(rec):
+        what = str(rec["comment"]).split(":", 1)[0]
+        return f"#{rec['proposal_id']} {target} ({what}, by {rec.get('proposed_by')})"
     src = f"run {run} #{rec.get('candidate_idx')}" if isinstance(run, str) else "editor"
     return f"#{rec['proposal_id']} {target} ({state}, from {src}, by {rec.get('proposed_by')})"
 

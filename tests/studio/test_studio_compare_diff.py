@@ -141,7 +141,7 @@ def test_diff_view_separates_id_lines_from_the_real_change() -> None:
     only_ids = diff_view(before, with_ids)
     assert only_ids.unified_no_ids == ""
     assert only_ids.id_lines == 2
-    assert only_ids.counts == {"added": 0, "removed": 0, "changed": 0}
+    assert only_ids.counts == {"added": 0, "removed": 0, "changed": 0, "moved": 0}
     changed = diff_view(before, parse_topology(with_ids.model_dump_json().replace("6b_", "175b_")))
     assert changed.id_lines == 2
     assert [line for line in changed.unified_no_ids.splitlines() if line[:1] in "+-"] == [

@@ -267,6 +267,11 @@ def test_diff_page_rejects_with_a_comment_and_rolls_back(
     # roll back to version 1: a new version 3 with version 1's spec
     at.selectbox(key="df_rb_version").set_value(1).run()
     at.text_input(key="df_rb_comment").set_value("back to the seed").run()
+    # a preview, and the button waits for a confirmation
+    assert "**Rollback preview: v2 → v1**: 0 added, 0 removed, 1 changed, 0 moved" in _texts(at)
+    assert at.button(key="df_rollback").disabled
+    at.checkbox(key="df_rb_sure_solver_1_2").check().run()
+    assert at.checkbox(key="df_rb_sure_solver_1_2").label == "Make v1 current again (as version 3)"
     at.button(key="df_rollback").click().run()
     assert not at.exception
     assert "Rolled solver back to v1: now version 3." in _texts(at)
@@ -274,6 +279,9 @@ def test_diff_page_rejects_with_a_comment_and_rolls_back(
     assert registry.record("solver", 3).approval is not None
     history = [d.value for d in at.dataframe if "approved_by" in d.value.columns][0]
     assert history["version"].tolist() == [3, 2, 1]
+    # the rollback is listed as a rollback, not as "approved, from editor"
+    [picker] = [b for b in at.selectbox if b.label == "Proposal"]
+    assert any("(rollback to v1, by tester)" in str(o) for o in picker.options), picker.options
 
 
 def test_editor_form_shows_and_edits_the_selected_node(app: AppTest) -> None:

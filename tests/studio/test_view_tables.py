@@ -133,7 +133,7 @@ def test_diff_view_colours_and_counts() -> None:
         ["added", "n"],
         ["removed", "f"],
     ]
-    assert view.counts == {"added": 1, "removed": 1, "changed": 2}
+    assert view.counts == {"added": 1, "removed": 1, "changed": 2, "moved": 0}
     assert '"#2ca02c"' in view.after_dot and '"#d62728"' in view.before_dot
     assert view.unified.startswith("--- current\n+++ proposed\n")
     new = diff_view(None, after)
