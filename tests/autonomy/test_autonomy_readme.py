@@ -1,0 +1,28 @@
+"""The README's offline autonomy example runs as written and prints what its comments say."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_readme_example_runs_offline() -> None:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Agents designed per request") :]
+    found = re.search(r"```python\n(.*?)```", section, re.S)
+    assert found is not None
+    out = subprocess.run(
+        [sys.executable, "-c", found.group(1)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    )
+    assert out.stdout.splitlines() == [
+        "2/2 subtasks succeeded",
+        "['investigate_specialist', 'remediate_specialist']",
+    ]
