@@ -67,12 +67,16 @@ def _current_task_311() -> asyncio.Task[Any] | None:
     `_thread_id`, one that stopped or runs elsewhere) takes the public path.
     """
     loop = _LOOP.loop
-    if loop is None or getattr(loop, "_thread_id", None) != _get_ident():
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return None
-        _LOOP.loop = loop
+    try:
+        if loop._thread_id == _get_ident():
+            return _CURRENT_TASKS.get(loop)
+    except AttributeError:  # none cached yet (None), or a loop without `_thread_id`
+        pass
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    _LOOP.loop = loop
     return _CURRENT_TASKS.get(loop)
 
 

@@ -181,7 +181,8 @@ class Router:
     __slots__ = (
         "_by_key",
         "_by_name",
-        "_call_classifier",
+        "_classify_async",
+        "_classify_fn",
         "_classifier",
         "_conditions",
         "_fallback",
@@ -230,10 +231,14 @@ class Router:
             if r.condition is not None
         )
         self._classifier: Step | None = None
-        self._call_classifier: DirectCall | None = None
+        # a function classifier's function and whether it is async (None: run its step)
+        self._classify_fn: Callable[[Any], Any] | None = None
+        self._classify_async = False
         if classifier is not None:
             self._classifier = coerce_step(classifier, name=f"{name}.classifier")
-            self._call_classifier = direct_call(self._classifier)
+            call = direct_call(self._classifier)
+            if call is not None:
+                self._classify_fn, self._classify_async = call
         self._fallback: Step | None = None if fallback is None else coerce_step(fallback)
         self._name = name
         self.node_id = node_id
@@ -296,14 +301,14 @@ class Router:
                 step = self._no_match(None, "no_condition_matched", None, None)
         else:
             awaited = True
-            classify = self._call_classifier
+            classify = self._classify_fn
             try:
                 if classify is None:
                     raw = await self._classifier.execute(input_data)
-                elif classify[1]:
-                    raw = await classify[0](input_data)
+                elif self._classify_async:
+                    raw = await classify(input_data)
                 else:
-                    raw = classify[0](input_data)
+                    raw = classify(input_data)
                     if may_await(raw):
                         raw = await raw
             except Exception as exc:
@@ -367,14 +372,14 @@ class Router:
                     self._record((name, None, False, None, None), span)
                     return step
             return self._no_match(None, "no_condition_matched", None, span)
-        classify = self._call_classifier
+        classify = self._classify_fn
         try:
             if classify is None or span is not None:
                 raw = await self._classifier.execute(input_data)
-            elif classify[1]:
-                raw = await classify[0](input_data)
+            elif self._classify_async:
+                raw = await classify(input_data)
             else:
-                raw = classify[0](input_data)
+                raw = classify(input_data)
                 if may_await(raw):
                     raw = await raw
         except Exception as exc:
