@@ -6,7 +6,8 @@ and a read-only view of the solve so far, and returns a `HookDecision`:
 - `Continue()`: run the subtask normally (also what a runner without hooks answers);
 - `Skip(stub_result)`: do not run it; the stub is its (successful) output;
 - `Redirect(new_args, new_tool)`: run it with extra prompt arguments, and/or on the agent named
-  `new_tool` (one spawned earlier in this solve, or a roster specialist);
+  `new_tool`, one this solve spawned or took from the roster earlier (an unknown name is an
+  error result for the subtask);
 - `Abort(reason)`: stop the whole solve; `solve` raises `HookAbortError(reason, subtask=...)`.
 
 Hooks run in order and the first decision that is not `Continue` wins. Each decision is
@@ -63,7 +64,7 @@ class Redirect(BaseModel):
     new_args: dict[str, Any] = Field(default_factory=dict[str, Any])
     """Extra keyword arguments for the agent's prompt (they override the defaults)."""
     new_tool: str | None = None
-    """The name of the agent to run instead; None = the subtask's own agent."""
+    """The name of an agent of this solve to run instead; None = the subtask's own agent."""
 
 
 class Abort(BaseModel):
