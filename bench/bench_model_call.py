@@ -72,7 +72,7 @@ async def _main(runs: int, rounds: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="CPU per pydantic-ai agent run, FunctionModel")
     parser.add_argument("--runs", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
