@@ -24,10 +24,22 @@ from typing import Any
 from studio._cli_common import DB_ENV, CliUsageError, ExitCode, resolve_db_path
 from studio._cli_output import Output
 
-__all__ = ["APP_PATH", "DEFAULT_PORT", "cmd_studio", "free_port", "launch_studio", "studio_command"]
+__all__ = [
+    "APP_PATH",
+    "DEFAULT_PORT",
+    "SERVER_PATH",
+    "cmd_studio",
+    "free_port",
+    "launch_studio",
+    "studio_command",
+]
 
 APP_PATH = Path(__file__).resolve().parent / "app.py"
 """The studio's Streamlit entry script."""
+
+SERVER_PATH = Path(__file__).resolve().parent / "server.py"
+"""What `streamlit run` serves: `APP_PATH` as an `st.App` with the studio's middleware (no 404s
+for base paths the browser would otherwise probe; see `studio/server.py`)."""
 
 DEFAULT_PORT = 8501
 """The port the studio prefers (Streamlit's default), when it is free."""
@@ -56,13 +68,14 @@ def free_port(preferred: int | None = DEFAULT_PORT) -> int:
 
 
 def studio_command(port: int) -> list[str]:
-    """The command that serves the studio: `streamlit run studio/app.py` on 127.0.0.1, headless."""
+    """The command that serves the studio: `streamlit run studio/server.py` on 127.0.0.1,
+    headless."""
     return [
         sys.executable,
         "-m",
         "streamlit",
         "run",
-        str(APP_PATH),
+        str(SERVER_PATH),
         "--server.address",
         HOST,
         "--server.headless",

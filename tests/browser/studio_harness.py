@@ -1,6 +1,6 @@
 """Starting the studio and Chromium for the browser tests (not a test module itself).
 
-- `serve_studio(db, ...)`: `streamlit run studio/app.py --server.headless true --server.address
+- `serve_studio(db, ...)`: `streamlit run studio/server.py --server.headless true --server.address
   127.0.0.1 --server.port <free port>` as a subprocess (from the checkout, so its
   `.streamlit/config.toml` applies), waits for `/_stcore/health`, and stops it at the end.
 - `launch_chromium(playwright)`: Debian's `/usr/bin/chromium` through Playwright's
@@ -72,7 +72,7 @@ def serve_studio(
             "-m",
             "streamlit",
             "run",
-            str(REPO / "studio" / "app.py"),
+            str(REPO / "studio" / "server.py"),
             "--server.headless",
             "true",
             "--server.address",

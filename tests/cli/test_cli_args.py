@@ -147,7 +147,7 @@ def test_plain_tables_are_two_space_columns() -> None:
 def test_studio_command_binds_loopback_headless() -> None:
     cmd = studio_command(8765)
     assert cmd[1:4] == ["-m", "streamlit", "run"]
-    assert cmd[4].endswith("studio/app.py")
+    assert cmd[4].endswith("studio/server.py")
     joined = " ".join(cmd[5:])
     assert "--server.address 127.0.0.1" in joined
     assert "--server.headless true" in joined

@@ -1,0 +1,166 @@
+"""The studio as a researcher's instrument, in a real browser (issue 12): no failed request on
+any page (defect 8: `/live/_stcore/health` and `/live/_stcore/host-config` were 404 on every
+load), every page at 1000 px screenshotted, Compare's flips per split with the exact McNemar
+p-value, and a moved node listed as moved on Diff & apply (defect 5)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from studio_harness import chromium_missing_reason, idle, no_errors, settle, shot
+
+from core.ir import parse_topology
+from core.search.registry import TopologyRegistry
+from studio.drafts import Draft, DraftStore
+from studio.views.compare import mcnemar_exact_p
+from studio.views.history import EditHistory
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+_missing = chromium_missing_reason()
+if _missing is not None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"the browser tests need Chromium in CI: {_missing}", pytrace=False)
+    pytest.skip(_missing, allow_module_level=True)
+
+
+def _pages(run_id: str) -> list[tuple[str, str]]:
+    return [
+        ("/", "Runs"),
+        (f"/live?run={run_id}", "Live search"),
+        ("/editor", "Topology editor"),
+        (f"/compare?run={run_id}", "Compare"),
+        ("/diff", "Diff & apply"),
+    ]
+
+
+def test_no_page_load_fails_a_request_and_every_page_at_1000_px(
+    page: Any, studio: str, replay_store: dict[str, Any]
+) -> None:
+    console: list[str] = []
+    page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
+    page.set_viewport_size({"width": 1000, "height": 800})
+    for path, title in _pages(replay_store["run_id"]):
+        page.goto(studio + path)
+        settle(page, title)
+        if title == "Live search":
+            page.locator(".js-plotly-plot .scatterlayer .points path").first.wait_for(
+                timeout=60_000
+            )
+        if title in ("Topology editor", "Compare"):
+            page.locator('[data-testid="stGraphVizChart"] svg').first.wait_for(timeout=60_000)
+        no_errors(page)
+        shot(page, "w1000-" + title.lower().replace(" & ", "-").replace(" ", "-"))
+    assert page.studio_bad_responses == []
+    assert [c for c in console if "404" in c or "Failed to load" in c] == []
+
+
+def test_compare_counts_flips_on_one_split_with_the_exact_p_value(
+    page: Any, studio: str, replay_store: dict[str, Any]
+) -> None:
+    page.goto(f"{studio}/compare?run={replay_store['run_id']}")
+    settle(page, "Compare")
+    page.get_by_text("McNemar exact test on").first.wait_for(timeout=60_000)
+    radio = page.locator('[data-testid="stRadio"]').filter(has_text="validation").first
+    assert "validation" in radio.inner_text()
+
+    def tile(label_start: str) -> int:
+        label = page.locator('[data-testid="stMetricLabel"]')
+        t = (
+            page.locator('[data-testid="stMetric"]')
+            .filter(has=label.filter(has_text=re.compile("^" + re.escape(label_start))))
+            .first
+        )
+        return int(t.locator('[data-testid="stMetricValue"]').inner_text())
+
+    b, c = tile("right in"), tile("wrong in")
+    total = b + c + tile("both right") + tile("both wrong")
+    assert total == 40  # the validation split only (gold.validation_size=40), nothing pooled
+    text = page.get_by_text("McNemar exact test on").first.inner_text()
+    assert f"McNemar exact test on {total} paired examples" in text
+    p = re.search(r"two-sided p = ([0-9.e-]+),", text)
+    assert p is not None and float(p.group(1)) == pytest.approx(mcnemar_exact_p(b, c), rel=1e-3)
+    no_errors(page)
+    shot(page, "compare-paired-test")
+
+
+BEFORE = {
+    "kind": "pipeline",
+    "id": "seed",
+    "steps": [
+        {
+            "operation": {
+                "kind": "router",
+                "id": "r",
+                "routes": [
+                    {
+                        "name": "long",
+                        "condition_name": "question_is_long",
+                        "step": {"kind": "agent_step", "id": "a", "agent_name": "175b_finetuning"},
+                    }
+                ],
+                "fallback_step": {
+                    "kind": "agent_step",
+                    "id": "6b_verification",
+                    "agent_name": "6b_verification",
+                },
+            }
+        },
+        {
+            "operation": {
+                "kind": "parallel",
+                "id": "par",
+                "merge": "merge_vote",
+                "steps": [
+                    {"kind": "agent_step", "id": "g", "agent_name": "6b_finetuning"},
+                    {"kind": "agent_step", "id": "h", "agent_name": "175b_verification"},
+                ],
+            }
+        },
+    ],
+}
+
+
+def test_a_moved_node_is_listed_as_moved(
+    page: Any, studio: str, replay_store: dict[str, Any]
+) -> None:
+    registry: Path = replay_store["registry"]
+    TopologyRegistry(registry).write("moves", parse_topology(json.dumps(BEFORE)), None)
+    after = json.loads(json.dumps(BEFORE))
+    moved = after["steps"][0]["operation"]["fallback_step"]
+    after["steps"][0]["operation"]["fallback_step"] = {
+        "kind": "agent_step",
+        "id": "new_fallback",
+        "agent_name": "6b_finetuning",
+    }
+    after["steps"][1]["operation"]["steps"].append(moved)
+    text = json.dumps(after, indent=2) + "\n"
+    # the working copy arrives as a stored draft (what a reload restores)
+    DraftStore.beside(replay_store["db"]).put(
+        Draft(
+            "movesdraft01", EditHistory(text), name="moves", source="test", problem="gsm8k_replay"
+        )
+    )
+    page.goto(f"{studio}/editor?draft=movesdraft01")
+    settle(page, "Topology editor")
+    page.get_by_text("Restored your draft").first.wait_for(timeout=30_000)
+    page.get_by_role("button", name="Save as new version").click()
+    idle(page)
+    saved = page.get_by_text(re.compile(r"proposal \d+ waits for review")).first
+    saved.wait_for(timeout=30_000)
+    proposal = re.search(r"proposal (\d+)", saved.inner_text())
+    assert proposal is not None
+    page.goto(f"{studio}/diff?proposal={proposal.group(1)}")
+    settle(page, "Diff & apply")
+    page.get_by_text("1 added, 0 removed, 2 changed, 1 moved").first.wait_for(timeout=30_000)
+    # the moved node is coloured (blue) on both graphs
+    svgs = page.locator('[data-testid="stGraphVizChart"] svg')
+    svgs.nth(1).wait_for(timeout=30_000)
+    assert all('fill="#1f77b4"' in svgs.nth(i).inner_html() for i in range(2))
+    no_errors(page)
+    shot(page, "diff-moved-node")
