@@ -200,7 +200,7 @@ def _agent_ref(ref: AgentSpec | str | None) -> str:
     if ref is None:
         return "-"
     if isinstance(ref, AgentSpec):
-        return ref.name or ref.model
+        return ref.name
     return ref
 
 
