@@ -116,8 +116,7 @@ def _convert_loc(loc: Sequence[int | str], data: Any) -> str | None:
             current = seq[element] if 0 <= element < len(seq) else None
             continue
         if isinstance(element, str) and (
-            element in _DICT_LABELS
-            or element.startswith("function-after[_ir_agent()")
+            element in _DICT_LABELS or element.startswith("function-after[_ir_agent()")
         ):
             if isinstance(current, str):
                 return None  # the object branch of `AgentSpec | str` tried on a string
