@@ -398,6 +398,11 @@ class TopologyEvaluator:
                     f"inline_agents_disabled: inline AgentSpec at {path}; use a registered "
                     "agent name"
                 )
+                if self._agent_factory_given is not None:  # the reference library's form
+                    reason += (
+                        " (this evaluator has an agent_factory: pass allow_inline_agents=True "
+                        "to accept inline agents)"
+                    )
         if reason is not None:
             return result.model_copy(update={"reason": reason}), None
         try:

@@ -188,3 +188,31 @@ def test_inline_agents_need_explicit_permission_naming_the_switch() -> None:
         allow_inline_agents=True,
     )
     assert asyncio.run(built.run("hi")) == "helper: hi"
+
+
+def test_an_evaluator_given_an_agent_factory_names_the_inline_switch() -> None:
+    inline = AgentSpec(name="helper", system_prompt="Help.", output_schema={"type": "string"})
+    spec = PipelineSpec(steps=[PipelineStepEntry(operation=AgentStepSpec(inline_spec=inline))])
+
+    def factory(agent_spec: AgentSpec) -> Any:
+        return answering(lambda p: f"{agent_spec.name}: {p}")
+
+    def evaluator(**options: Any) -> TopologyEvaluator:
+        return TopologyEvaluator(
+            score_fn=lambda output, example: 1.0 if output == "helper: hi" else 0.0,
+            callable_registry={},
+            agent_registry={},
+            agent_factory=factory,
+            **options,
+        )
+
+    # the reference library's form: an agent_factory alone enables inline specs
+    refused = asyncio.run(evaluator().evaluate_one({"main": spec}, GoldExample(input="hi")))
+    assert refused.raw["error"] == (
+        "inline_agents_disabled: inline AgentSpec at $.steps[0].operation.inline_spec; use a "
+        "registered agent name (this evaluator has an agent_factory: pass "
+        "allow_inline_agents=True to accept inline agents)"
+    )
+    allowed = evaluator(allow_inline_agents=True)
+    ran = asyncio.run(allowed.evaluate_one({"main": spec}, GoldExample(input="hi")))
+    assert (ran.accuracy, ran.status) == (1.0, "ok")
