@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Generic, TypeAlias, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast, runtime_checkable
 
 from core.agents import is_agent
 from core.errors import HydrationError, UnknownNamesError
@@ -96,8 +96,27 @@ AgentFactory = Callable[[], Any]
 """A zero-argument callable returning an agent (a pydantic-ai agent or an `AgentLike`).
 
 Not exported from `core`: there `AgentFactory` is the autonomy layer's spec-to-agent factory."""
-InlineAgentFactory = Callable[[AgentSpec], Any]
-"""Turns an inline `AgentSpec` into an agent (supplied by the caller that allows inline agents)."""
+
+
+@runtime_checkable
+class _AgentSpawner(Protocol):
+    """Builds an agent from an `AgentSpec` with `spawn(spec)`: the autonomy layer's
+    `AgentFactory`, the reference library's inline-agent factory."""
+
+    def spawn(self, spec: AgentSpec) -> Any: ...
+
+
+InlineAgentFactory: TypeAlias = "Callable[[AgentSpec], Any] | _AgentSpawner"
+"""Turns an inline `AgentSpec` into an agent (supplied by the caller that allows inline agents):
+a callable `spec -> agent`, or an object with `spawn(spec)` such as `core.AgentFactory`."""
+
+
+def _spawn_fn(factory: InlineAgentFactory | None) -> Callable[[AgentSpec], Any] | None:
+    """The inline-agent factory as a callable (an `AgentFactory`'s `spawn`)."""
+    if isinstance(factory, _AgentSpawner) and not callable(factory):
+        return factory.spawn
+    return factory
+
 
 _V = TypeVar("_V")
 
@@ -432,7 +451,7 @@ class _Builder:
         self,
         calls: CallableRegistry,
         agents: AgentRegistry,
-        agent_factory: InlineAgentFactory | None,
+        agent_factory: Callable[[AgentSpec], Any] | None,
     ) -> None:
         self.calls = calls
         self.agents = agents
@@ -556,7 +575,8 @@ def topology_from_spec(
             of name -> callable).
         agent_registry: the agents the spec may name (an `AgentRegistry` or a mapping of name
             -> zero-argument factory).
-        agent_factory: turns an inline `AgentSpec` into an agent; needed for inline agents.
+        agent_factory: turns an inline `AgentSpec` into an agent (a callable, or an object with
+            `spawn(spec)` such as `core.AgentFactory`); needed for inline agents.
         allow_inline_agents: accept inline `AgentSpec`s (with `agent_factory`); off by default,
             so a generated spec can only use registered agents.
 
@@ -587,7 +607,7 @@ def topology_from_spec(
         raise HydrationError(
             f"inline agent definitions are not allowed ({why}); found at: {', '.join(inline)}"
         )
-    builder = _Builder(callable_registry, agent_registry, agent_factory)
+    builder = _Builder(callable_registry, agent_registry, _spawn_fn(agent_factory))
     order = list(walk(spec))
     built: dict[str, Step] = {}
     for path, node in reversed(order):  # children before parents

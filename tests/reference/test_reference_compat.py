@@ -216,3 +216,29 @@ def test_an_evaluator_given_an_agent_factory_names_the_inline_switch() -> None:
     allowed = evaluator(allow_inline_agents=True)
     ran = asyncio.run(allowed.evaluate_one({"main": spec}, GoldExample(input="hi")))
     assert (ran.accuracy, ran.status) == (1.0, "ok")
+
+
+def test_the_autonomy_agent_factory_hydrates_inline_agents() -> None:
+    from pydantic_ai.models.test import TestModel
+
+    from core import AgentFactory
+
+    inline = AgentSpec(
+        name="helper",
+        system_prompt="Help.",
+        output_schema={
+            "type": "object",
+            "properties": {"answer": {"type": "string"}},
+            "required": ["answer"],
+        },
+    )
+    spec = PipelineSpec(steps=[PipelineStepEntry(operation=AgentStepSpec(inline_spec=inline))])
+    factory = AgentFactory(default_model=TestModel(custom_output_args={"answer": "42"}))
+    built = topology_from_spec(
+        spec,
+        callable_registry={},
+        agent_registry={},
+        agent_factory=factory,  # an object with spawn(spec), as the reference hydrators take
+        allow_inline_agents=True,
+    )
+    assert asyncio.run(built.run("q")).model_dump() == {"answer": "42"}
