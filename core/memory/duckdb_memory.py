@@ -2,7 +2,8 @@
 
 The tables live beside the runs, in the same file (`memory_entries`, and `memory_schema` with
 their own schema version, `MEMORY_SCHEMA_VERSION`), so a project has one database. The run
-store's rules hold: one process owns the file while it is open (opening a file another process
+store's rules hold: the same connection settings (`DUCKDB_CONFIG`, so a run store and a memory
+store of one process share the open database), one process owns the file while it is open (opening a file another process
 holds raises `StoreBusyError`), a cursor per thread, short write transactions under one lock.
 So open the store when you need it and `close()` it after: the next process (the `roster`
 command, the next `solve`) then finds what this one remembered.
@@ -35,6 +36,7 @@ from core.memory.base import (
     entry_from_row,
     next_reliability,
 )
+from core.storage.duckdb_store import DUCKDB_CONFIG
 
 __all__ = ["MEMORY_SCHEMA_VERSION", "DuckDBMemoryStore"]
 
@@ -90,7 +92,9 @@ class DuckDBMemoryStore:
         if self._path != ":memory:":
             Path(self._path).parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._con: duckdb.DuckDBPyConnection | None = duckdb.connect(self._path)
+            self._con: duckdb.DuckDBPyConnection | None = duckdb.connect(
+                self._path, config=dict(DUCKDB_CONFIG)
+            )
         except duckdb.Error as exc:
             text = str(exc)
             if "lock" in text.lower():

@@ -100,6 +100,17 @@ def test_memory_lives_in_the_run_store_file(tmp_path: Path) -> None:
     run_store.close()
 
 
+def test_one_process_opens_the_run_store_and_memory_on_one_file(tmp_path: Path) -> None:
+    db = tmp_path / "studio.duckdb"
+    runs = DuckDBRunStore(db)  # the studio holds its run store while a page reads memory
+    with DuckDBMemoryStore(db) as memory:
+        asyncio.run(memory.remember(MemoryEntry(memory_type="semantic", key="k", content="c")))
+    assert len(runs.list_runs()) == 0
+    with DuckDBMemoryStore(db) as memory:
+        assert [e.key for e in memory.entries()] == ["k"]
+    runs.close()
+
+
 SCRIPT = textwrap.dedent(
     """
     import asyncio, sys
