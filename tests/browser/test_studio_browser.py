@@ -45,6 +45,7 @@ def test_every_page_opens_and_is_screenshotted(
         ("/editor", "Topology editor"),
         (f"/compare?run={run_id}", "Compare"),
         ("/diff", "Diff & apply"),
+        ("/agents", "Agents"),
     ):
         page.goto(studio + path)
         settle(page, title)
