@@ -185,6 +185,9 @@ class ExecutionResult(BaseModel):
     """Names of the agents this solve spawned or took from the roster, in order."""
     unpriced_models: list[str] = Field(default_factory=list[str])
     """Models the pricer could not price."""
+    trace: list[dict[str, Any]] = Field(default_factory=list[dict[str, Any]])
+    """The solve's events in order, each `{"topic", "ms" (since the solve started), ...its
+    payload}` (the same events the bus gets)."""
 
 
 def _confidence(output: Any) -> float | None:
@@ -232,6 +235,8 @@ class _Solve:
     ledger: _Ledger = field(default_factory=_Ledger)
     spawned: list[str] = field(default_factory=list[str])
     redecompositions: int = 0
+    started: float = field(default_factory=time.perf_counter)
+    trace: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
 
 
 class MetaOrchestrator:
@@ -294,7 +299,9 @@ class MetaOrchestrator:
 
     # -- events and model calls ---------------------------------------------------------
 
-    def _emit(self, topic: str, **payload: Any) -> None:
+    def _emit(self, run: _Solve, topic: str, **payload: Any) -> None:
+        ms = round((time.perf_counter() - run.started) * 1000, 3)
+        run.trace.append({"topic": topic, "ms": ms, **_jsonable(payload)})
         if self.bus is not None:
             self.bus.emit(topic, payload)
 
@@ -375,7 +382,7 @@ class MetaOrchestrator:
                 run.agents[subtask.agent_name or spec.name] = agent
                 run.roster_ids[subtask.name] = entry.id
                 run.spawned.append(spec.name)
-                self._emit("orchestrator.roster_hit", subtask=subtask.name, agent=spec.name)
+                self._emit(run, "orchestrator.roster_hit", subtask=subtask.name, agent=spec.name)
                 return agent, "roster"
         spec = await self._plan(
             run,
@@ -390,7 +397,7 @@ class MetaOrchestrator:
         agent = await self.factory.aspawn(spec, model=self.spawn_model)
         run.agents[spec.name] = agent
         run.spawned.append(spec.name)
-        self._emit("orchestrator.spawned", subtask=subtask.name, agent=spec.name)
+        self._emit(run, "orchestrator.spawned", subtask=subtask.name, agent=spec.name)
         return agent, "spawned"
 
     # -- one subtask ----------------------------------------------------------------------
@@ -398,7 +405,7 @@ class MetaOrchestrator:
     def _record_hook(self, run: _Solve, subtask: SubTask, decision: HookDecision) -> None:
         detail = decision.model_dump(mode="json", exclude={"kind"})
         run.hooks.append(HookRecord(subtask=subtask.name, decision=decision.kind, detail=detail))
-        self._emit("hook.decision", subtask=subtask.name, decision=decision.kind, **detail)
+        self._emit(run, "hook.decision", subtask=subtask.name, decision=decision.kind, **detail)
 
     def _usage_since(
         self, run: _Solve, before: dict[str, tuple[int, int, int]]
@@ -436,6 +443,7 @@ class MetaOrchestrator:
                 **fields,
             )
             self._emit(
+                run,
                 "orchestrator.subtask_finished",
                 subtask=subtask.name,
                 success=result.success,
@@ -444,9 +452,9 @@ class MetaOrchestrator:
             )
             return result
 
-        self._emit("orchestrator.subtask_started", subtask=subtask.name, depth=depth)
+        self._emit(run, "orchestrator.subtask_started", subtask=subtask.name, depth=depth)
         if depth > self.max_spawn_depth:
-            self._emit("orchestrator.depth_exceeded", subtask=subtask.name, depth=depth)
+            self._emit(run, "orchestrator.depth_exceeded", subtask=subtask.name, depth=depth)
             return finish(
                 success=False,
                 error=f"spawn depth {depth} exceeds max_spawn_depth={self.max_spawn_depth}",
@@ -568,7 +576,7 @@ class MetaOrchestrator:
                 metadata={"agent_spec": spec_data, "trigger": subtask.name},
             )
         )
-        self._emit("memory.persisted", subtask=subtask.name, agent=spec.name)
+        self._emit(run, "memory.persisted", subtask=subtask.name, agent=spec.name)
 
     # -- the solve ----------------------------------------------------------------------
 
@@ -581,16 +589,17 @@ class MetaOrchestrator:
         """
         start = time.perf_counter()
         run = _Solve(goal=goal)
-        self._emit("orchestrator.solve_started", goal=goal)
+        self._emit(run, "orchestrator.solve_started", goal=goal)
         plan = await self._decompose(run)
         pending = list(plan.subtasks)
-        self._emit("orchestrator.decomposed", subtasks=[s.name for s in pending])
+        self._emit(run, "orchestrator.decomposed", subtasks=[s.name for s in pending])
         results: list[SubTaskResult] = []
         dropped: list[str] = []
         while pending:
             if len(results) >= self.max_subtasks:
                 dropped.extend(s.name for s in pending)
                 self._emit(
+                    run,
                     "orchestrator.dropped",
                     subtasks=[s.name for s in pending],
                     max_subtasks=self.max_subtasks,
@@ -609,6 +618,7 @@ class MetaOrchestrator:
             ):
                 run.redecompositions += 1
                 self._emit(
+                    run,
                     "metacognition.redecomposition_triggered",
                     subtask=subtask.name,
                     confidence=result.confidence,
@@ -628,6 +638,7 @@ class MetaOrchestrator:
         failed = [r for r in results if not r.success]
         if failed:
             summary += "; failed: " + ", ".join(f"{r.subtask_name} ({r.error})" for r in failed)
+        self._emit(run, "orchestrator.solve_finished", goal=goal, success=ok, summary=summary)
         result = ExecutionResult(
             goal=goal,
             success=ok,
@@ -643,6 +654,6 @@ class MetaOrchestrator:
             redecompositions=run.redecompositions,
             spawned_agents=run.spawned,
             unpriced_models=list(quote.unpriced),
+            trace=run.trace,
         )
-        self._emit("orchestrator.solve_finished", goal=goal, success=ok, summary=summary)
         return result

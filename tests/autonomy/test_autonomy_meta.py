@@ -83,6 +83,12 @@ def test_a_solve_runs_every_subtask_and_prices_every_call() -> None:
         "orchestrator.subtask_finished",
         "orchestrator.solve_finished",
     ]
+    # the result carries the same events as its trace, with times since the solve started
+    assert [e["topic"] for e in result.trace if e["topic"].startswith("orchestrator.")] == (
+        bus.topics("orchestrator.*")
+    )
+    times = [e["ms"] for e in result.trace]
+    assert times == sorted(times) and times[-1] <= result.total_duration_ms
 
 
 def _decomposition_cost(result: Any, pricer: Pricer) -> float:
