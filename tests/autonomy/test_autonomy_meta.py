@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from core.agents import BaseAgent
 from core.autonomy import (
@@ -29,6 +31,7 @@ from core.autonomy import (
 from core.autonomy.testing import planner_model, specialist_model
 from core.errors import HookAbortError
 from core.evaluation import ModelPrice, Pricer
+from core.ir import AgentSpec
 from core.memory import DuckDBMemoryStore
 
 
@@ -177,29 +180,43 @@ def test_redecomposition_is_bounded_by_max_redecompositions() -> None:
 
 
 def test_two_concurrent_solves_do_not_see_each_others_agents() -> None:
-    seen: dict[str, list[str]] = {"x": [], "y": []}
+    # each solve designs an "expert" whose prompt names its goal, then reuses it by name; were
+    # agents shared across solves, one would run the other's expert
+    plan = TaskDecomposition(
+        subtasks=[
+            SubTask(name="first", description="a", agent_name="expert"),
+            SubTask(name="second", description="b", agent_name="expert"),
+        ]
+    )
 
-    def answer(name: str) -> dict[str, Any]:
-        return {"answer": name}
+    def design(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        tool = info.output_tools[0]
+        if "subtasks" in tool.parameters_json_schema.get("properties", {}):
+            return ModelResponse(parts=[ToolCallPart(tool.name, plan.model_dump(mode="json"))])
+        prompt = str(getattr(messages[-1].parts[-1], "content", ""))
+        goal = prompt.split("Goal: ", 1)[1].split("\n", 1)[0]
+        spec = AgentSpec(name="expert", system_prompt=goal, output_schema={"type": "string"})
+        return ModelResponse(parts=[ToolCallPart(tool.name, spec.model_dump(mode="json"))])
 
-    planner = BaseAgent("planner", model=planner_model([_plan("shared")]))
-    factory = AgentFactory(ToolRegistry(), default_model="test")
-    orch = MetaOrchestrator(planner, factory, spawn_model=specialist_model(answer))
+    async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        await asyncio.sleep(0.01)  # let the two solves interleave
+        return ModelResponse(parts=[TextPart(f"expert for {info.instructions}")])
 
-    def hook(subtask: SubTask, ctx: HookContext) -> Any:
-        seen[ctx.goal].append(",".join(ctx.completed) or "-")
-        return Redirect(new_tool="shared_specialist") if subtask.name == "again" else Continue()
-
-    orch.hooks.add(hook)
+    planner = BaseAgent("planner", model=FunctionModel(design, model_name="planner"))
+    orch = MetaOrchestrator(
+        planner, AgentFactory(default_model="test"), spawn_model=FunctionModel(answer)
+    )
 
     async def both() -> Any:
-        return await asyncio.gather(orch.solve("x"), orch.solve("y"))
+        return await asyncio.gather(orch.solve("goal x"), orch.solve("goal y"))
 
     rx, ry = asyncio.run(both())
-    assert rx.spawned_agents == ["shared_specialist"] == ry.spawned_agents
-    assert [r.agent_source for r in rx.subtask_results] == ["spawned"]
-    assert [r.agent_source for r in ry.subtask_results] == ["spawned"]
-    assert seen == {"x": ["-"], "y": ["-"]}
+    for result, goal in ((rx, "goal x"), (ry, "goal y")):
+        assert [(r.output, r.agent_source) for r in result.subtask_results] == [
+            (f"expert for {goal}", "spawned"),
+            (f"expert for {goal}", "reused"),
+        ]
+        assert result.spawned_agents == ["expert"]
 
 
 def test_the_roster_is_persisted_and_found_by_the_next_solve(tmp_path: Path) -> None:
