@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from studio._st_common import get_manager, guard, load_runs, store_banner
+from studio._st_render import drilldown
 from studio.views.candidate import candidate_view
 from studio.views.compare import (
     compare_metrics,
@@ -23,6 +24,7 @@ from studio.views.compare import (
     spec_differences,
     split_note,
 )
+from studio.views.drilldown import answer_row, gold_cases, trace_detail
 from studio.views.tables import candidate_options, run_label
 
 st.title("Compare")
@@ -210,3 +212,32 @@ with guard():
         st.caption("No example flips between these two.")
     else:
         st.dataframe(table, hide_index=True, key="cmp_flips")
+        picked = st.selectbox(
+            "Drill into one example",
+            [str(e) for e in table["example_id"].tolist()],
+            index=None,
+            key=f"cmp_drill_{pair_key}_{split}",
+            placeholder="pick an example: question, gold, both answers, routes and steps",
+        )
+        if picked is not None:
+            answers, traces = [], []
+            prob = None
+            record = manager.store.get_run(run_a)
+            if record is not None and record.problem:
+                prob = manager.problem(record.problem)
+            for run_x, idx_x, name_x in ((run_a, idx_a, name_a), (run_b, idx_b, name_b)):
+                ex = manager.store.candidate_examples(run_x, idx_x, split=str(split))
+                mine = ex.loc[ex["example_id"] == picked]
+                if not mine.empty:
+                    answers.append(answer_row(name_x, mine.iloc[0].to_dict()))
+                view_x = views[items.index((run_x, idx_x))]
+                spans = manager.store.example_trace(run_x, idx_x, picked)
+                traces.append(
+                    (name_x, trace_detail(view_x.spec, spans, prob.prices if prob else {}))
+                )
+            drilldown(
+                gold_cases(prob.splits).get(picked) if prob is not None else None,
+                answers,
+                traces,
+                key="cmp_drill",
+            )

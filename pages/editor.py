@@ -12,9 +12,10 @@ import streamlit as st
 from core.errors import SpecError
 from core.ir import TopologySpec, assign_ids, node_at, spec_hash, to_dot
 from studio._st_common import get_manager, guard, page, show_error, store_banner
-from studio._st_render import graph
+from studio._st_render import drilldown, graph
 from studio.drafts import Draft, DraftStore, new_draft_id
 from studio.views.candidate import parse_stored_spec
+from studio.views.drilldown import answer_row, gold_cases, trace_detail
 from studio.views.editor import (
     EDITABLE_FIELDS,
     WRAP_KINDS,
@@ -560,6 +561,30 @@ if ev is not None:
         )
     if ev.results:
         st.dataframe(evaluation_table(ev.results), hide_index=True, key="ed_eval_rows")
+        by_id = {r.example_id: r for r in ev.results}
+        picked = st.selectbox(
+            "Drill into one example",
+            list(by_id),
+            index=None,
+            key="ed_drill",
+            placeholder="pick an example: question, gold, answer, route and steps",
+        )
+        if picked is not None and problem is not None:
+            res = by_id[picked]
+            row = {
+                "accuracy": res.bundle.accuracy,
+                "cost_usd": res.bundle.cost_usd,
+                "latency_ms": res.bundle.latency_ms,
+                "status": "ok",
+                "output_summary": res.output_summary,
+            }
+            ev_spec, _ = parse_stored_spec(ss.get("ed_eval_of"))
+            drilldown(
+                gold_cases(problem.splits).get(picked),
+                [answer_row("this topology", row)],
+                [("this topology", trace_detail(ev_spec, res.trace, problem.prices))],
+                key="ed_drill",
+            )
 
 # ---- keep the draft: written when the working copy, its history or its name changed ------------
 

@@ -7,8 +7,9 @@ import streamlit as st
 
 from core.search.pareto import DEFAULT_OBJECTIVES
 from studio._st_common import get_manager, guard, load_runs, page, pick_run, store_banner
-from studio._st_render import format_value, inspector
-from studio.views.candidate import candidate_view, trace_view
+from studio._st_render import drilldown, format_value, inspector
+from studio.views.candidate import candidate_view
+from studio.views.drilldown import answer_row, gold_cases, trace_detail
 from studio.views.links import parse_live_link
 from studio.views.pareto import (
     OBJECTIVE_LABELS,
@@ -263,7 +264,7 @@ with guard():
         view = candidate_view(row, spec_json, manager.store.candidate_examples(run_id, sel))
         inspector(view)
         if not view.examples.empty:
-            with st.expander("Trace of one example"):
+            with st.expander("Drill into one example", expanded=True):
                 ex_ids = [
                     (str(e), int(t))
                     for e, t in zip(
@@ -278,16 +279,37 @@ with guard():
                     index=None,
                     format_func=lambda k: k[0] if k[1] == 0 else f"{k[0]} (trial {k[1]})",
                     key=f"live_trace_{run_id}_{sel}",
-                    placeholder="pick an example to see its spans",
+                    placeholder="pick an example: question, gold, answer, route and steps",
                 )
                 if picked_ex is not None:
-                    tv = trace_view(
-                        manager.store.example_trace(run_id, sel, picked_ex[0], trial=picked_ex[1])
-                    )
-                    if tv.message is not None:
-                        st.info(tv.message)
-                    else:
-                        st.dataframe(tv.spans, hide_index=True, key="live_trace_spans")
+                    with guard():
+                        run_rec = manager.store.get_run(run_id)
+                        prob = (
+                            manager.problem(run_rec.problem)
+                            if run_rec is not None and run_rec.problem
+                            else None
+                        )
+                        cases = gold_cases(prob.splits) if prob is not None else {}
+                        ex_row = view.examples.loc[
+                            (view.examples["example_id"] == picked_ex[0])
+                            & (view.examples["trial"] == picked_ex[1])
+                        ].iloc[0]
+                        spans = manager.store.example_trace(
+                            run_id, sel, picked_ex[0], trial=picked_ex[1]
+                        )
+                        drilldown(
+                            cases.get(picked_ex[0]),
+                            [answer_row(f"#{sel}", ex_row.to_dict())],
+                            [
+                                (
+                                    f"#{sel}",
+                                    trace_detail(
+                                        view.spec, spans, prob.prices if prob is not None else {}
+                                    ),
+                                )
+                            ],
+                            key="live_drill",
+                        )
         record = manager.store.get_run(run_id)
         target = (record.problem if record is not None else None) or "topology"
         b1, b2, _ = st.columns([1, 1, 3])

@@ -10,9 +10,10 @@ import streamlit as st
 
 from studio.views.candidate import CandidateView
 from studio.views.compare import distinct_dot
+from studio.views.drilldown import AnswerRow, ExampleCase, TraceDetail
 from studio.views.tables import example_table
 
-__all__ = ["format_value", "graph", "inspector", "metric_row"]
+__all__ = ["drilldown", "format_value", "graph", "inspector", "metric_row"]
 
 
 def format_value(name: str, value: Any) -> str:
@@ -76,3 +77,39 @@ def inspector(view: CandidateView) -> None:
             st.json(view.spec.model_dump(mode="json", exclude_none=True), expanded=True)
         else:
             st.text(view.spec_json or "(none)")
+
+
+def drilldown(
+    case: ExampleCase | None,
+    answers: list[AnswerRow],
+    traces: list[tuple[str, TraceDetail]],
+    *,
+    key: str,
+) -> None:
+    """One example in full: question, gold, each candidate's answer, and per candidate its
+    route, step table (tokens, cost, latency) and graph with the path taken in yellow."""
+    if case is not None:
+        st.markdown(f"**Question** ({case.example_id})")
+        st.text(case.question)
+        st.markdown(f"**Gold answer:** `{case.gold or '(none)'}`")
+    for a in answers:
+        st.markdown(
+            f"**{a.who}** answered `{a.answer}`: {'right' if a.right else 'wrong'}"
+            + (f" ({a.status})" if a.status not in ("", "ok") else "")
+            + f", {format_value('cost_usd', a.cost_usd)}, {format_value('latency_ms', a.latency_ms)}"
+        )
+    for label, detail in traces:
+        st.markdown(f"**Trace of {label}**")
+        if detail.message is not None:
+            st.caption(detail.message)
+            continue
+        for line in detail.routes:
+            st.markdown(f"Route taken: {line}")
+        t = detail.totals
+        st.caption(
+            f"{int(t.get('input_tokens', 0)):,} tokens in, {int(t.get('output_tokens', 0)):,} "
+            f"out; {format_value('cost_usd', t.get('cost_usd'))}; model latencies add up to "
+            f"{format_value('latency_ms', t.get('latency_ms'))} (parallel steps overlap)."
+        )
+        st.dataframe(detail.steps, hide_index=True, key=f"{key}_steps_{label}")
+        graph(detail.dot)

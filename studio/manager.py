@@ -581,7 +581,8 @@ class StudioManager:
         if limit is not None:
             examples = examples[:limit]
         # the problem's own evaluator: its blank-output rule (F5), latency source and weights
-        evaluator = problem.evaluator()
+        # with traces: the editor's drill-down shows each example's route and steps
+        evaluator = problem.evaluator().with_options(capture_traces=True)
         return asyncio.run(evaluator.evaluate(spec, examples, split=split))
 
     # ---- proposals, approvals, registry -----------------------------------------------------

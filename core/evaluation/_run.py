@@ -16,7 +16,9 @@ import math
 import time
 from collections.abc import Callable, Sized
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
+
+from pydantic import BaseModel
 
 from core.agents.call_cache import CallCache, use_call_cache
 from core.evaluation._records import ExampleResult
@@ -234,9 +236,55 @@ async def run_example(
         bundle=bundle,
         requests=sum(u.requests for u in usage),
         blank=blank,
-        output_summary="" if error is not None else summarize(output),
+        output_summary="" if error is not None else summarize(_answer_first(output)),
         trace=trace.to_list() if ctx.capture_traces else [],
         n_agents=ctx.n_agents,
         depth=ctx.depth,
     )
     return result, not timed_out
+
+
+ANSWER_FIELDS: tuple[str, ...] = ("final_answer", "answer", "output")
+"""Fields of a state model that hold an answer; the output summary leads with one."""
+
+
+def _last_answer(data: Any) -> Any:
+    """The state's answer: a top-level `ANSWER_FIELDS` value that is set, else the last one
+    set anywhere inside it (e.g. the last candidate's `answer`), else None."""
+    if isinstance(data, dict):
+        items = cast(dict[str, Any], data)
+        for key in ANSWER_FIELDS:
+            value = items.get(key)
+            if value is not None and not isinstance(value, dict | list):
+                return value
+        values = list(items.values())
+    elif isinstance(data, list):
+        values = list(cast(list[Any], data))
+    else:
+        return None
+    for value in reversed(values):
+        found = _last_answer(value)
+        if found is not None:
+            return found
+    return None
+
+
+def _answer_first(output: Any) -> Any:
+    """A state model's JSON led by its answer (`{"answer": ..., <the state>}`), else `output`.
+
+    The summary is cut at 200 characters, and a state that starts with a long question lost
+    its answer (the studio's drill-down shows each candidate's answer: issue 12, item 9).
+    """
+    if not isinstance(output, BaseModel):
+        return output
+    try:
+        data: dict[str, Any] = output.model_dump(mode="json")
+    except Exception:  # noqa: BLE001 (a summary must never break a run)
+        return output
+    answer = _last_answer(data)
+    if answer is None:
+        return output
+    rest = {k: v for k, v in data.items() if k != "answer"}
+    return json.dumps(
+        {"answer": answer, **rest}, ensure_ascii=False, separators=(",", ":"), default=str
+    )

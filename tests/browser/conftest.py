@@ -39,7 +39,7 @@ def replay_store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     )
     proc = subprocess.run(
         [sys.executable, "-m", "studio.cli", "search", "gsm8k_replay", "--strategy", "evolutionary",
-         "--seed", "1", "--db", str(db), "--max-evaluations", "10", "--time-scale", "0", "--no-test",
+         "--seed", "1", "--db", str(db), "--max-evaluations", "10", "--time-scale", "0", "--no-test", "--traces",
          "--set", "gold.validation_size=40", "--minibatch-size", "8"],
         cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
@@ -49,10 +49,24 @@ def replay_store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     with DuckDBRunStore(db) as store:
         archive = store.archive(run_id.group(1))
         seed_json = store.get_spec(str(archive["spec_hash"].tolist()[0]))
+        # the first evaluated router candidate (the drill-down shows its route)
+        routers = [
+            int(i)
+            for i, h, n in zip(
+                archive["candidate_idx"], archive["spec_hash"], archive["n_examples"], strict=True
+            )
+            if n == n and n > 0 and '"router"' in (store.get_spec(str(h)) or "")
+        ]
     registry = root / "registry"
     seed = parse_topology(seed_json or "")
     TopologyRegistry(registry).write("gsm8k_replay", seed, None, note="seed")
-    return {"db": db, "run_id": run_id.group(1), "registry": registry, "root": root}
+    return {
+        "db": db,
+        "run_id": run_id.group(1),
+        "registry": registry,
+        "root": root,
+        "router_candidate": routers[0] if routers else None,
+    }
 
 
 @pytest.fixture(scope="session")

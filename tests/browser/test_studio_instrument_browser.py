@@ -164,3 +164,42 @@ def test_a_moved_node_is_listed_as_moved(
     assert all('fill="#1f77b4"' in svgs.nth(i).inner_html() for i in range(2))
     no_errors(page)
     shot(page, "diff-moved-node")
+
+
+def test_the_inspector_drills_into_an_example_of_a_router_candidate(
+    page: Any, studio: str, replay_store: dict[str, Any]
+) -> None:
+    idx = replay_store["router_candidate"]
+    assert idx is not None, "the replay search evaluated no router"
+    page.goto(f"{studio}/live?run={replay_store['run_id']}&candidate={idx}")
+    settle(page, "Live search")
+    page.get_by_role("heading", name=re.compile(rf"^candidate {idx} \(")).first.wait_for(
+        timeout=60_000
+    )
+    box = page.get_by_role("combobox", name="Example", exact=True).first
+    for _ in range(8):  # the live fragment refreshes every 2 s and may close the list
+        idle(page)
+        box.click()
+        try:
+            page.get_by_role("option").first.click(timeout=3_000)
+        except Exception:  # noqa: BLE001 (closed under a rerun: try again)
+            page.keyboard.press("Escape")
+            continue
+        if box.input_value():
+            break
+    idle(page)
+    page.get_by_text("Gold answer:").first.wait_for(timeout=60_000)
+    page.get_by_text("Question").first.wait_for(timeout=30_000)
+    route = page.get_by_text(re.compile(r"^Route taken: router \[")).first
+    route.wait_for(timeout=30_000)
+    assert re.search(r"(route '\w+' \(|fallback \()", route.inner_text()), route.inner_text()
+    # the answer came through (the state's answer leads its stored summary now)
+    said = page.get_by_text(re.compile(rf"^#{idx} answered ")).first
+    said.wait_for(timeout=30_000)
+    assert "not in the stored summary" not in said.inner_text()
+    assert re.search(r"answered \S+: (right|wrong)", said.inner_text()), said.inner_text()
+    # the path taken is drawn: some nodes of the drill-down graph are filled yellow
+    svg = page.locator('[data-testid="stGraphVizChart"] svg').last
+    assert 'fill="#fde047"' in svg.inner_html()
+    no_errors(page)
+    shot(page, "live-drilldown")

@@ -105,4 +105,8 @@ def test_live_page_labels_the_test_front_and_the_missing_trace(app: AppTest) -> 
     box = app.selectbox(key=f"live_trace_{RUN_ID}_1")
     box.set_value(("q1", 0)).run()
     assert not app.exception, [e.value for e in app.exception]
-    assert [i.value for i in app.info][-1] == TRACE_NOT_RECORDED  # after the designer's thought
+    assert TRACE_NOT_RECORDED in [c.value for c in app.caption]
+    # the drill-down: the candidate's answer (this store has no gold for q1)
+    assert any(
+        str(m.value).startswith("**#1** answered `answer of 1 to q1`: right") for m in app.markdown
+    )
