@@ -33,7 +33,8 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -192,6 +193,25 @@ buffers are saved: with the ingest read in `INGEST_CHUNK_BYTES` chunks, the end-
 of a default search's journal took +63 MiB instead of +104 MiB (a thread per core and the
 whole file at once), measured 2026-12-02. No `memory_limit`: a 40 MB line (a huge trace) needs
 about 512 MiB of DuckDB's memory to be stored, and must still go in."""
+
+
+INGEST_MEMORY_MB = 64
+"""DuckDB's memory limit while an ingest step reads and stores a chunk of a journal, MB (put
+back to DuckDB's default after each step; larger intermediates spill to a temporary file). A
+default search's 4.6 MB journal then took +31 MiB instead of +63 MiB. A chunk bigger than
+`INGEST_CHUNK_BYTES` (one very long line) gets 16 MB per MB of it: a 40 MB line needs that."""
+
+
+@contextmanager
+def _ingest_memory(cur: duckdb.DuckDBPyConnection, chunk_bytes: int) -> Generator[None]:
+    """`INGEST_MEMORY_MB` (more for an oversize chunk) as DuckDB's memory limit for one ingest
+    step; the default again after it, also when it fails."""
+    mb = max(INGEST_MEMORY_MB, 16 * chunk_bytes // (1 << 20) + 1)
+    cur.execute(f"SET memory_limit = '{mb}MB'")
+    try:
+        yield
+    finally:
+        cur.execute("RESET memory_limit")
 
 
 class DuckDBRunStore(RunStore):
@@ -627,6 +647,7 @@ class DuckDBRunStore(RunStore):
         total = skipped = 0
         while start < size:  # one bounded chunk of complete lines at a time
             delta: _ingest.Delta | None = None
+            chunk = b""
             end = size
             if (
                 start == 0
@@ -650,13 +671,15 @@ class DuckDBRunStore(RunStore):
                 if not chunk:
                     break
                 end = start + len(chunk)
-                delta = _ingest.load_delta(cur, chunk, run_id=run_id)
-                if delta.errors:  # number the skipped lines (rare: the prefix is read only then)
-                    delta.first_line = 1 + (_ingest.lines_before(path, start) if start else 0)
-            loaded, begin = delta, start
-            total += self._in_transaction(
-                cur, partial(self._store_delta, cur, name, begin, end, loaded)
-            )
+            with _ingest_memory(cur, 0 if delta is not None else end - start):
+                if delta is None:
+                    delta = _ingest.load_delta(cur, chunk, run_id=run_id)
+                    if delta.errors:  # number the skipped lines (rare: prefix read only then)
+                        delta.first_line = 1 + (_ingest.lines_before(path, start) if start else 0)
+                loaded, begin = delta, start
+                total += self._in_transaction(
+                    cur, partial(self._store_delta, cur, name, begin, end, loaded)
+                )
             skipped += len(loaded.errors)
             self._offsets[name] = start = end
         return total, skipped

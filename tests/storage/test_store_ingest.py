@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -793,3 +794,28 @@ def test_store_connections_use_one_duckdb_thread(tmp_path: Path) -> None:
         con = store._con  # pyright: ignore[reportPrivateUsage]
         assert con is not None
         assert con.execute("SELECT current_setting('threads')").fetchone() == (1,)
+
+
+def test_the_ingest_memory_limit_is_put_back_after_each_step(tmp_path: Path) -> None:
+    """An ingest step runs under `INGEST_MEMORY_MB` (DuckDB spills beyond it); the store's
+    other queries get DuckDB's default again afterwards, also after a failed step."""
+    db = tmp_path / "runs.duckdb"
+    with RunJournal.create(journal_path(db, "run-a")) as j:
+        for e in small_run():
+            j.append(e)
+    with DuckDBRunStore(db, auto_ingest=False) as store:
+        con = store._con  # pyright: ignore[reportPrivateUsage]
+        assert con is not None
+        default = con.execute("SELECT current_setting('memory_limit')").fetchone()
+        assert store.ingest().n_events == 11
+        assert con.execute("SELECT current_setting('memory_limit')").fetchone() == default
+        with pytest.raises(duckdb.Error), duckdb_store_ingest_memory(con, 0):
+            con.execute("SELECT current_setting('memory_limit')").fetchone()
+            raise duckdb.Error("a failing step")
+        assert con.execute("SELECT current_setting('memory_limit')").fetchone() == default
+
+
+def duckdb_store_ingest_memory(con: duckdb.DuckDBPyConnection, chunk_bytes: int) -> Any:
+    from core.storage.duckdb_store import _ingest_memory  # pyright: ignore[reportPrivateUsage]
+
+    return _ingest_memory(con, chunk_bytes)
