@@ -48,6 +48,7 @@ PAGE_SPECS: dict[str, str] = {
     "live": "Live search",
     "editor": "Topology editor",
     "compare": "Compare",
+    "overlay": "Run overlay",
     "diff": "Diff & apply",
     "agents": "Agents",
 }

@@ -203,3 +203,34 @@ def test_the_inspector_drills_into_an_example_of_a_router_candidate(
     assert 'fill="#fde047"' in svg.inner_html()
     no_errors(page)
     shot(page, "live-drilldown")
+
+
+def test_the_run_overlay_draws_two_runs_on_one_chart(
+    page: Any, studio: str, replay_store: dict[str, Any]
+) -> None:
+    import subprocess
+    import sys
+
+    root: Path = replay_store["root"]
+    env = dict(os.environ, TOPOLOGY_STUDIO_CACHE=str(root / "cache"))
+    # a second seed while the studio holds the database (the search writes its journal)
+    proc = subprocess.run(
+        [sys.executable, "-m", "studio.cli", "search", "gsm8k_replay", "--strategy", "random",
+         "--seed", "2", "--db", str(replay_store["db"]), "--max-evaluations", "6", "--time-scale",
+         "0", "--no-test", "--set", "gold.validation_size=40", "--minibatch-size", "8"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    second = re.search(r"^run:\s+(\S+)", proc.stdout, re.MULTILINE)
+    assert second is not None
+    page.goto(f"{studio}/overlay?runs={replay_store['run_id']},{second.group(1)}")
+    settle(page, "Run overlay")
+    page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+    names = page.evaluate(
+        "() => document.querySelector('.js-plotly-plot')._fullData.map(t => t.name)"
+    )
+    assert len(names) == 2, names
+    assert {n[-7:-1] for n in names} == {replay_store["run_id"][-6:], second.group(1)[-6:]}
+    page.get_by_text("Spread across seeds").first.wait_for(timeout=30_000)
+    no_errors(page)
+    shot(page, "run-overlay")
