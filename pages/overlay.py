@@ -3,6 +3,9 @@ against evaluations, and the runs side by side with their spread across seeds.""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pandas as pd
 import streamlit as st
 
 from studio._st_common import get_manager, guard, load_runs, store_banner
@@ -47,27 +50,43 @@ if not chosen:
     st.info("Pick one or more runs.")
     st.stop()
 
-with guard():
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _views(
+    keys: tuple[tuple[str, int, str], ...],
+) -> tuple[Any, Any, pd.DataFrame, pd.DataFrame, tuple[float, float]]:
+    """The page's figures and tables for runs `(run_id, n_events, last_event_at)`: cached, so
+    opening the page again (or a widget change elsewhere) reads nothing while no run moved."""
+    store = get_manager().store
     data = [
-        RunData(
-            records[r],
-            manager.store.archive(r, include_unevaluated=False),
-            manager.store.snapshots(r),
-        )
-        for r in chosen
+        RunData(records[r], store.archive(r, include_unevaluated=False), store.snapshots(r))
+        for r, _, _ in keys
     ]
     ref = common_reference(data)
-    st.plotly_chart(overlay_figure(front_points(data)), key="ov_fronts", width="stretch")
-    st.plotly_chart(
-        progress_overlay_figure(hypervolume_curves(data, ref)), key="ov_progress", width="stretch"
+    summary = run_summary(data, ref)
+    return (
+        overlay_figure(front_points(data)),
+        progress_overlay_figure(hypervolume_curves(data, ref)),
+        summary,
+        spread_table(summary),
+        ref,
     )
+
+
+with guard():
+    keys = tuple(
+        (r, int(records[r].get("n_events") or 0), str(records[r].get("last_event_at")))
+        for r in chosen
+    )
+    fronts_fig, progress_fig, summary, spread, ref = _views(keys)
+    st.plotly_chart(fronts_fig, key="ov_fronts", width="stretch")
+    st.plotly_chart(progress_fig, key="ov_progress", width="stretch")
     st.caption(
         f"Hypervolume over (cost per example, accuracy) with one reference point for every run "
         f"shown: cost ${ref[0]:.4f} (the dearest scored candidate among them), accuracy 0; so "
         "the runs' numbers compare (each run's Live page uses its own reference)."
     )
-    summary = run_summary(data, ref)
     st.subheader("Runs side by side")
     st.dataframe(summary, hide_index=True, key="ov_summary")
     st.subheader("Spread across seeds")
-    st.dataframe(spread_table(summary), hide_index=True, key="ov_spread")
+    st.dataframe(spread, hide_index=True, key="ov_spread")
