@@ -77,6 +77,7 @@ def build(ctx: ProblemContext) -> ProblemParts:
                 settings,
                 chars_per_token=params.chars_per_token,
                 time_scale=ctx.time_scale,
+                race_clock=params.race_clock,
             ),
             settings.description,
         )

@@ -26,15 +26,35 @@ The usage, cost and latency model (all settings in `problem.toml` under `[params
   reported in model time with `core.runtime.tracing.record_model_latency` (inside the agent
   step's span, so reported latency is deterministic) and slept for real (`asyncio.sleep`)
   multiplied by `[models] time_scale` (0 sleeps nothing).
-- **who finishes first**: while a request "runs" inside a `fastest` race it passes its model
-  time on the event loop in ticks of `MODEL_TICK_MS` (one `asyncio.sleep(0)` each; outside a
-  race nothing depends on the order, and no tick is passed), and sleeps for real `ticks *
-  MODEL_TICK_MS * time_scale`. So concurrent requests (a `Parallel` with merge `fastest`)
-  finish in the order of their model time rounded up to a tick, ties to the branch that started
-  first, whatever the time scale and the machine's load: the same topology gives the same
-  answer in every run. (A plain `asyncio.sleep(latency * time_scale)` let wall-clock jitter,
-  or with time scale 0 the branch order, decide the race: one candidate scored 0.2200, then
-  0.2233.)
+- **who finishes first**: inside a `fastest` race a request passes its model time as turns of
+  the event loop, one per `MODEL_TICK_MS` of it (rounded up), before any real sleep (`ticks *
+  MODEL_TICK_MS * time_scale`); outside a race nothing depends on the order, and no turn is
+  passed. Time in a race is counted in turns, and everything a branch does takes turns, not
+  only its requests: pydantic-ai's own work around each request (with pydantic-ai 2.68, 28
+  turns before it reaches the model and 9 after it, so about 1.85 s of model time a call), the
+  runtime's hand-offs between tasks. The rule: a branch finishes in the turn in which its last
+  step returns; branches that finish in the same turn finish in the order in which the event
+  loop runs them that turn, which for branches of the same shape is the order they are listed
+  in. So at time scale 0 the same topology gives the same answer in every run, whatever the
+  machine's load (but for a race inside a race's branch: how many turns a race takes to end
+  includes its losers unwinding their cancellation, which `Parallel` waits for at most
+  `core.runtime._tasks.CANCEL_GRACE_S` of real time). The rule dates from commit 580b510 (a
+  plain `asyncio.sleep(latency * time_scale)` had let wall-clock jitter, or with time scale 0
+  the branch order, decide the race: one candidate scored 0.2200, then 0.2233), which passed
+  each turn with an `asyncio.sleep(0)`, resuming the request's whole coroutine stack (the
+  model, pydantic-ai's graph, `AgentStep`, the pipeline and the branch above it) once a turn.
+  Since issue 17 (item 5) the request waits on a future instead, and a plain callback stands
+  in its place in the loop's queue once a turn, so it resumes in the same turn at the same
+  place (`pass_turns`; `[params] race_clock = "ticks"` keeps the old way, which the test
+  `tests/gsm8k/test_gsm8k_race_clock.py` checks both against, on races recorded with it). Not
+  a clock that jumps to the next finish time: it cannot keep the rule, which counts
+  pydantic-ai's turns (e.g. `175b_verification` against `6b_finetuning` then
+  `175b_finetuning`, on the problem "James decides to run 3 sprints": 2,300 ms of model time
+  against 560 + 1,200 ms; the turns are 46 + 37 against 12 + 24 + 2 x 37, so the single call
+  wins, where a jump to the smaller model time would crown the pipeline), nor the place in the
+  turn that decides a tie. With time scale above 0, a branch that makes more than one call
+  interleaves its real sleeps with other branches' turns, so its race is decided partly by the
+  wall clock, with either way of passing turns.
 - **who is charged** (the rule, also in `README.md`): every branch that started is charged in
   full for every model call it made or had started, replayed or answered from the call cache,
   finished or cancelled. A replayed request charges its whole usage and model time the moment
@@ -52,11 +72,11 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_ai import Agent
@@ -80,17 +100,72 @@ from .answers import extract_gold_answer, extract_solution_answer
 from .state import Candidate, MathState, coerce_state
 
 MODEL_TICK_MS = 50.0
-"""Model time a replayed request passes per event-loop turn (see the module docstring). Each
-turn resumes the agent's whole coroutine stack: 10 ms ticks doubled the CPU time of a
-175b_verification evaluation (~780 turns a request), 50 ms add about a quarter."""
+"""Model time a replayed request passes per event-loop turn inside a `fastest` race (see the
+module docstring)."""
+
+RaceClock = Literal["turns", "ticks"]
+"""How a racing request passes its turns (`[params] race_clock`): `"turns"` (the default) lets
+the event loop turn without resuming the request (`pass_turns`); `"ticks"` is the reference it
+replaced, one `asyncio.sleep(0)` per turn (`pass_turns_by_ticks`). Both give the same finishing
+order, cost and latency (tests/gsm8k/test_gsm8k_race_clock.py checks them on recorded races)."""
 
 
-async def pass_model_time(latency_ms: float, time_scale: float) -> None:
+def pass_turns(n: int) -> Awaitable[None] | None:
+    """Let `n` event-loop turns pass before the caller resumes, without resuming it meanwhile.
+
+    Returns None when `n` is 0 (nothing to wait for: go on at once), else an awaitable that
+    resumes the awaiting task in the `n`-th turn from now at the place in the turn where it would
+    have been after `n` bare `asyncio.sleep(0)`s (`pass_turns_by_ticks`): the task awaits a
+    future, and a plain callback (no coroutine) stands in its place in the loop's ready queue,
+    re-queueing itself once a turn (`loop.call_soon`, as a task's bare yield does) and setting
+    the future's result in turn `n - 1`, so the task's wake-up is queued where its own step would
+    have been. A turn thus costs one small callback instead of one pass through the request's
+    whole coroutine stack (pydantic-ai's graph, the model, `AgentStep`, the pipeline and the
+    branch above it).
+
+    A cancelled awaiter leaves at once: its future is cancelled, and the callback sees that on
+    its next turn and stops. (The cancelled task is woken by the cancelling task's queue entry,
+    not its own; the race's outcome never depends on that: a racer waiting here makes no call.)
+    """
+    if n <= 0:
+        return None
+    if n == 1:
+        return asyncio.sleep(0)
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+    left = n - 1
+
+    def turn() -> None:
+        nonlocal left
+        if done.done():  # cancelled: leave the queue
+            return
+        left -= 1
+        if left:
+            loop.call_soon(turn)
+        else:
+            done.set_result(None)
+
+    loop.call_soon(turn)
+    return done
+
+
+async def pass_turns_by_ticks(n: int) -> None:
+    """The reference for `pass_turns`: `n` bare `asyncio.sleep(0)`s, each resuming the caller's
+    whole coroutine stack. This was `pass_model_time`'s rule up to issue 17 (item 5): 50 ms
+    ticks chosen in issue 10 because 10 ms ticks doubled the CPU time of a 175b_verification
+    evaluation (~780 turns a request). Kept for `race_clock = "ticks"` and the test that
+    compares the two on recorded races."""
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+async def pass_model_time(latency_ms: float, time_scale: float, clock: RaceClock = "turns") -> None:
     """Let `latency_ms` of model time pass: inside a `fastest` race, one event-loop turn per
-    `MODEL_TICK_MS` (rounded up); then a real sleep of that many ticks times `time_scale` (none
-    when it is 0).
+    `MODEL_TICK_MS` (rounded up) without resuming the request (`pass_turns`; `clock="ticks"`:
+    `pass_turns_by_ticks`, the same turns spent resuming it); then a real sleep of that many
+    ticks times `time_scale` (none when it is 0).
 
-    Racing requests thus finish in the order of their tick counts, the earlier started first
+    Racing requests thus finish in the order of their turn counts, the earlier in the turn first
     on a tie, independent of wall-clock jitter (see the module docstring). Outside a race
     (`core.agents.call_cache.in_fastest_race`) no result depends on which request finishes
     first (every other merge waits for all its branches and keeps branch order), so the turns
@@ -99,15 +174,21 @@ async def pass_model_time(latency_ms: float, time_scale: float) -> None:
     """
     ticks = math.ceil(latency_ms / MODEL_TICK_MS)
     if in_fastest_race():
-        for _ in range(ticks):
-            await asyncio.sleep(0)
+        if clock == "ticks":
+            await pass_turns_by_ticks(ticks)
+        else:
+            wait = pass_turns(ticks)
+            if wait is not None:
+                await wait
     if time_scale > 0:
         await asyncio.sleep(ticks * MODEL_TICK_MS / 1000.0 * time_scale)
 
 
 __all__ = [
+    "MODEL_TICK_MS",
     "RUNS",
     "NoRecordingError",
+    "RaceClock",
     "Recording",
     "ReplayData",
     "ReplayItem",
@@ -117,6 +198,9 @@ __all__ = [
     "count_tokens",
     "load_replay_data",
     "make_replay_agent",
+    "pass_model_time",
+    "pass_turns",
+    "pass_turns_by_ticks",
 ]
 
 RUNS: tuple[str, ...] = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
@@ -159,6 +243,9 @@ class ReplayParams(BaseModel):
     """Run order of the `next_unused_run` classifier (cheapest first)."""
     runs: dict[str, RunSettings]
     """One entry per recorded run, keyed by its dataset name."""
+    race_clock: RaceClock = "turns"
+    """How a request in a `fastest` race passes its turns: `"turns"` without resuming it,
+    `"ticks"` the reference it replaced (same results, more CPU; see `RaceClock`)."""
 
     @model_validator(mode="after")
     def _check_runs(self) -> ReplayParams:
@@ -334,6 +421,7 @@ class ReplayModel(FunctionModel):
         settings: the run's replay settings.
         chars_per_token: the token rule.
         time_scale: multiplier on the modelled latency before it is slept (0: no sleep).
+        race_clock: how a request in a `fastest` race passes its turns (`RaceClock`).
     """
 
     def __init__(
@@ -344,6 +432,7 @@ class ReplayModel(FunctionModel):
         *,
         chars_per_token: float,
         time_scale: float,
+        race_clock: RaceClock = "turns",
     ) -> None:
         super().__init__(self._respond, model_name=run)
         # (not `settings`: pydantic-ai models use that name for their ModelSettings)
@@ -352,6 +441,7 @@ class ReplayModel(FunctionModel):
         self.run_settings = settings
         self.chars_per_token = chars_per_token
         self.time_scale = time_scale
+        self.race_clock: RaceClock = race_clock
 
     @property
     def system(self) -> str:
@@ -377,8 +467,8 @@ class ReplayModel(FunctionModel):
 
     async def pass_model_time(self, ms: float, /) -> None:
         """Pass `ms` of model time as a request does (`pass_model_time` with this model's
-        time scale); a call-cache hit calls it (`core.agents.SimulatedClock`)."""
-        await pass_model_time(ms, self.time_scale)
+        time scale and race clock); a call-cache hit calls it (`core.agents.SimulatedClock`)."""
+        await pass_model_time(ms, self.time_scale, self.race_clock)
 
     def latency_ms(self, solution: str) -> float:
         """Modelled latency of one request, ms: `latency_passes * tokens(solution) / throughput`."""
@@ -432,8 +522,21 @@ class ReplayModel(FunctionModel):
 
 
 def make_replay_agent(
-    run: str, data: ReplayData, settings: RunSettings, *, chars_per_token: float, time_scale: float
+    run: str,
+    data: ReplayData,
+    settings: RunSettings,
+    *,
+    chars_per_token: float,
+    time_scale: float,
+    race_clock: RaceClock = "turns",
 ) -> Agent[None, MathState]:
     """A fresh pydantic-ai agent replaying `run`, with `MathState` as structured output."""
-    model = ReplayModel(run, data, settings, chars_per_token=chars_per_token, time_scale=time_scale)
+    model = ReplayModel(
+        run,
+        data,
+        settings,
+        chars_per_token=chars_per_token,
+        time_scale=time_scale,
+        race_clock=race_clock,
+    )
     return Agent(model, output_type=MathState, name=run)
