@@ -76,7 +76,10 @@ def studio(replay_store: dict[str, Any]) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: while Playwright's sync API is open, its event loop counts as
+# running in the main thread, and every later test's asyncio.run() failed ("cannot be called
+# from a running event loop": 429 failures in one CI run after a browser test failed).
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
