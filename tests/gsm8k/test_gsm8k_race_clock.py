@@ -14,13 +14,15 @@ At a time scale above 0 a request sleeps for real after its turns, and the tick 
 then depends on the wall clock wherever a branch makes more than one call or a race ends within
 a sleep of another branch's end (two recordings of the same tick loop at 0.0005 picked
 different winners for `pipeline_branch` and `nested_parallel_in_race` on one problem each,
-different costs for a race inside a race, and a loser counted as finished or as cancelled in single
-call races). So the reference there holds only the single-call races (`SCALED`) and only their
-outcome (winners, cost, latency, accuracy, requests, output), which the real sleeps cannot
-reorder: a sleep's deadline keeps the order of the turns it follows.
+different costs for a race inside a race, and a loser counted as finished or as cancelled in
+single-call races). So the reference there holds only the single-call races (`SCALED`) and only
+their outcome (winners, cost, latency, accuracy, requests, output), which the real sleeps
+cannot reorder: a sleep's deadline keeps the order of the turns it follows.
 
-Record again (only if a topology is added; the reference must come from the tick loop):
-`python tests/gsm8k/test_gsm8k_race_clock.py record <problem dir> > tests/gsm8k/race_clock_races.json`
+Record again (only if a topology is added; the reference must come from the tick loop, so this
+sets `race_clock = "ticks"`; `--as-is` for a problem directory older than that switch):
+`python tests/gsm8k/test_gsm8k_race_clock.py record data/problems/gsm8k_replay >
+tests/gsm8k/race_clock_races.json`
 """
 
 from __future__ import annotations
@@ -205,10 +207,10 @@ def race_outcomes(
     return out
 
 
-def record(where: str | Path) -> dict[str, Any]:
+def record(where: str | Path, clock: str | None = "ticks") -> dict[str, Any]:
     """Every topology at time scale 0 and the `SCALED` ones at `SCALE`, with the problem at
-    `where` as it is configured."""
-    still, scaled = _problem(where, 0.0, None), _problem(where, SCALE, None)
+    `where` and its race clock set to `clock` (None: as configured)."""
+    still, scaled = _problem(where, 0.0, clock), _problem(where, SCALE, clock)
     out = {f"{name}@0": race_outcomes(still, spec) for name, spec in TOPOLOGIES.items()}
     for name in SCALED:
         out[f"{name}@{SCALE}"] = race_outcomes(scaled, TOPOLOGIES[name], trace=False)
@@ -320,9 +322,12 @@ def test_a_cancelled_waiter_leaves_the_loop() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "record":
+    args = sys.argv[1:]
+    as_is = "--as-is" in args
+    args = [a for a in args if a != "--as-is"]
+    if len(args) != 2 or args[0] != "record":
         sys.exit(__doc__)
-    races = record(Path(sys.argv[2]))
+    races = record(Path(args[1]), None if as_is else "ticks")
     print("{")
     for n, key in enumerate(sorted(races)):
         rows = ",\n  ".join(json.dumps(r, sort_keys=True) for r in races[key])
