@@ -125,19 +125,25 @@ def live_view() -> None:
         st.markdown(f"**{label}**" + ("" if live or not running else "  (live updates paused)"))
         valid = archive.loc[archive["valid"].astype(bool)] if not archive.empty else archive
         best = valid.loc[valid["is_best"].astype(bool)] if not valid.empty else valid
-        m = st.columns(5)
-        m[0].metric("candidates", len(archive))
-        m[1].metric("valid", len(valid))
-        m[2].metric("on the front", sum(bool(v) for v in valid["on_front"].tolist()))
-        m[3].metric(
-            "best score",
+        best_score = (
             format_value("aggregate_score", float(best["aggregate_score"].tolist()[0]))
             if not best.empty
-            else "-",
+            else "-"
         )
-        m[4].metric(
-            "best candidate", str(best["candidate_idx"].tolist()[0]) if not best.empty else "-"
-        )
+        # tiles as wide as their numbers, wrapping on a narrow screen (five equal columns cut
+        # the values to "0.4..." at 1000 px: issue 12, item 15)
+        with st.container(horizontal=True, key="live_tiles"):
+            for label_, value_ in (
+                ("candidates", len(archive)),
+                ("valid", len(valid)),
+                ("on the front", sum(bool(v) for v in valid["on_front"].tolist())),
+                ("best score", best_score),
+                (
+                    "best candidate",
+                    str(best["candidate_idx"].tolist()[0]) if not best.empty else "-",
+                ),
+            ):
+                st.metric(label_, value_, width="content")
 
         snaps = store.snapshots(run_id)
         frame = progress_frame(snaps, store.progress(run_id) if snaps.empty else None)

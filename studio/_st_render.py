@@ -36,12 +36,13 @@ def format_value(name: str, value: Any) -> str:
 
 
 def metric_row(metrics: Mapping[str, Any], *, per_row: int = 6) -> None:
-    """Metrics as `st.metric` tiles, `per_row` to a row."""
-    items = list(metrics.items())
-    for start in range(0, len(items), per_row):
-        cols = st.columns(per_row)
-        for col, (name, value) in zip(cols, items[start : start + per_row], strict=False):
-            col.metric(name.replace("_", " "), format_value(name, value))
+    """Metrics as `st.metric` tiles as wide as their values, wrapping when the page is narrow
+    (equal columns cut values to "$1..." at 1000 px: issue 12, item 15). `per_row` is kept
+    for callers; the row wraps by width instead."""
+    del per_row
+    with st.container(horizontal=True):
+        for name, value in metrics.items():
+            st.metric(name.replace("_", " "), format_value(name, value), width="content")
 
 
 def graph(dot: str, *, empty: str = "No topology to draw.") -> None:

@@ -87,13 +87,26 @@ def _rename(pg: Any, label: str, path: str, new_id: str) -> None:
     checked = pg.locator('[data-testid="stRadio"]').first.locator(
         '[role="radiogroup"] label:has(input:checked)'
     )
-    assert f"[{new_id}]" in checked.first.inner_text()
+    _eventually(lambda: f"[{new_id}]" in checked.first.inner_text())
     pg.get_by_text(f"at {path}").first.wait_for(timeout=30_000)
 
 
 def _said(pg: Any, text: str) -> None:
     pg.get_by_text(text, exact=False).first.wait_for(timeout=30_000)
+    idle(pg)
     no_errors(pg)
+
+
+def _eventually(check: Any, timeout_s: float = 20.0) -> None:
+    """Retry `check()` until it is true: Streamlit streams a run's elements, so the tree can
+    arrive after the message above it on a loaded machine."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never true: {check}")
+        time.sleep(0.25)
 
 
 def test_edits_after_a_rename_act_on_the_renamed_node_undo_redo_and_reload(
@@ -103,14 +116,14 @@ def test_edits_after_a_rename_act_on_the_renamed_node_undo_redo_and_reload(
     settle(page, "Topology editor")
     _set_json(page, json.dumps(TWO, indent=2))
     _tab(page, "Tree")
-    assert _labels(page)[-1].startswith("step 2: agent_step [c]")
+    _eventually(lambda: _labels(page)[-1].startswith("step 2: agent_step [c]"))
 
     # Move: rename step 2, move it up (it was "the root cannot be moved")
     _rename(page, "step 2: agent_step [c]", "$.steps[1].operation", "c2")
     page.get_by_role("button", name="Move up").click()
     idle(page)
     _said(page, "Moved $.steps[1].operation (agent_step [c2]) up.")
-    assert _labels(page)[1].startswith("step 1: agent_step [c2]")
+    _eventually(lambda: _labels(page)[1].startswith("step 1: agent_step [c2]"))
 
     # Wrap: rename the fallback, wrap it (it wrapped the whole topology, "$")
     fb = "$.steps[1].operation.fallback_step"
@@ -118,27 +131,25 @@ def test_edits_after_a_rename_act_on_the_renamed_node_undo_redo_and_reload(
     page.get_by_role("button", name="Wrap", exact=True).click()
     idle(page)
     _said(page, f"Wrapped {fb} (agent_step [b2]) in a pipeline.")
-    labels = _labels(page)
-    assert labels[0].startswith("root: pipeline [seed]")
-    assert any(x.startswith("fallback: pipeline [") for x in labels), labels
+    _eventually(lambda: any(x.startswith("fallback: pipeline [") for x in _labels(page)))
+    assert _labels(page)[0].startswith("root: pipeline [seed]")
     shot(page, "editor-after-wrap")
 
     # undo and redo
     page.get_by_role("button", name=re.compile(r"^Undo")).click()
     idle(page)
-    assert any(x.startswith("fallback: agent_step [b2]") for x in _labels(page))
+    _eventually(lambda: any(x.startswith("fallback: agent_step [b2]") for x in _labels(page)))
     page.get_by_role("button", name=re.compile(r"^Redo")).click()
     idle(page)
-    assert any(x.startswith("fallback: pipeline [") for x in _labels(page))
+    _eventually(lambda: any(x.startswith("fallback: pipeline [") for x in _labels(page)))
 
     # a reload keeps the draft (its id is in the URL), history included
     assert "draft=" in page.url
     page.reload()
     settle(page, "Topology editor")
     _said(page, "Restored your draft")
-    labels = _labels(page)
-    assert labels[1].startswith("step 1: agent_step [c2]")
-    assert any(x.startswith("fallback: pipeline [") for x in labels), labels
+    _eventually(lambda: _labels(page)[1].startswith("step 1: agent_step [c2]"))
+    assert any(x.startswith("fallback: pipeline [") for x in _labels(page)), _labels(page)
 
     # Replace: rename the route's step, replace it (it was refused at the root)
     route = "$.steps[1].operation.routes[0].step"
@@ -146,7 +157,7 @@ def test_edits_after_a_rename_act_on_the_renamed_node_undo_redo_and_reload(
     page.get_by_role("button", name="Replace", exact=True).click()
     idle(page)
     _said(page, f"Replaced {route} (agent_step [a2]) with a agent_step")
-    assert not any("[a2]" in x for x in _labels(page))
+    _eventually(lambda: not any("[a2]" in x for x in _labels(page)))
     assert _labels(page)[0].startswith("root: pipeline [seed]")
 
     # Delete: rename step 1, delete it (it was "cannot remove the root node")
@@ -154,9 +165,8 @@ def test_edits_after_a_rename_act_on_the_renamed_node_undo_redo_and_reload(
     page.get_by_role("button", name="Delete", exact=True).click()
     idle(page)
     _said(page, "Deleted $.steps[0].operation (agent_step [c3]).")
-    labels = _labels(page)
-    assert not any("[c3]" in x for x in labels)
-    assert labels[1].startswith("step 1: router [r]")
+    _eventually(lambda: not any("[c3]" in x for x in _labels(page)))
+    assert _labels(page)[1].startswith("step 1: router [r]")
 
 
 def test_invalid_json_disables_save_and_marks_the_graph_stale(page: Any, studio: str) -> None:
@@ -166,8 +176,8 @@ def test_invalid_json_disables_save_and_marks_the_graph_stale(page: Any, studio:
     errors = page.locator('[data-testid="stAlertContentError"]').all_inner_texts()
     assert len(errors) == 1 and errors[0].startswith("Not valid: 1 problem(s)"), errors
     page.get_by_text("Stale: the JSON tab's text has 1 problem(s)").first.wait_for(timeout=30_000)
-    assert page.get_by_role("button", name="Save as new version").is_disabled()
+    _eventually(lambda: page.get_by_role("button", name="Save as new version").is_disabled())
     shot(page, "editor-invalid-json")
     _set_json(page, json.dumps(TWO))
-    assert page.get_by_role("button", name="Save as new version").is_enabled()
+    _eventually(lambda: page.get_by_role("button", name="Save as new version").is_enabled())
     no_errors(page)

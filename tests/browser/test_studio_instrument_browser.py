@@ -35,7 +35,9 @@ def _pages(run_id: str) -> list[tuple[str, str]]:
         (f"/live?run={run_id}", "Live search"),
         ("/editor", "Topology editor"),
         (f"/compare?run={run_id}", "Compare"),
+        ("/overlay", "Run overlay"),
         ("/diff", "Diff & apply"),
+        ("/agents", "Agents"),
     ]
 
 
