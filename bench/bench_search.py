@@ -32,7 +32,8 @@
     (user + system of the child, from `os.wait4`) and peak RSS (`ru_maxrss`), then whether the
     run's results are identical to `BASELINE` (the same command's results recorded before the
     changes of issue 17: every candidate's figures, both fronts, the winner, and every
-    journalled per-example record but its timestamp, latency included) and to each other.
+    journalled per-example record but its timestamp and output summary text, latency included)
+    and to each other.
     `--write-baseline DB RUN` records a run as that baseline. Targets: warm <= 10 s wall,
     peak RSS <= 300 MiB, identical results.
 
@@ -456,8 +457,9 @@ _ARCHIVE_FIELDS = (
     "is_best",
     "test_accuracy",
 )
-_EXAMPLE_FIELDS = ("c", "x", "a", "u", "l", "i", "o", "r", "os", "er")
-"""A journalled per-example record's keys but `e` (sequence) and `t` (timestamp)."""
+_EXAMPLE_FIELDS = ("c", "x", "a", "u", "l", "i", "o", "r", "er")
+"""A journalled per-example record's keys but `e` (sequence), `t` (timestamp) and `os` (the
+output summary: presentation, not a result; issue 12 put the answer first in it)."""
 
 
 def fingerprint(db: Path, run_id: str) -> dict[str, Any]:
