@@ -26,6 +26,7 @@ from studio.views.tables import (
     candidate_options,
     full_split,
     live_status,
+    names_in_spec,
 )
 
 REFRESH_S = 2.0
@@ -88,7 +89,9 @@ st.query_params["y"] = y
 
 f1, f2, f3, f4 = st.columns([3, 2, 1, 1])
 text = f1.text_input(
-    "Filter the archive", key="live_filter", placeholder="operator, thought, reason, number"
+    "Filter the archive",
+    key="live_filter",
+    placeholder="agent, operator, thought, reason, number, value",
 )
 sort_by = f2.selectbox("Sort by", ARCHIVE_SORTS, key="live_sort")
 descending = f3.toggle("Descending", value=True, key="live_desc")
@@ -179,8 +182,21 @@ def live_view() -> None:
             _select(picked[0])
             st.rerun()
 
+        spec_names: dict[str, str] = {}
+        if text.strip():
+            # specs are content-addressed (never change): read each once per session
+            cache = st.session_state.setdefault("live_spec_names", {})
+            for h in {str(h) for h in archive["spec_hash"].tolist() if h}:
+                if h not in cache:
+                    cache[h] = names_in_spec(store.get_spec(h))
+                spec_names[h] = cache[h]
         table = archive_table(
-            archive, text=text, only_front=only_front, sort_by=sort_by, descending=descending
+            archive,
+            text=text,
+            only_front=only_front,
+            sort_by=sort_by,
+            descending=descending,
+            spec_names=spec_names,
         )
         st.caption(
             f"Archive: {len(table)} of {len(archive)} candidates shown; select a row to inspect "
@@ -246,7 +262,10 @@ with guard():
     )
     options = candidate_options(archive)
     sel = st.session_state.get("live_sel")
-    if sel not in options:
+    if sel is not None and sel not in options:
+        # a link's candidate the run does not have: say so instead of replacing it silently
+        # (issue 12, defect 6); a running search may still evaluate it
+        st.warning(f"Run {run_id} has no candidate {sel} (yet): pick one below.")
         sel = None
     if not options:
         st.caption("No candidates yet.")

@@ -144,9 +144,21 @@ def pick_run(
     st.session_state[seen_key] = wanted
     if key not in st.session_state or (url_changed and wanted in ids):
         st.session_state[key] = wanted if wanted in ids else ids[0]
+    if url_changed and wanted and wanted not in ids:
+        # a bad ?run= is said, not silently replaced (issue 12, defect 6)
+        st.session_state[f"{key}_bad"] = str(wanted)
+    bad = st.session_state.get(f"{key}_bad")
+    if bad and bad not in ids:
+        st.warning(f"No run {bad!r} in this store: showing {st.session_state[key]} instead.")
     if st.session_state[key] not in ids:
         st.session_state[key] = ids[0]
-    chosen = st.selectbox(label, ids, key=key, format_func=lambda r: str(labels.get(r, r)))
+    chosen = st.selectbox(
+        label,
+        ids,
+        key=key,
+        format_func=lambda r: str(labels.get(r, r)),
+        on_change=lambda: st.session_state.pop(f"{key}_bad", None),
+    )
     if param and chosen and wanted != chosen:
         st.query_params[param] = chosen
         st.session_state[seen_key] = chosen

@@ -7,8 +7,9 @@ Pure functions over the run store's DataFrames (`RunStore.list_runs`, `RunStore.
 from __future__ import annotations
 
 import math
+import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -16,6 +17,7 @@ import pandas as pd
 from core.storage.queries import status_label
 
 __all__ = [
+    "names_in_spec",
     "ARCHIVE_COLUMNS",
     "ARCHIVE_SORTS",
     "RUN_COLUMNS",
@@ -194,17 +196,21 @@ def archive_table(
     only_valid: bool = False,
     sort_by: str = "aggregate_score",
     descending: bool = True,
+    spec_names: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """The archive filtered and sorted for the table.
 
     Args:
         archive: `RunStore.archive(run_id, include_unevaluated=True)`.
-        text: keep rows whose operator, thought, invalid reason or candidate number contains
-            this text (case-insensitive); "" keeps all.
+        text: keep rows whose operator, thought, invalid reason, candidate number, figures
+            (accuracy, cost, latency, score as shown: `0.575`, `0.7269`) or the names its
+            spec uses (`spec_names`) contain this text (case-insensitive); "" keeps all.
         only_front: keep Pareto-front rows only.
         only_valid: keep valid rows only.
         sort_by: one of `ARCHIVE_SORTS`; NaN values sort last either way.
         descending: sort direction.
+        spec_names: spec hash -> `names_in_spec` of its stored JSON, searched by `text`
+            (the filter could not match agent names: issue 12, defect 6).
 
     Returns:
         `ARCHIVE_COLUMNS` (those present; `scored_on` from `objective_split` and
@@ -232,12 +238,32 @@ def archive_table(
         df = df.loc[df["valid"].astype(bool)]
     needle = text.strip().casefold()
     if needle:
+        specs = spec_names or {}
+        hashes = df["spec_hash"].tolist() if "spec_hash" in df.columns else [None] * len(df)
         keep = [
-            needle in " ".join(str(v) for v in values if v is not None and v == v).casefold()
-            for values in zip(
-                *(
-                    df[c].tolist() if c in df.columns else [None] * len(df)
-                    for c in ("candidate_idx", "operator", "thought", "invalid_reason")
+            needle
+            in (
+                " ".join(str(v) for v in values if v is not None and v == v)
+                + " "
+                + specs.get(str(h), "")
+            ).casefold()
+            for h, values in zip(
+                hashes,
+                zip(
+                    *(
+                        df[c].tolist() if c in df.columns else [None] * len(df)
+                        for c in (
+                            "candidate_idx",
+                            "operator",
+                            "thought",
+                            "invalid_reason",
+                            "accuracy",
+                            "cost_usd",
+                            "latency_ms",
+                            "aggregate_score",
+                        )
+                    ),
+                    strict=True,
                 ),
                 strict=True,
             )
@@ -321,3 +347,15 @@ def evaluation_table(results: Sequence[Any]) -> pd.DataFrame:
         for r in results
     ]
     return example_table(pd.DataFrame(rows)) if rows else pd.DataFrame()
+
+
+_NAME_KEYS = re.compile(
+    r'"(?:agent_name|callable_name|condition_name|state_updater_name|classifier|evaluator|merge)"'
+    r'\s*:\s*"([^"]+)"'
+)
+
+
+def names_in_spec(spec_json: str | None) -> str:
+    """The registered names a stored spec uses (agents, functions, conditions, classifiers,
+    evaluators, merges), space-separated, for the archive filter; "" for no spec."""
+    return " ".join(dict.fromkeys(_NAME_KEYS.findall(spec_json or "")))

@@ -151,3 +151,25 @@ def test_a_minibatch_estimate_is_labelled_and_ranked_after_full_scores(
     box = [s for s in at.selectbox if s.label == "Inspect candidate"][0]
     box.set_value(4).run()
     assert "minibatch estimate: scored on 2 problems of the minibatch split only" in _texts(at)
+
+
+def test_a_bad_run_or_candidate_in_the_link_is_said_not_replaced_silently(
+    studio_env: Path,
+) -> None:
+    # issue 12, defect 6
+    from streamlit.testing.v1 import AppTest
+
+    from studio._st_common import _manager
+
+    at = AppTest.from_file(str(REPO / "studio" / "app.py"), default_timeout=120)
+    at.run()
+    at.query_params["run"] = "no-such-run"
+    at.query_params["candidate"] = "77"
+    at.switch_page(str(REPO / "pages" / "live.py"))
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    warnings = [str(w.value) for w in at.warning]
+    assert any(w.startswith("No run 'no-such-run' in this store: showing ") for w in warnings)
+    assert any("has no candidate 77 (yet)" in w for w in warnings), warnings
+    _manager(str(studio_env.resolve())).close()
+    _manager.clear()

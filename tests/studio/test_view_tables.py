@@ -273,3 +273,33 @@ def test_candidate_view_says_a_minibatch_score_is_an_estimate() -> None:
         "minibatch estimate: scored on 20 problems of the minibatch split only, "
         "not ranked with full-split scores"
     )
+
+
+def test_the_archive_filter_matches_agent_names_and_values() -> None:
+    # issue 12, defect 6: the filter could not match agent names or values
+    from studio.views.tables import archive_table
+
+    arch = pd.DataFrame(
+        {
+            "candidate_idx": [0, 1], "generation": [0, 0], "operator": ["seed", "mutate"],
+            "thought": ["", ""], "invalid_reason": [None, None], "spec_hash": ["h0", "h1"],
+            "accuracy": [0.575, 0.25], "cost_usd": [0.7269, 0.001], "latency_ms": [10.0, 20.0],
+            "aggregate_score": [0.4, 0.1], "valid": [True, True], "on_front": [True, False],
+            "objective_split": ["validation"] * 2, "n_examples": [40, 40],
+        }
+    )  # fmt: skip
+    from studio.views.tables import names_in_spec
+
+    texts = {
+        "h0": names_in_spec(
+            '{"kind": "pipeline", "name": "seed", "agent_name": "175b_verification"}'
+        ),
+        "h1": names_in_spec('{"agent_name": "6b_finetuning", "callable_name": "keep"}'),
+    }
+    assert texts["h1"] == "6b_finetuning keep"
+    pick = lambda t: archive_table(arch, text=t, spec_names=texts)["candidate_idx"].tolist()  # noqa: E731
+    assert pick("pipeline") == []  # structure words are not names
+    assert pick("175B_VERIF") == [0]
+    assert pick("6b_fine") == [1]
+    assert pick("0.575") == [0]
+    assert pick("0.001") == [1]
