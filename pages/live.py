@@ -337,7 +337,18 @@ with guard():
                         )
         record = manager.store.get_run(run_id)
         target = (record.problem if record is not None else None) or "topology"
-        b1, b2, _ = st.columns([1, 1, 3])
+        b1, b2, b3, _ = st.columns([1, 1, 1, 2])
+        # the inspected candidate (picked on the chart or in the table) against the run's best
+        best_rows = (
+            archive.loc[archive["is_best"].astype(bool)] if "is_best" in archive else archive
+        )
+        best_idx = [int(i) for i in best_rows["candidate_idx"].tolist() if int(i) != sel][:1]
+        if best_idx:
+            b3.page_link(
+                page("compare"),
+                label="Compare with the best",
+                query_params={"items": f"{run_id}:{sel},{run_id}:{best_idx[0]}"},
+            )
         if view.spec is not None and b1.button("Open in the editor", key="live_to_editor"):
             st.session_state["editor_incoming"] = {
                 "spec_json": view.spec.model_dump_json(),

@@ -173,3 +173,24 @@ def test_a_bad_run_or_candidate_in_the_link_is_said_not_replaced_silently(
     assert any("has no candidate 77 (yet)" in w for w in warnings), warnings
     _manager(str(studio_env.resolve())).close()
     _manager.clear()
+
+
+def test_the_inspector_links_to_compare_with_the_best(studio_env: Path) -> None:
+    # issue 12, item 11: compare from the Live page
+    from streamlit.testing.v1 import AppTest
+
+    from studio._st_common import _manager
+
+    at = AppTest.from_file(str(REPO / "studio" / "app.py"), default_timeout=120)
+    at.run()
+    at.query_params["run"] = RUN_ID
+    at.query_params["candidate"] = "2"
+    at.switch_page(str(REPO / "pages" / "live.py"))
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    [link] = [e for e in at.get("page_link") if "Compare" in e.proto.label]
+    assert link.proto.label == "Compare with the best"
+    assert link.proto.page == "compare"
+    assert link.proto.query_string == f"items={RUN_ID}%3A2%2C{RUN_ID}%3A1"
+    _manager(str(studio_env.resolve())).close()
+    _manager.clear()
