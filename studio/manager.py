@@ -478,6 +478,11 @@ class StudioManager:
                 handle_sigint=False,
                 use_test_split=request.use_test_split,
             )
+            # what the run would find in its first step, found now: a designer model that
+            # cannot be built (unknown provider, missing API key, no price) is refused before
+            # "Started run" (issue 12, defect 7), not visible only after a reload
+            run.budget.validate_allows_work()
+            run.strategy.preflight(run.space)
         except BaseException:
             journal.close()
             path.unlink(missing_ok=True)

@@ -376,3 +376,29 @@ def test_a_database_held_by_another_process_shows_a_note_and_the_journal_runs(
             holder.wait(timeout=30)
             _manager(str(db.resolve())).close()
             _manager.clear()
+
+
+@pytest.mark.parametrize(
+    ("model", "said"),
+    [
+        ("bogus", "is not a provider:model name"),
+        ("openai:gpt-4o", "OPENAI_API_KEY"),
+    ],
+)
+def test_runs_page_refuses_a_designer_model_that_cannot_be_built_before_starting(
+    app: AppTest, studio_env: Path, monkeypatch: pytest.MonkeyPatch, model: str, said: str
+) -> None:
+    # issue 12, defect 7: it said "Started run ..." and failed later, visible after a reload
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    app.selectbox(key="f_strategy").set_value("meta_agent")
+    app.text_input(key="f_model").set_value(model)
+    [submit] = [b for b in app.button if b.label == "Start search"]
+    submit.click().run()
+    assert not app.exception
+    text = _texts(app)
+    assert said in text, text
+    assert "Started run" not in text
+    from studio._st_common import _manager
+
+    assert _manager(str(studio_env.resolve())).searches() == []
+    assert not list(Path(f"{studio_env}.journals").glob("*.jsonl"))
