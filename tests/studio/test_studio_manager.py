@@ -177,14 +177,13 @@ def test_a_search_that_fails_before_its_first_event_leaves_no_journal(
         os.environ.get("TOPOLOGY_STUDIO_DATASETS") or str(repo.parent / "shared" / "datasets"),
     )
     m = StudioManager(tmp_path / "runs.duckdb", registry_root=tmp_path / "reg")
-    run_id = m.start_search(SearchRequest(problem="gsm8k_replay", max_usd=0.0, time_scale=0.0))
-    bg = m.search(run_id)
-    assert bg is not None
-    deadline = time.monotonic() + 60
-    while bg.alive and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert bg.state == "failed"
-    assert bg.error.startswith("BudgetError: ")
-    assert not journal_path(tmp_path / "runs.duckdb", run_id).exists()
+    # refused before its thread starts (issue 12, defect 7): no run id, no journal left
+    from core.errors import BudgetError
+
+    with pytest.raises(BudgetError, match="max_usd=0 allows no work"):
+        m.start_search(SearchRequest(problem="gsm8k_replay", max_usd=0.0, time_scale=0.0))
+    assert m.searches() == []
+    journals = journal_path(tmp_path / "runs.duckdb", "x").parent
+    assert not journals.exists() or not list(journals.glob("*.jsonl"))
     assert m.store.list_runs().empty
     m.close()
