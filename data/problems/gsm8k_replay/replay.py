@@ -124,8 +124,11 @@ def pass_turns(n: int) -> Awaitable[None] | None:
     branch above it).
 
     A cancelled awaiter leaves at once: its future is cancelled, and the callback sees that on
-    its next turn and stops. (The cancelled task is woken by the cancelling task's queue entry,
-    not its own; the race's outcome never depends on that: a racer waiting here makes no call.)
+    its next turn and stops. (The cancelled task is woken where the cancelling task queued it,
+    not in its own place, so it may unwind its cancellation a turn later than after a bare
+    yield. A racer waiting here makes no call, so what it is charged and who wins cannot
+    change; what can is how many turns its race takes to end, which only a race inside a race's
+    branch could see, and there the wall clock already decides it: see the module docstring.)
     """
     if n <= 0:
         return None
