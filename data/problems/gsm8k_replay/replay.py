@@ -51,8 +51,9 @@ The usage, cost and latency model (all settings in `problem.toml` under `[params
   pydantic-ai's turns (e.g. `175b_verification` against `6b_finetuning` then
   `175b_finetuning`, on the problem "James decides to run 3 sprints": 2,300 ms of model time
   against 560 + 1,200 ms; the turns are 46 + 37 against 12 + 24 + 2 x 37, so the single call
-  wins, where a jump to the smaller model time would crown the pipeline), nor the place in the
-  turn that decides a tie. With time scale above 0, a branch that makes more than one call
+  wins, where a jump to the smaller model time would crown the pipeline: so would 13 of the 30
+  recorded races of that shape, none of those between single calls), nor the place in the turn
+  that decides a tie. With time scale above 0, a branch that makes more than one call
   interleaves its real sleeps with other branches' turns, so its race is decided partly by the
   wall clock, with either way of passing turns.
 - **who is charged** (the rule, also in `README.md`): every branch that started is charged in
