@@ -199,11 +199,15 @@ with guard():
     if note:
         st.caption(note)
     counts = flip_counts(flips)
-    m = st.columns(4)
-    m[0].metric(f"right in {name_a}, wrong in {name_b}", counts["right_to_wrong"])
-    m[1].metric(f"wrong in {name_a}, right in {name_b}", counts["wrong_to_right"])
-    m[2].metric("both right", counts["both_right"])
-    m[3].metric("both wrong", counts["both_wrong"])
+    # content-width tiles that wrap: four equal columns cut the labels at 1000 px
+    with st.container(horizontal=True, key="cmp_flip_tiles"):
+        for label_, n_ in (
+            (f"right in {name_a}, wrong in {name_b}", counts["right_to_wrong"]),
+            (f"wrong in {name_a}, right in {name_b}", counts["wrong_to_right"]),
+            ("both right", counts["both_right"]),
+            ("both wrong", counts["both_wrong"]),
+        ):
+            st.metric(label_, n_, width="content")
     test = paired_test(counts, name_a, name_b)
     st.markdown(test.text)
     show_all = st.toggle("Show every example", key="cmp_all")
