@@ -31,7 +31,7 @@ import keyword
 import re
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal, Union, cast
 
 from pydantic import (
     AfterValidator,
@@ -126,7 +126,8 @@ class SchemaLimits(BaseModel):
 
     max_depth: int = Field(default=12, ge=1, le=64)
     """Most nested subschemas (the root is depth 1; each `properties` entry, `items`, `anyOf`
-    member or `$defs` entry is one level deeper)."""
+    member or `$defs` entry is one level deeper). A `$ref` counts as the schema it names, so a
+    chain of `$defs` referring to each other is as deep as the nesting it spells out."""
     max_properties: int = Field(default=200, ge=1)
     """Most `properties` in one object schema."""
     max_total_properties: int = Field(default=2_000, ge=1)
@@ -137,6 +138,9 @@ class SchemaLimits(BaseModel):
     """Longest string anywhere in the schema (keys, descriptions, enum values), in characters."""
     max_enum: int = Field(default=500, ge=1)
     """Most values in one `enum`."""
+    max_union: int = Field(default=500, ge=1)
+    """Most members in one `anyOf` (each becomes a member of a union, or of one `Literal` when
+    it is a `const`)."""
 
 
 def _join(path: str, key: str | int) -> str:
@@ -211,7 +215,9 @@ def check_schema(schema: object, *, limits: SchemaLimits | None = None, path: st
     )
     total_props = 0
     subschemas = 0
-    refs: list[tuple[str, str, str]] = []  # (holder def name or "", target name, path)
+    # (holder def name or "", target name, path, depth of the node holding the $ref)
+    refs: list[tuple[str, str, str, int]] = []
+    heights: dict[str, int] = {}  # def name -> its own depth, not counting $ref (body is 1)
     # (schema, path, depth, def name the schema sits in, or "")
     stack: list[tuple[Any, str, int, str]] = [(root, path, 1, "")]
     while stack:
@@ -283,6 +289,12 @@ def check_schema(schema: object, *, limits: SchemaLimits | None = None, path: st
             elif key == "anyOf":
                 if not isinstance(value, list) or not value:
                     raise _violation(kpath, "anyOf must be a non-empty list")
+                if len(cast(list[Any], value)) > lim.max_union:
+                    raise _violation(
+                        kpath,
+                        f"{len(cast(list[Any], value))} members, more than "
+                        f"max_union={lim.max_union}",
+                    )
                 for i, member in enumerate(cast(list[Any], value)):
                     stack.append((member, _join(kpath, i), depth + 1, owner))
             elif key == "required":
@@ -305,7 +317,7 @@ def check_schema(schema: object, *, limits: SchemaLimits | None = None, path: st
                     )
                 if match.group(1) not in defs:
                     raise _violation(kpath, f"$ref {value!r} names no entry of $defs")
-                refs.append((owner, match.group(1), kpath))
+                refs.append((owner, match.group(1), kpath, depth))
             elif key in _TEXT_KEYWORDS:
                 if not isinstance(value, str):
                     raise _violation(kpath, f"{key} must be a string")
@@ -322,8 +334,62 @@ def check_schema(schema: object, *, limits: SchemaLimits | None = None, path: st
                         raise _violation(kpath, "enum must be a non-empty list")
                     if len(cast(list[Any], value)) > lim.max_enum:
                         raise _violation(kpath, f"more than max_enum={lim.max_enum} values")
+                    for i, member in enumerate(cast(list[Any], value)):
+                        _check_literal(member, _join(kpath, i))
+                elif key == "const":
+                    _check_literal(value, kpath)
                 _check_data(value, kpath, lim)
-    _check_ref_cycles(refs)
+        if owner:
+            heights[owner] = max(heights.get(owner, 1), depth - 1)
+    _check_ref_cycles([(o, t, w) for o, t, w, _ in refs])
+    _check_ref_depth(refs, heights, lim)
+
+
+def _check_literal(value: Any, path: str) -> None:
+    """A `const` or `enum` value becomes a `Literal` member: it must be a JSON scalar."""
+    if value is not None and not isinstance(value, str | bool | int | float):
+        raise _violation(path, "const and enum values must be strings, numbers, booleans or null")
+
+
+def _check_ref_depth(
+    refs: list[tuple[str, str, str, int]], heights: dict[str, int], lim: SchemaLimits
+) -> None:
+    """Refuse nesting past `max_depth` reached through `$ref` (a `$ref` counts as the schema it
+    names). `heights[d]` is the depth of definition `d` on its own (its body is depth 1);
+    computed iteratively, in dependency order (cycles were refused before)."""
+    inside: dict[str, list[tuple[str, int]]] = {}
+    for owner, target, _where, depth in refs:
+        if owner:
+            inside.setdefault(owner, []).append((target, depth - 1))
+    total: dict[str, int] = {}
+
+    def height(start: str) -> int:
+        stack = [start]
+        while stack:
+            name = stack[-1]
+            if name in total:
+                stack.pop()
+                continue
+            pending = [t for t, _ in inside.get(name, []) if t not in total]
+            if pending:
+                stack.extend(pending)
+                continue
+            total[name] = max(
+                [heights.get(name, 1)] + [d + total[t] - 1 for t, d in inside.get(name, [])]
+            )
+            stack.pop()
+        return total[start]
+
+    for owner, target, where, depth in refs:
+        if owner:
+            continue
+        reached = depth + height(target) - 1
+        if reached > lim.max_depth:
+            raise _violation(
+                where.removesuffix('["$ref"]') + '["$ref"]',
+                f"nesting through $ref '#/$defs/{target}' reaches depth {reached}, deeper "
+                f"than max_depth={lim.max_depth}",
+            )
 
 
 def _check_ref_cycles(refs: list[tuple[str, str, str]]) -> None:
@@ -396,13 +462,20 @@ class _Builder:
             values = tuple(cast(list[Any], sub["enum"]))
             return Literal[values]  # type: ignore[valid-type]
         if "anyOf" in sub:
-            members = [
-                self.build(m, f"{name}_{i}") for i, m in enumerate(cast(list[Any], sub["anyOf"]))
-            ]
-            union: Any = members[0]
-            for member in members[1:]:
-                union = union | member
-            return union
+            # built in one step (repeated `|` is quadratic in the member count); the `const`
+            # members become one `Literal`
+            consts: list[Any] = []
+            members: list[Any] = []
+            for i, member in enumerate(cast(list[Any], sub["anyOf"])):
+                if isinstance(member, Mapping) and set(cast(Mapping[str, Any], member)) == {
+                    "const"
+                }:
+                    consts.append(cast(Mapping[str, Any], member)["const"])
+                else:
+                    members.append(self.build(member, f"{name}_{i}"))
+            if consts:
+                members.insert(0, Literal[tuple(consts)])  # type: ignore[valid-type]
+            return members[0] if len(members) == 1 else Union[tuple(members)]  # noqa: UP007
         kind = sub.get("type")
         nullable = False
         if isinstance(kind, list):

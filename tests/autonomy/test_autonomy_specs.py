@@ -237,3 +237,67 @@ def test_old_shape_loads_converted_with_a_deprecation_warning() -> None:
     )
     # the converted spec is stored in the new shape: it loads again without a warning
     assert parse_topology(spec.model_dump_json()) == spec
+
+
+def test_an_anyof_of_many_consts_is_one_literal_and_a_union_over_the_limit_is_refused() -> None:
+    # issue 14, B4 (a): the union was built with repeated `|` (quadratic); now in one step, and
+    # the member count is bounded by `max_union` (checked before anything is built)
+    schema = {"type": "object", "properties": {"x": {"anyOf": [{"const": i} for i in range(500)]}}}
+    model = schema_to_type(schema)
+    assert model.model_validate({"x": 499}).x == 499
+    with pytest.raises(ValidationError):
+        model.model_validate({"x": 500})
+    too_many = {"anyOf": [{"const": i} for i in range(501)]}
+    with pytest.raises(SpecError) as exc:
+        parse_agent_spec(_spec({"type": "object", "properties": {"x": too_many}}))
+    assert exc.value.errors == [
+        ("$.output_schema.properties.x.anyOf", "501 members, more than max_union=500")
+    ]
+    mixed = {"anyOf": [{"type": "string"}, {"const": 1}, {"const": 2}, {"type": "null"}]}
+    built = schema_to_type({"type": "object", "properties": {"x": mixed}, "required": ["x"]})
+    assert [built.model_validate({"x": v}).x for v in ("a", 1, 2, None)] == ["a", 1, 2, None]
+
+
+def test_depth_through_a_ref_chain_counts_against_max_depth() -> None:
+    # issue 14, B4 (b): d0 -> d1 -> ... -> d400 passed and then spawn hit RecursionError
+    n = 400
+    defs: dict[str, object] = {
+        f"d{i}": {"type": "object", "properties": {"x": {"$ref": f"#/$defs/d{i + 1}"}}}
+        for i in range(n)
+    }
+    defs[f"d{n}"] = {"type": "string"}
+    with pytest.raises(SpecError) as exc:
+        parse_agent_spec(_spec({"$defs": defs, "$ref": "#/$defs/d0"}))
+    assert exc.value.errors == [
+        (
+            '$.output_schema["$ref"]',
+            "nesting through $ref '#/$defs/d0' reaches depth 401, deeper than max_depth=12",
+        )
+    ]
+    # a `$ref` counts as the schema it names: root 1, x (= d0) 2, d0.x (= d1) 3, ..., d4 6
+    short: dict[str, object] = {
+        f"d{i}": {"type": "object", "properties": {"x": {"$ref": f"#/$defs/d{i + 1}"}}}
+        for i in range(4)
+    }
+    short["d4"] = {"type": "string"}
+    schema = {"$defs": short, "type": "object", "properties": {"x": {"$ref": "#/$defs/d0"}}}
+    built = schema_to_type(schema)
+    assert built.model_validate({"x": {"x": {"x": {"x": {"x": "s"}}}}}).x.x.x.x.x == "s"
+    with pytest.raises(SpecError, match="reaches depth 6, deeper than max_depth=5"):
+        check_schema(schema, limits=SchemaLimits(max_depth=5))
+    check_schema(schema, limits=SchemaLimits(max_depth=6))
+
+
+def test_const_and_enum_values_that_are_objects_or_arrays_are_refused_with_their_path() -> None:
+    # issue 14, B4: a dict or list const/enum gave a raw "TypeError: unhashable type" at spawn
+    cases = [
+        ({"const": {"a": 1}}, "$.output_schema.properties.x.const"),
+        ({"enum": ["ok", [1, 2]]}, "$.output_schema.properties.x.enum[1]"),
+        ({"enum": [{"a": 1}]}, "$.output_schema.properties.x.enum[0]"),
+    ]
+    for sub, path in cases:
+        with pytest.raises(SpecError) as exc:
+            parse_agent_spec(_spec({"type": "object", "properties": {"x": sub}}))
+        assert exc.value.errors == [
+            (path, "const and enum values must be strings, numbers, booleans or null")
+        ]
