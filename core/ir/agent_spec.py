@@ -643,8 +643,11 @@ _NEW_ONLY = frozenset({"system_prompt", "output_schema", "output_type", "tools",
 def convert_legacy_agent_spec(data: Mapping[str, Any]) -> dict[str, Any] | None:
     """The docs' `AgentSpec` fields for an old-shape inline agent, or None if `data` is not one.
 
-    Old shape: only keys of `LEGACY_AGENT_FIELDS` and no output declaration (a new-shape spec
-    always has `output_schema` or `output_type`). Conversion: `instructions` -> `system_prompt`;
+    Old shape: only keys of `LEGACY_AGENT_FIELDS`, no output declaration (a new-shape spec
+    always has `output_schema` or `output_type`), and `instructions` or `output` (the keys
+    only the old shape has) or no `name` (which only the old shape may omit). So
+    `{"model": "m"}` is old (a string output), while `{"name": "c"}` or
+    `{"name": "c", "model": "m"}` is a new-shape spec declaring no output, refused. Conversion: `instructions` -> `system_prompt`;
     `name` kept (None or missing -> `"inline_agent"`); `model` kept; `output` -> an
     `output_schema`: `"text"` and `"route"` a string, `"eval"` an object with `passed`
     (boolean, required), `feedback` (string) and `score` (number), the runtime `EvalResult`.
@@ -652,6 +655,8 @@ def convert_legacy_agent_spec(data: Mapping[str, Any]) -> dict[str, Any] | None:
     keys = set(data)
     if not keys <= LEGACY_AGENT_FIELDS or keys & _NEW_ONLY:
         return None
+    if not keys & {"instructions", "output"} and data.get("name") is not None:
+        return None  # a named spec without them is a new-shape spec missing its output
     output = data.get("output", "text")
     if not isinstance(output, str) or output not in _LEGACY_OUTPUTS:
         return None

@@ -301,3 +301,20 @@ def test_const_and_enum_values_that_are_objects_or_arrays_are_refused_with_their
         assert exc.value.errors == [
             (path, "const and enum values must be strings, numbers, booleans or null")
         ]
+
+
+def test_a_spec_with_no_output_declaration_is_not_taken_for_the_old_shape() -> None:
+    # issue 14, M5: `AgentSpec(name="c")` matched the old four-field shape (any subset of it)
+    # and got a string output; the old shape needs `instructions` or `output`, or no name
+    for data in ({"name": "c"}, {"name": "c", "model": "test"}):
+        with pytest.raises(ValidationError, match=r"\(neither given\)"):
+            AgentSpec.model_validate(data)
+    with pytest.raises(ValidationError, match=r"\(neither given\)"):
+        AgentSpec(name="c")
+    with pytest.raises(SpecError, match=r"\(neither given\)"):
+        parse_agent_spec({"name": "c", "model": "test"})
+    for data in ({"name": "c", "instructions": "x"}, {"output": "route"}, {"model": "test"}):
+        with pytest.warns(DeprecationWarning, match="old inline agent shape"):
+            spec = AgentSpec.model_validate(data)
+        assert spec.output_schema is not None
+        assert spec.output_schema["type"] == "string"
