@@ -20,9 +20,14 @@ string constants containing `__`; `global` and `nonlocal`.
   (root is exempt from `RLIMIT_NPROC`): a fork bomb stops at `max_processes`;
 - the program sets rlimits before the body runs: address space = its size at start +
   `memory_mb` MiB, CPU seconds = ceil(`timeout_s`), file size 1 MiB, 64 open files;
-- a wall timeout of `timeout_s` + `startup_allowance_s` kills the whole sandbox;
-- JSON in (the call's `args` on stdin) and out (one marked line on stdout, at most
-  `max_output_bytes`).
+- a wall timeout of `timeout_s` + `startup_allowance_s` kills the whole sandbox: `bwrap` starts
+  in its own session and its process group gets SIGKILL (`--die-with-parent` takes the sandbox
+  down with it), then its pipes are closed; the call returns a timeout error at most a couple of
+  seconds after that even if the sandbox keeps its pipes open;
+- output is read as it arrives, never buffered beyond the caps: stdout up to
+  `max_output_bytes` (one byte more kills the sandbox and the call fails with
+  `"output: ..."`), and only the last 64 KiB of stderr are kept;
+- JSON in (the call's `args` on stdin) and out (one marked line on stdout).
 
 The generated body is written into the call's private directory as a small program (the body
 inside `def _generated_tool(args):`, a fixed prologue and epilogue whose names are private,
@@ -150,8 +155,8 @@ class SandboxResult:
     Attributes:
         ok: the body returned a JSON-serializable value.
         value: that value (None when not ok).
-        error: why not ok: `"timeout: ..."`, `"memory: ..."`, `"ExceptionType: message"`,
-            `"exit N: <stderr tail>"`; None when ok.
+        error: why not ok: `"timeout: ..."`, `"memory: ..."`, `"output: ..."` (too much
+            stdout), `"ExceptionType: message"`, `"exit N: <stderr tail>"`; None when ok.
         duration_ms: wall time of the call, sandbox start included, in ms.
     """
 
@@ -252,7 +257,8 @@ class BubblewrapSandbox:
         tmp_mb: size of the sandbox's private `/tmp`, in MiB.
         max_processes: the process-count limit when the sandbox runs as `nobody` (as root).
         startup_allowance_s: added to `timeout_s` for the wall timeout (sandbox start-up).
-        max_output_bytes: the most stdout read from a call.
+        max_output_bytes: the most stdout a call may write; more kills it (an `"output: ..."`
+            error).
     """
 
     def __init__(
@@ -378,8 +384,11 @@ class BubblewrapSandbox:
             options: dict[str, Any] = {}
             if self._as_nobody():
                 options = {"user": 65534, "group": 65534, "extra_groups": []}
+            collector = _Collector(self.max_output_bytes, _STDERR_TAIL_BYTES)
+            loop = asyncio.get_running_loop()
             try:
-                proc = await asyncio.create_subprocess_exec(
+                transport, _ = await loop.subprocess_exec(
+                    lambda: collector,
                     *self._argv(program),
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
@@ -391,30 +400,96 @@ class BubblewrapSandbox:
                 )
             except OSError as exc:
                 return SandboxResult(False, error=f"sandbox did not start: {exc}")
-            wall = spec.timeout_s + self.startup_allowance_s
             try:
-                out, err = await asyncio.wait_for(proc.communicate(payload), timeout=wall)
-            except TimeoutError:
-                _kill(proc)
-                await proc.wait()
+                stdin = transport.get_pipe_transport(0)
+                if isinstance(stdin, asyncio.WriteTransport):
+                    stdin.write(payload)
+                    stdin.close()
+                wall = spec.timeout_s + self.startup_allowance_s
+                await asyncio.wait(
+                    (collector.finished, collector.overflowed),
+                    timeout=wall,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                timed_out = not (collector.finished.done() or collector.overflowed.done())
+                if not collector.finished.done():
+                    _kill(transport)
+                    # the killed sandbox closes its pipes at once; its output past the cap
+                    # is discarded meanwhile, so this wait buffers nothing
+                    await asyncio.wait((collector.finished,), timeout=_DRAIN_S)
+            finally:
+                if not collector.finished.done():
+                    _kill(transport)
+                transport.close()
+            ms = (time.perf_counter() - start) * 1000
+            if collector.overflowed.done():
+                return SandboxResult(
+                    False,
+                    error=f"output: the call wrote more than {self.max_output_bytes} bytes",
+                    duration_ms=ms,
+                )
+            if timed_out:
                 return SandboxResult(
                     False,
                     error=f"timeout: the call ran longer than {spec.timeout_s:g} s",
-                    duration_ms=(time.perf_counter() - start) * 1000,
+                    duration_ms=ms,
                 )
-            finally:
-                if proc.returncode is None:
-                    _kill(proc)
-        ms = (time.perf_counter() - start) * 1000
-        return _parse(out[: self.max_output_bytes], err, proc.returncode, spec, ms)
+            out, err = bytes(collector.out), bytes(collector.err)
+            return _parse(out, err, transport.get_returncode(), spec, ms)
 
 
-def _kill(proc: asyncio.subprocess.Process) -> None:
+_STDERR_TAIL_BYTES = 64 * 1024
+"""How much of the end of a call's stderr is kept (for the error message)."""
+
+_DRAIN_S = 2.0
+"""How long a killed sandbox may take to close its pipes before they are closed on it."""
+
+
+class _Collector(asyncio.SubprocessProtocol):
+    """Takes a call's output as it arrives, never more than the caps.
+
+    stdout is kept up to `out_cap` bytes; one byte more sets `overflowed` (the call is then
+    killed, and whatever else arrives is discarded). Of stderr only the last `err_cap` bytes are
+    kept. `finished` is set when the process has exited and all its pipes are closed.
+    """
+
+    def __init__(self, out_cap: int, err_cap: int) -> None:
+        loop = asyncio.get_running_loop()
+        self.out_cap = out_cap
+        self.err_cap = err_cap
+        self.out = bytearray()
+        self.err = bytearray()
+        self.finished: asyncio.Future[None] = loop.create_future()
+        self.overflowed: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes | bytearray) -> None:
+        if fd == 1:
+            if self.overflowed.done():
+                return
+            room = self.out_cap - len(self.out)
+            if len(data) > room:
+                self.out += data[:room]
+                self.overflowed.set_result(None)
+            else:
+                self.out += data
+        elif fd == 2:
+            self.err += data
+            if len(self.err) > self.err_cap:
+                del self.err[: len(self.err) - self.err_cap]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.finished.done():
+            self.finished.set_result(None)
+
+
+def _kill(transport: asyncio.SubprocessTransport) -> None:
+    """SIGKILL the sandbox's whole process group (bwrap runs in its own session)."""
+    pid = transport.get_pid()
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         try:
-            proc.kill()
+            transport.kill()
         except ProcessLookupError:
             pass
 

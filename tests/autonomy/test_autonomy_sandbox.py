@@ -104,6 +104,38 @@ def test_an_endless_sleep_is_stopped_by_the_wall_timeout() -> None:
     assert result.error == "timeout: the call ran longer than 1 s"
 
 
+def _run_guarded(sandbox: BubblewrapSandbox, spec: GeneratedToolSpec) -> SandboxResult:
+    """`execute`, with a guard that turns a hang into a failure (never reached when it works)."""
+    sandbox.validate(spec)
+    return asyncio.run(asyncio.wait_for(sandbox.execute(spec, {}), timeout=30))
+
+
+def test_endless_stdout_is_cut_at_the_output_limit() -> None:
+    # review B1: this hung execute forever (stdout was read to the end before the cap)
+    spec = _spec("s = 'x' * 65536\nwhile True:\n    print(s)\n", timeout_s=1.0)
+    result = _run_guarded(SANDBOX, spec)
+    assert not result.ok
+    assert result.error == "output: the call wrote more than 1048576 bytes"
+
+
+def test_the_wall_timeout_holds_while_output_is_still_flowing() -> None:
+    # review B1: children flood stderr (each until its CPU limit) while the parent waits, so
+    # only the wall timeout can end the call; this hung, buffering all of stderr in memory
+    body = (
+        "import os, sys\n"
+        "s = 'x' * 65536\n"
+        "while True:\n"
+        "    if os.fork() == 0:\n"
+        "        while True:\n"
+        "            sys.stderr.write(s)\n"
+        "    os.wait()\n"
+    )
+    spec = _spec(body, allowed_imports={"os", "sys"}, timeout_s=1.0)
+    result = _run_guarded(SANDBOX, spec)
+    assert not result.ok
+    assert result.error == "timeout: the call ran longer than 1 s"
+
+
 def test_a_memory_bomb_is_stopped_by_the_memory_limit() -> None:
     result = _run(_spec("x = bytearray(512 * 1024 * 1024)\nreturn len(x)\n", memory_mb=64))
     assert not result.ok
