@@ -12,8 +12,10 @@ string constants containing `__`; `global` and `nonlocal`.
 
 - every namespace unshared (no network: only a loopback device exists; own pid, ipc, uts
   namespaces), `--die-with-parent`, `--new-session`, all capabilities dropped;
-- the system read-only (`/usr` and its `/bin`, `/lib`, `/lib64` links), a private empty
-  `/tmp` (a tmpfs of `tmp_mb` MiB, the only writable place), `/proc` and a minimal `/dev`;
+- everything read-only but a private empty `/tmp`: `/usr` (and its `/bin`, `/lib`, `/lib64`
+  links) bound read-only, the sandbox's own root and its minimal `/dev` remounted read-only
+  (`--remount-ro`) after the mounts, `/proc`; `/tmp`, the only writable place, is a tmpfs of
+  `tmp_mb` MiB (`--size`), so writing more fails with "No space left on device";
 - a scrubbed environment (`--clearenv`, then `PATH`, `LANG`, `PYTHONDONTWRITEBYTECODE` and
   `PYTHONNOUSERSITE` only);
 - as root, the sandbox runs as `nobody` (uid/gid 65534), so the process-count limit applies
@@ -329,6 +331,11 @@ class BubblewrapSandbox:
             "--ro-bind",
             str(program),
             "/sandbox/tool.py",
+            # the root (a tmpfs bwrap makes) and /dev read-only: /tmp is the only writable place
+            "--remount-ro",
+            "/dev",
+            "--remount-ro",
+            "/",
             "--chdir",
             "/tmp",
         ]

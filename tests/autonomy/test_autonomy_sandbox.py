@@ -92,6 +92,40 @@ def test_writes_outside_the_private_tmp_are_blocked_and_tmp_is_private(tmp_path:
     assert listing.ok and listing.value == []
 
 
+def test_only_the_bounded_private_tmp_is_writable() -> None:
+    # review B2: the root was a writable, unbounded tmpfs (host RAM) and /dev was writable
+    body = (
+        "import os\n"
+        "out = {}\n"
+        "for name in ('/x', '/dev/x', '/sandbox/x'):\n"
+        "    try:\n"
+        "        os.close(os.open(name, os.O_CREAT | os.O_WRONLY))\n"
+        "        out[name] = 'written'\n"
+        "    except OSError as exc:\n"
+        "        out[name] = exc.strerror\n"
+        "n = 0\n"
+        "try:\n"
+        "    while n < 100:\n"
+        "        with os.fdopen(os.open('/tmp/f%d' % n, os.O_CREAT | os.O_WRONLY), 'wb') as fh:\n"
+        "            fh.write(b'x' * (1 << 20))\n"
+        "        n += 1\n"
+        "except OSError as exc:\n"
+        "    out['tmp'] = exc.strerror\n"
+        "out['tmp_mib_written'] = n\n"
+        "return out\n"
+    )
+    result = _run(_spec(body, allowed_imports={"os"}))
+    assert result.ok, result.error
+    written = result.value.pop("tmp_mib_written")
+    assert result.value == {
+        "/x": "Read-only file system",
+        "/dev/x": "Read-only file system",
+        "/sandbox/x": "Read-only file system",
+        "tmp": "No space left on device",
+    }
+    assert 0 < written <= SANDBOX.tmp_mb
+
+
 def test_an_endless_loop_is_stopped_by_the_time_limit() -> None:
     result = _run(_spec("while True:\n    pass\n", timeout_s=1.0))
     assert not result.ok
