@@ -3,9 +3,10 @@
 
 `solve(goal)`:
 
-1. **Decompose.** The planner runs with `output_type=TaskDecomposition`. Subtasks past
-   `max_subtasks` are not run: they are listed in `ExecutionResult.dropped_subtasks` (and an
-   `orchestrator.dropped` event), never silently cut.
+1. **Decompose.** The planner runs with `output_type=TaskDecomposition`. `max_subtasks` caps
+   every subtask started, nested ones included; those past it are not run: they are listed in
+   `ExecutionResult.dropped_subtasks` (and an `orchestrator.dropped` event), never silently
+   cut. The summary counts every subtask run, nested ones included.
 2. **Find or spawn**, per subtask that requires an agent: an agent spawned earlier in this
    solve under the subtask's `agent_name`; else, with `memory`, a procedural roster entry for
    the subtask (its key, else the most similar trigger with similarity >= `roster_similarity`
@@ -178,7 +179,7 @@ class ExecutionResult(BaseModel):
     hook_decisions: list[HookRecord] = Field(default_factory=list[HookRecord])
     """Every hook decision, in order."""
     dropped_subtasks: list[str] = Field(default_factory=list[str])
-    """Subtasks past `max_subtasks`, not run."""
+    """Subtasks past `max_subtasks` (nested ones included), not run, in order."""
     redecompositions: int = 0
     """How many times metacognition re-decomposed."""
     spawned_agents: list[str] = Field(default_factory=list[str])
@@ -211,6 +212,17 @@ def _jsonable(output: Any) -> Any:
     return output
 
 
+def _flatten(results: Sequence[SubTaskResult]) -> list[SubTaskResult]:
+    """Every result of a result tree, parents before their children."""
+    out: list[SubTaskResult] = []
+    stack = list(reversed(results))
+    while stack:
+        result = stack.pop()
+        out.append(result)
+        stack.extend(reversed(result.children))
+    return out
+
+
 @dataclass
 class _Ledger:
     usage: dict[str, ModelUsage] = field(default_factory=dict[str, ModelUsage])
@@ -235,6 +247,9 @@ class _Solve:
     ledger: _Ledger = field(default_factory=_Ledger)
     spawned: list[str] = field(default_factory=list[str])
     redecompositions: int = 0
+    executed: int = 0
+    """Subtasks started so far, nested ones included (what `max_subtasks` caps)."""
+    dropped: list[str] = field(default_factory=list[str])
     started: float = field(default_factory=time.perf_counter)
     trace: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
 
@@ -250,7 +265,8 @@ class MetaOrchestrator:
         registry: the tool registry (default: the factory's).
         memory: persists specialists (the roster); None = no persistence.
         hooks: a `HookRunner`, or a sequence of hooks; None = always Continue.
-        max_subtasks: the most subtasks run per solve (re-decompositions included).
+        max_subtasks: the most subtasks run per solve (nested ones and re-decompositions
+            included).
         max_spawn_depth: the deepest spawn level (top-level subtasks are level 1).
         metacognition: enables confidence-driven re-decomposition.
         bus: receives the orchestrator's events.
@@ -452,6 +468,7 @@ class MetaOrchestrator:
             )
             return result
 
+        run.executed += 1
         self._emit(run, "orchestrator.subtask_started", subtask=subtask.name, depth=depth)
         if depth > self.max_spawn_depth:
             self._emit(run, "orchestrator.depth_exceeded", subtask=subtask.name, depth=depth)
@@ -477,7 +494,11 @@ class MetaOrchestrator:
                 success=True, output=_jsonable(decision.stub_result), hook_decision="skip"
             )
         if subtask.subtasks:
-            children = [await self._execute(run, child, depth + 1) for child in subtask.subtasks]
+            children: list[SubTaskResult] = []
+            for i, child in enumerate(subtask.subtasks):
+                if self._over_cap(run, subtask.subtasks[i:]):
+                    break
+                children.append(await self._execute(run, child, depth + 1))
             ok = all(c.success for c in children)
             run.outputs[subtask.name] = {c.subtask_name: c.output for c in children}
             run.completed.append(subtask.name)
@@ -578,6 +599,15 @@ class MetaOrchestrator:
         )
         self._emit(run, "memory.persisted", subtask=subtask.name, agent=spec.name)
 
+    def _over_cap(self, run: _Solve, pending: Sequence[SubTask]) -> bool:
+        """True (and `pending` listed as dropped) once `max_subtasks` subtasks have started."""
+        if run.executed < self.max_subtasks:
+            return False
+        names = [s.name for s in pending]
+        run.dropped.extend(names)
+        self._emit(run, "orchestrator.dropped", subtasks=names, max_subtasks=self.max_subtasks)
+        return True
+
     # -- the solve ----------------------------------------------------------------------
 
     async def solve(self, goal: str) -> ExecutionResult:
@@ -594,16 +624,9 @@ class MetaOrchestrator:
         pending = list(plan.subtasks)
         self._emit(run, "orchestrator.decomposed", subtasks=[s.name for s in pending])
         results: list[SubTaskResult] = []
-        dropped: list[str] = []
+        dropped = run.dropped
         while pending:
-            if len(results) >= self.max_subtasks:
-                dropped.extend(s.name for s in pending)
-                self._emit(
-                    run,
-                    "orchestrator.dropped",
-                    subtasks=[s.name for s in pending],
-                    max_subtasks=self.max_subtasks,
-                )
+            if self._over_cap(run, pending):
                 break
             subtask = pending.pop(0)
             result = await self._execute(run, subtask, 1)
@@ -629,8 +652,9 @@ class MetaOrchestrator:
         usages = list(run.ledger.usage.values())
         quote = self.pricer.total(u for u in usages if u.requests or u.input_tokens)
         ok = all(r.success for r in results) and not dropped
-        n_ok = sum(r.success for r in results)
-        summary = f"{n_ok}/{len(results)} subtasks succeeded"
+        every = _flatten(results)
+        n_ok = sum(r.success for r in every)
+        summary = f"{n_ok}/{len(every)} subtasks succeeded"
         if dropped:
             summary += f"; {len(dropped)} dropped over max_subtasks={self.max_subtasks}"
         if run.redecompositions:

@@ -107,6 +107,23 @@ def test_subtasks_over_the_cap_are_listed_as_dropped() -> None:
     assert result.summary == "2/2 subtasks succeeded; 2 dropped over max_subtasks=2"
 
 
+def test_nested_subtasks_count_against_the_cap_and_the_excess_is_dropped() -> None:
+    # issue 14, M1: one subtask with 6 children spawned 6 specialists under max_subtasks=2
+    bus = EventBus()
+    children = [SubTask(name=f"c{i}", description=f"do c{i}") for i in range(6)]
+    orch = _orchestrator(_plan("parent", "after", parent=children), max_subtasks=2, bus=bus)
+    result = asyncio.run(orch.solve("g"))
+    parent = result.subtask_results[0]
+    assert [r.subtask_name for r in result.subtask_results] == ["parent"]
+    assert [c.subtask_name for c in parent.children] == ["c0"]
+    assert len(result.spawned_agents) == 1
+    assert result.dropped_subtasks == ["c1", "c2", "c3", "c4", "c5", "after"]
+    assert not result.success
+    assert result.summary == "2/2 subtasks succeeded; 6 dropped over max_subtasks=2"
+    dropped = [e for e in result.trace if e["topic"] == "orchestrator.dropped"]
+    assert [e["subtasks"] for e in dropped] == [["c1", "c2", "c3", "c4", "c5"], ["after"]]
+
+
 def test_a_spawn_past_the_depth_cap_is_an_error_result() -> None:
     deep = [SubTask(name="inner", subtasks=[SubTask(name="innermost", description="x")])]
     orch = _orchestrator(_plan("outer", outer=deep), max_spawn_depth=2)
