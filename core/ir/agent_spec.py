@@ -671,6 +671,21 @@ def convert_legacy_agent_spec(data: Mapping[str, Any]) -> dict[str, Any] | None:
     return out
 
 
+def _check_tool_names(names: Sequence[object]) -> None:
+    """Refuse two tools of one name (the later would silently replace the earlier at spawn)."""
+    first: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if not isinstance(name, str):
+            continue
+        if name in first:
+            earlier = f"$.tools[{first[name]}]"
+            raise SpecError(
+                f"duplicate tool name {name!r} at {earlier} and $.tools[{i}]",
+                [(f"$.tools[{i}].name", f"duplicate tool name {name!r}, also at {earlier}")],
+            )
+        first[name] = i
+
+
 def _limits_from(info: ValidationInfo) -> SchemaLimits | None:
     context = info.context
     if isinstance(context, Mapping):
@@ -704,7 +719,8 @@ class AgentSpec(BaseModel):
         default_factory=list[ToolSpec | GeneratedToolSpec]
     )
     """Tools by name (`ToolSpec`, resolved in the registry) or generated (`GeneratedToolSpec`,
-    built by the factory's `tool_factory`), dispatched by structure."""
+    built by the factory's `tool_factory`), dispatched by structure. Names are unique: a
+    second tool of one name is refused (naming both paths), never a silent replacement."""
     model: _Name | None = None
     """`"provider:model"`, or None for the factory's default model."""
     constraints: list[str] = Field(default_factory=list[str])
@@ -731,6 +747,14 @@ class AgentSpec(BaseModel):
     def _check_output_schema(cls, value: Any, info: ValidationInfo) -> Any:
         if value is not None:
             check_schema(value, limits=_limits_from(info), path="$.output_schema")
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _unique_tool_names(
+        cls, value: list[ToolSpec | GeneratedToolSpec]
+    ) -> list[ToolSpec | GeneratedToolSpec]:
+        _check_tool_names([t.name for t in value])
         return value
 
     @field_validator("output_type", mode="before")
@@ -807,6 +831,14 @@ def parse_agent_spec(
         )
     if "output_schema" in mapping and mapping["output_schema"] is not None:
         check_schema(mapping["output_schema"], limits=limits, path="$.output_schema")
+    raw_tools: Any = mapping.get("tools", [])
+    if isinstance(raw_tools, list):
+        _check_tool_names(
+            [
+                cast(Mapping[str, Any], t).get("name") if isinstance(t, Mapping) else None
+                for t in cast(list[Any], raw_tools)
+            ]
+        )
     for i, tool in enumerate(cast(Sequence[Any], mapping.get("tools", []) or [])):
         if isinstance(tool, Mapping) and "parameters" in tool:
             params: Any = cast(Mapping[str, Any], tool)["parameters"]

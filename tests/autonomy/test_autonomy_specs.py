@@ -318,3 +318,14 @@ def test_a_spec_with_no_output_declaration_is_not_taken_for_the_old_shape() -> N
             spec = AgentSpec.model_validate(data)
         assert spec.output_schema is not None
         assert spec.output_schema["type"] == "string"
+
+
+def test_duplicate_tool_names_are_refused_naming_both_paths() -> None:
+    # issue 14, M2: a generated tool silently replaced the registered one of the same name
+    tools = [{"name": "x"}, {"name": "y"}, {"name": "x", "implementation": "return 'gen'"}]
+    with pytest.raises(SpecError) as exc:
+        parse_agent_spec({"name": "a", "output_schema": {"type": "string"}, "tools": tools})
+    assert str(exc.value) == "duplicate tool name 'x' at $.tools[0] and $.tools[2]"
+    assert exc.value.errors == [("$.tools[2].name", "duplicate tool name 'x', also at $.tools[0]")]
+    with pytest.raises(ValidationError, match=r"duplicate tool name 'x' at \$\.tools\[0\] and"):
+        AgentSpec(name="a", output_schema={"type": "string"}, tools=tools)  # type: ignore[arg-type]
