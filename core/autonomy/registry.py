@@ -1,7 +1,8 @@
 """`ToolRegistry`: the one namespace of tools agents may be given, with search and discovery.
 
 Tools are pydantic-ai `Tool`s, by name. Registering a name again replaces it (last write
-wins). The registry is the audit trail: tools reach spawned agents only through it (or a
+wins); discovery never does (it registers only the name asked for, and never over a
+registered one). The registry is the audit trail: tools reach spawned agents only through it (or a
 `DynamicToolFactory`), and discovery registers what it finds here.
 
 `search(query, k)` is lexical keyword scoring, not semantic. Both the query and each tool's
@@ -150,8 +151,11 @@ class ToolRegistry:
 
         A miss asks `discovery` for servers whose advertised capabilities match `name` (at most
         `max_servers`), asks `permission` (default `DenyAll`) for each, connects to the
-        allowed ones through `manager` and registers their permitted tools (origin
-        `"mcp:<server>"`), until `name` is registered. Each step is an audit event on
+        allowed ones through `manager` and registers the requested tool `name` only (origin
+        `"mcp:<server>"`), never the server's other tools, and never over a registered name:
+        a permitted server tool whose name is already registered (a local tool it would
+        shadow, or `name` registered meanwhile) is a `discovery.denied` event with `shadowed`
+        and a `reason`, and the registered tool stays. Each step is an audit event on
         `audit_bus`: `discovery.requested`, then per server `discovery.denied`,
         `discovery.connected` or `discovery.failed` (also when no server advertises it).
 
@@ -183,14 +187,23 @@ class ToolRegistry:
             except Exception as exc:  # noqa: BLE001 (a failed server is an event, not a crash)
                 emit("discovery.failed", server=server.name, reason=f"{type(exc).__name__}: {exc}")
                 continue
-            allowed = [t for t in tools if gate.allows(server.name, t.name)]
-            for tool in allowed:
-                self.register(tool, origin=f"mcp:{server.name}")
-            emit(
-                "discovery.connected",
-                server=server.name,
-                registered=sorted(t.name for t in allowed),
-            )
+            registered: list[str] = []
+            for tool in tools:
+                if not gate.allows(server.name, tool.name):
+                    continue
+                if tool.name in self._tools:
+                    # never replace a registered tool (a server could shadow a local one)
+                    emit(
+                        "discovery.denied",
+                        server=server.name,
+                        shadowed=tool.name,
+                        reason=f"would shadow the registered tool {tool.name!r} "
+                        f"(origin {self._origins[tool.name]})",
+                    )
+                elif tool.name == name:
+                    self.register(tool, origin=f"mcp:{server.name}")
+                    registered.append(tool.name)
+            emit("discovery.connected", server=server.name, registered=registered)
             if name in self._tools:
                 return self._tools[name]
             emit("discovery.failed", server=server.name, reason="the server has no such tool")
