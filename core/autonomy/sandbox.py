@@ -5,8 +5,24 @@ runs, `check_implementation` parses the body (it is never executed here) and ref
 of a module outside `allowed_imports`; any dunder name or attribute (`__import__`,
 `__class__`, `__builtins__`, ...); calls of the builtins that reach around those rules
 (`eval`, `exec`, `compile`, `getattr`, `setattr`, `delattr`, `globals`, `locals`, `vars`,
-`open`, `input`, `breakpoint`); private names (starting with `_`, other than `_` itself);
-string constants containing `__`; `global` and `nonlocal`.
+`open`, `input`, `breakpoint`); private names (starting with `_`, other than `_` itself,
+import aliases included); string constants containing `__`; `global` and `nonlocal`; frame,
+traceback, code and generator internals (`FORBIDDEN_ATTRIBUTES`: `f_builtins`, `f_globals`,
+`f_locals`, `f_back`, `func_globals`, `mro`, ..., and every attribute starting `gi_`, `cr_`,
+`ag_`, `tb_` or `co_`); `str.format`, `format_map` and `vformat` altogether (their fields read
+attributes; f-strings are code and checked as such); on a name bound by an import, any
+attribute chain deeper than `module.name`, and `module.name` where that is a module this process
+has loaded (`re.enum`, `os.path`; validation imports nothing).
+
+A run-time guard in the generated program then holds without the static check: the body runs
+with its own globals (none of the program's names) and its own builtins without `open`, `eval`,
+`exec`, `compile`, `breakpoint` and `input`; `builtins.__import__` is replaced by one that lets
+the body's own code import only `allowed_imports` (the modules they import internally are not
+restricted; the body's `__import__` is that guard), and binds the body a copy of each module
+without the modules it imported (`re.enum`, `json.decoder.re`, `os.path` are missing; its own
+submodules stay). This is a second layer, not a Python jail on its own (the interpreter's
+builtins module keeps `open`, which frame internals could reach if the static check let them);
+the isolation boundary is `bwrap`.
 
 `BubblewrapSandbox` then runs each call in a fresh `bwrap` (the Debian package `bubblewrap`):
 
@@ -49,9 +65,11 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import textwrap
 import time
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +79,8 @@ from core.errors import SandboxError, SpecError
 from core.ir.agent_spec import GeneratedToolSpec
 
 __all__ = [
+    "FORBIDDEN_ATTRIBUTES",
+    "FORBIDDEN_ATTRIBUTE_PREFIXES",
     "FORBIDDEN_CALLS",
     "BubblewrapSandbox",
     "Sandbox",
@@ -87,6 +107,31 @@ FORBIDDEN_CALLS: frozenset[str] = frozenset(
     }
 )
 """Builtin names a generated body may not use at all."""
+
+FORBIDDEN_ATTRIBUTES: frozenset[str] = frozenset(
+    {
+        "f_builtins",
+        "f_globals",
+        "f_locals",
+        "f_back",
+        "f_code",
+        "f_trace",
+        "func_globals",
+        "func_code",
+        "func_closure",
+        "format",
+        "format_map",
+        "vformat",
+        "mro",
+    }
+)
+"""Attributes a generated body may not use: frame, traceback, code and generator internals,
+and `str.format`/`format_map` (their fields can read attributes; f-strings are checked like
+code)."""
+
+FORBIDDEN_ATTRIBUTE_PREFIXES: tuple[str, ...] = ("gi_", "cr_", "ag_", "tb_", "co_")
+"""Attribute prefixes a generated body may not use (generator, coroutine, async generator,
+traceback and code object internals)."""
 
 _MARK = "@@TOOL_RESULT@@"
 _FUNC = "_generated_tool"
@@ -118,8 +163,13 @@ def check_implementation(spec: GeneratedToolSpec) -> None:
         ) from None
     problems: list[str] = []
     allowed = spec.allowed_imports
+    modules = _module_names(tree)
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 1) - 1
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                if alias.asname and alias.asname.startswith("_"):
+                    problems.append(f"line {line}: private name {alias.asname!r} is not allowed")
         if isinstance(node, ast.Import):
             for alias in node.names:
                 top = alias.name.split(".")[0]
@@ -131,6 +181,12 @@ def check_implementation(spec: GeneratedToolSpec) -> None:
                 problems.append(f"line {line}: import from {node.module!r} is not allowed")
         elif isinstance(node, ast.Attribute) and node.attr.startswith("__"):
             problems.append(f"line {line}: dunder attribute {node.attr!r} is not allowed")
+        elif isinstance(node, ast.Attribute) and (
+            node.attr in FORBIDDEN_ATTRIBUTES or node.attr.startswith(FORBIDDEN_ATTRIBUTE_PREFIXES)
+        ):
+            problems.append(f"line {line}: attribute {node.attr!r} is not allowed")
+        elif isinstance(node, ast.Attribute) and (problem := _module_attribute(node, modules)):
+            problems.append(f"line {line}: {problem}")
         elif isinstance(node, ast.Name):
             if node.id.startswith("__"):
                 problems.append(f"line {line}: dunder name {node.id!r} is not allowed")
@@ -148,6 +204,49 @@ def check_implementation(spec: GeneratedToolSpec) -> None:
             f"generated tool {spec.name!r} refused: " + "; ".join(problems),
             [("$.implementation", p) for p in problems],
         )
+
+
+def _module_names(tree: ast.AST) -> dict[str, str]:
+    """The names the body binds to modules by `import` (name -> module), and by `from m import
+    n` where `m.n` is known to be a module here."""
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    names[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".")[0]
+                    names[top] = top
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                base = sys.modules.get(node.module)
+                if full in sys.modules or isinstance(
+                    getattr(base, alias.name, None), types.ModuleType
+                ):
+                    names[alias.asname or alias.name] = full
+    return names
+
+
+def _module_attribute(node: ast.Attribute, modules: Mapping[str, str]) -> str | None:
+    """Why `node` (an attribute of an imported module) is refused, if it is."""
+    inner = node.value
+    if (
+        isinstance(inner, ast.Attribute)
+        and isinstance(inner.value, ast.Name)
+        and inner.value.id in modules
+    ):
+        return (
+            f"attribute chain {inner.value.id}.{inner.attr}.{node.attr} is not allowed "
+            "(only module.name)"
+        )
+    if isinstance(inner, ast.Name) and inner.id in modules:
+        # only what this process already imported is looked at: validation imports nothing
+        module = sys.modules.get(modules[inner.id])
+        if isinstance(getattr(module, node.attr, None), types.ModuleType):
+            return f"{inner.id}.{node.attr} is a module: it is not allowed"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,21 +319,62 @@ _limits()
 
 _EPILOGUE = """
 
-def _main(args):
+def _guard(allowed):
+    # run-time guard, independent of the static check: the body gets its own globals (no
+    # program names) and builtins without open, eval, exec, compile, breakpoint and input;
+    # builtins.__import__ lets the body itself import only `allowed` (the modules it imports
+    # keep their own imports)
+    import builtins
+    import types
+
+    real_import = builtins.__import__
+    getframe = _sys._getframe
+
+    def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
+        if getframe(1).f_globals is body_globals:
+            if level or name.partition(".")[0] not in allowed:
+                raise ImportError("import of " + repr(name) + " is not allowed in this sandbox")
+            module = real_import(name, globals, locals, fromlist, level)
+            return _modules_hidden(module, types.ModuleType)
+        return real_import(name, globals, locals, fromlist, level)
+
+    builtins.__import__ = guarded_import
+    body_builtins = dict(builtins.__dict__)
+    for name in ("open", "eval", "exec", "compile", "breakpoint", "input"):
+        del body_builtins[name]
+    body_globals = {{"__builtins__": body_builtins, "__name__": "generated_tool"}}
+    return types.FunctionType({func}.__code__, body_globals, "generated_tool")
+
+
+def _modules_hidden(module, module_type):
+    # what the body's `import m` binds: m without the modules m itself imported (re.enum,
+    # json.decoder.re, ...); its own submodules stay
+    prefix = module.__name__ + "."
+    view = module_type(module.__name__)
+    for key, value in module.__dict__.items():
+        if isinstance(value, module_type) and not value.__name__.startswith(prefix):
+            continue
+        if isinstance(value, module_type):
+            value = _modules_hidden(value, module_type)
+        view.__dict__[key] = value
+    return view
+
+
+def _main(args, tool, dumps, write, flush):
     try:
-        value = {func}(args)
-        text = _json.dumps({{"ok": True, "value": value}})
+        value = tool(args)
+        text = dumps({{"ok": True, "value": value}})
     except MemoryError:
-        text = _json.dumps({{"ok": False, "error": "memory: the memory limit was reached"}})
+        text = dumps({{"ok": False, "error": "memory: the memory limit was reached"}})
     except RecursionError:
-        text = _json.dumps({{"ok": False, "error": "RecursionError: too deep"}})
+        text = dumps({{"ok": False, "error": "RecursionError: too deep"}})
     except Exception as exc:
-        text = _json.dumps({{"ok": False, "error": type(exc).__name__ + ": " + str(exc)[:500]}})
-    _sys.stdout.write("\\n{mark}" + text + "\\n")
-    _sys.stdout.flush()
+        text = dumps({{"ok": False, "error": type(exc).__name__ + ": " + str(exc)[:500]}})
+    write("\\n{mark}" + text + "\\n")
+    flush()
 
 
-_main(_args)
+_main(_args, _guard({allowed}), _json.dumps, _sys.stdout.write, _sys.stdout.flush)
 """
 
 
@@ -246,7 +386,7 @@ def _program(spec: GeneratedToolSpec, nproc: int) -> str:
         prologue
         + "\n\n"
         + _wrapped_source(spec.implementation)
-        + _EPILOGUE.format(func=_FUNC, mark=_MARK)
+        + _EPILOGUE.format(func=_FUNC, mark=_MARK, allowed=repr(sorted(spec.allowed_imports)))
     )
 
 

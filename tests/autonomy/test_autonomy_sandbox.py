@@ -158,10 +158,11 @@ def test_the_wall_timeout_holds_while_output_is_still_flowing() -> None:
     body = (
         "import os, sys\n"
         "s = 'x' * 65536\n"
+        "err = sys.stderr\n"
         "while True:\n"
         "    if os.fork() == 0:\n"
         "        while True:\n"
-        "            sys.stderr.write(s)\n"
+        "            err.write(s)\n"
         "    os.wait()\n"
     )
     spec = _spec(body, allowed_imports={"os", "sys"}, timeout_s=1.0)
@@ -214,6 +215,103 @@ def test_disallowed_code_is_refused_before_it_runs(body: str, problem: str) -> N
     with pytest.raises(SpecError) as exc:
         DynamicToolFactory(SANDBOX).build(_spec(body))
     assert exc.value.errors == [("$.implementation", problem)]
+
+
+GI_FRAME_ESCAPE = (
+    "b = (i for i in [1]).gi_frame.f_builtins\n"
+    "os = b['_' + '_import_' + '_']('os')\n"
+    "op = b['op' + 'en']\n"
+    "return 1\n"
+)
+FORMAT_GLOBALS = "f = lambda: 0\nreturn ('{0.' + '_' * 2 + 'globals' + '_' * 2 + '}').format(f)\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "imports", "problems"),
+    [
+        (
+            GI_FRAME_ESCAPE,
+            set[str](),
+            [
+                "line 1: attribute 'f_builtins' is not allowed",
+                "line 1: attribute 'gi_frame' is not allowed",
+            ],
+        ),
+        (
+            "import re\nreturn re.enum.sys.modules['os']\n",
+            {"re"},
+            [
+                "line 2: attribute chain re.enum.sys is not allowed (only module.name)",
+                "line 2: re.enum is a module: it is not allowed",
+            ],
+        ),
+        (
+            "import re\nm = re.enum\nreturn 1\n",
+            {"re"},
+            ["line 2: re.enum is a module: it is not allowed"],
+        ),
+        (FORMAT_GLOBALS, set[str](), ["line 2: attribute 'format' is not allowed"]),
+        (
+            "return '{x}'.format_map(args)\n",
+            set[str](),
+            ["line 1: attribute 'format_map' is not allowed"],
+        ),
+        (
+            "g = (lambda: 1)\nreturn g.func_globals\n",
+            set[str](),
+            ["line 2: attribute 'func_globals' is not allowed"],
+        ),
+        ("import re as _r\nreturn 1\n", {"re"}, ["line 1: private name '_r' is not allowed"]),
+    ],
+)
+def test_the_review_bypasses_are_refused_statically(
+    body: str, imports: set[str], problems: list[str]
+) -> None:
+    # review B3: each of these passed the static check
+    with pytest.raises(SpecError) as exc:
+        SANDBOX.validate(_spec(body, allowed_imports=imports))
+    assert exc.value.errors == [("$.implementation", p) for p in problems]
+
+
+def _execute_unchecked(body: str, imports: set[str] | None = None) -> SandboxResult:
+    """Run a body without the static check, to show what the run-time guard alone does."""
+    return asyncio.run(SANDBOX.execute(_spec(body, allowed_imports=imports or set()), {}))
+
+
+def test_the_run_time_guard_holds_without_the_static_check() -> None:
+    # review B3, second layer: the same escapes with the AST check skipped
+    frame = "b = (i for i in [1]).gi_frame.f_builtins\n"
+    imported = _execute_unchecked(frame + "return b['__import__']('os').listdir('/')\n")
+    assert imported.error == "ImportError: import of 'os' is not allowed in this sandbox"
+    statement = _execute_unchecked("import os\nreturn 1\n")
+    assert statement.error == "ImportError: import of 'os' is not allowed in this sandbox"
+    names = ("open", "eval", "exec", "compile", "breakpoint", "input", "getattr")
+    seen = _execute_unchecked(frame + f"return [n for n in {names!r} if n in b]\n")
+    assert seen.ok and seen.value == ["getattr"]
+    plain = _execute_unchecked("return open('/sandbox/tool.py').read()\n")
+    assert plain.error == "NameError: name 'open' is not defined"
+    program = _execute_unchecked(
+        frame + "return sorted(k for k in b['globals']() if k[0] == '_')\n"
+    )
+    assert program.ok and program.value == ["__builtins__", "__name__"]
+    chain = _execute_unchecked("import re\nreturn str(re.enum.sys)\n", {"re"})
+    assert chain.error == "AttributeError: module 're' has no attribute 'enum'"
+    deeper = _execute_unchecked("import json\nreturn str(json.decoder.re)\n", {"json"})
+    assert deeper.error == "AttributeError: module 'json.decoder' has no attribute 're'"
+
+
+def test_allowed_modules_still_work_under_the_guard() -> None:
+    body = (
+        "import json\n"
+        "import math\n"
+        "import re\n"
+        "from collections import Counter\n"
+        "return [json.dumps({'a': [1, 2]}), math.sqrt(16.0), re.findall(r'a+', 'a aa b'),\n"
+        "        json.loads('[1, 2]'), dict(Counter('abca'))]\n"
+    )
+    result = _run(_spec(body, allowed_imports={"json", "math", "re", "collections"}))
+    assert result.ok, result.error
+    assert result.value == ['{"a": [1, 2]}', 4.0, ["a", "aa"], [1, 2], {"a": 2, "b": 1, "c": 1}]
 
 
 def test_a_failing_tool_returns_a_structured_error() -> None:
