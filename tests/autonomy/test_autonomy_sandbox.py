@@ -1,7 +1,9 @@
 """BubblewrapSandbox + DynamicToolFactory (runtime contract 7): the documented DOI tool runs; the
-sandbox blocks network, writes outside its temp directory, an endless loop, a memory bomb, a
-fork bomb and a disallowed import; a failing tool returns a structured error; dependencies and
-a missing bwrap are refused."""
+sandbox blocks network, writes outside its bounded temp directory (root and /dev included), an
+endless loop, a memory bomb, a fork bomb, endless output and a disallowed import; the static
+check refuses the review's frame, module-chain and str.format escapes, and the run-time guard
+holds without it; a failing tool returns a structured error; dependencies and a missing bwrap
+are refused."""
 
 from __future__ import annotations
 
