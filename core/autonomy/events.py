@@ -7,7 +7,10 @@ an `fnmatch` pattern over the topic: `"discovery.*"`, `"*"`, or an exact topic.
 Handlers may be plain functions or coroutine functions, and receive the `BusEvent`. A handler
 that raises never breaks the publisher (runtime contract, decision 8): the exception is logged
 (logger `core.autonomy.events`, with its traceback) and counted in `handler_errors`, with the
-topic and the error kept in `errors`. Every published event is kept in `history` (the last
+topic and the error kept in `errors`. A coroutine handler scheduled by `emit` that is
+cancelled before it finishes (e.g. its loop ends) is counted the same way, as a
+`CancelledError`; `drain()` awaits every scheduled one (`MetaOrchestrator.solve` drains its bus
+before it returns). Every published event is kept in `history` (the last
 `history_size`), which is what the studio and the tests read.
 """
 
@@ -146,6 +149,12 @@ class EventBus:
         async def run() -> None:
             try:
                 await awaitable
+            except asyncio.CancelledError as exc:
+                # e.g. the loop ended before the handler did: counted, then cancelled
+                self._failed(
+                    topic, asyncio.CancelledError("the handler was cancelled before it finished")
+                )
+                raise exc
             except Exception as exc:  # noqa: BLE001 (contract 8)
                 self._failed(topic, exc)
 
@@ -159,6 +168,7 @@ class EventBus:
         task.add_done_callback(self._pending.discard)
 
     async def drain(self) -> None:
-        """Wait for the coroutine handlers `emit` scheduled."""
+        """Wait for the coroutine handlers `emit` scheduled (a failed or cancelled one is
+        already counted in `handler_errors`; `drain` itself does not raise for it)."""
         while self._pending:
-            await asyncio.gather(*list(self._pending))
+            await asyncio.gather(*list(self._pending), return_exceptions=True)

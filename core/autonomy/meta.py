@@ -611,12 +611,20 @@ class MetaOrchestrator:
     # -- the solve ----------------------------------------------------------------------
 
     async def solve(self, goal: str) -> ExecutionResult:
-        """Solve `goal` (module docstring).
+        """Solve `goal` (module docstring). Before it returns (or raises) it awaits the bus's
+        coroutine handlers its events scheduled (`EventBus.drain`), so none is cut off.
 
         Raises:
             HookAbortError: a hook returned `Abort`.
             Exception: whatever the planner's decomposition raises (no subtask can run).
         """
+        try:
+            return await self._solve(goal)
+        finally:
+            if self.bus is not None:
+                await self.bus.drain()
+
+    async def _solve(self, goal: str) -> ExecutionResult:
         start = time.perf_counter()
         run = _Solve(goal=goal)
         self._emit(run, "orchestrator.solve_started", goal=goal)

@@ -238,3 +238,23 @@ def test_subscribe_all_and_event_type() -> None:
     bus.emit("a.b")
     bus.emit("c")
     assert seen == ["a.b", "c"]
+
+
+def test_a_cancelled_async_handler_is_counted() -> None:
+    # issue 14, M4: a coroutine handler `emit` scheduled and the loop cancelled at its end
+    # vanished without trace (contract 8)
+    bus = EventBus()
+
+    async def never_done(event: BusEvent) -> None:
+        await asyncio.Event().wait()
+
+    bus.subscribe("audit.*", never_done)
+
+    async def go() -> None:
+        bus.emit("audit.write", {"n": 1})  # no drain: asyncio.run cancels the handler
+
+    asyncio.run(go())
+    assert bus.handler_errors == 1
+    assert bus.errors == [
+        ("audit.write", "CancelledError: the handler was cancelled before it finished")
+    ]

@@ -124,6 +124,24 @@ def test_nested_subtasks_count_against_the_cap_and_the_excess_is_dropped() -> No
     assert [e["subtasks"] for e in dropped] == [["c1", "c2", "c3", "c4", "c5"], ["after"]]
 
 
+def test_a_solve_waits_for_its_async_event_handlers() -> None:
+    # issue 14, M4: async handlers scheduled by the solve's events were cancelled when the
+    # solve returned, uncounted; `solve` now drains the bus before returning
+    bus = EventBus()
+    seen: list[str] = []
+
+    async def audit(event: Any) -> None:
+        await asyncio.sleep(0)
+        seen.append(event.topic)
+
+    bus.subscribe("*", audit)
+    result = asyncio.run(_orchestrator(_plan("a"), bus=bus).solve("g"))
+    assert result.success
+    assert seen == [e.topic for e in bus.history]
+    assert seen[-1] == "orchestrator.solve_finished"
+    assert (bus.handler_errors, bus.errors) == (0, [])
+
+
 def test_a_spawn_past_the_depth_cap_is_an_error_result() -> None:
     deep = [SubTask(name="inner", subtasks=[SubTask(name="innermost", description="x")])]
     orch = _orchestrator(_plan("outer", outer=deep), max_spawn_depth=2)
