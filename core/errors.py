@@ -30,11 +30,14 @@ TopologyStudioError
 ├── DatasetError                      a dataset is missing or fails its checksum
 └── AutonomyError                     the runtime layer (orchestrator, sandboxes)
     ├── HookAbortError                a hook aborted a solve (names reason and subtask)
+    ├── HookError                     a hook raised (names hook and subtask; partial results)
     └── SandboxError                  no sandbox can start here (no unsandboxed fallback)
 ```
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 __all__ = [
     "ApplyError",
@@ -44,6 +47,7 @@ __all__ = [
     "DegenerateSeedError",
     "EvaluationError",
     "HookAbortError",
+    "HookError",
     "HydrationError",
     "JournalWriteError",
     "PipelineStepError",
@@ -285,6 +289,25 @@ class HookAbortError(AutonomyError):
         super().__init__(f"aborted by a hook at subtask {subtask!r}: {reason}")
         self.reason = reason
         self.subtask = subtask
+
+
+class HookError(AutonomyError):
+    """A hook raised at a subtask boundary: the solve stops, the hook's exception as the cause.
+
+    Attributes:
+        hook: the hook's name (its `__name__`, else its class name).
+        subtask: the name of the subtask whose boundary it raised at.
+        partial_results: the top-level subtask results finished before it (filled in by
+            `MetaOrchestrator.solve`; `SubTaskResult`s).
+    """
+
+    def __init__(self, hook: str, *, subtask: str, error: BaseException) -> None:
+        super().__init__(
+            f"hook {hook!r} raised at subtask {subtask!r}: {type(error).__name__}: {error}"
+        )
+        self.hook = hook
+        self.subtask = subtask
+        self.partial_results: list[Any] = []
 
 
 class SandboxError(AutonomyError):

@@ -10,6 +10,10 @@ and a read-only view of the solve so far, and returns a `HookDecision`:
   error result for the subtask);
 - `Abort(reason)`: stop the whole solve; `solve` raises `HookAbortError(reason, subtask=...)`.
 
+A hook that raises stops the solve too: `solve` raises `HookError` naming the hook and the
+subtask (the hook's exception as its cause, the results finished before it in
+`partial_results`).
+
 Hooks run in order and the first decision that is not `Continue` wins. Each decision is
 recorded in the `ExecutionResult` (`hook_decisions`) and published as `hook.decision`.
 """
@@ -21,6 +25,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from core.errors import HookError
 
 __all__ = [
     "Abort",
@@ -118,12 +124,20 @@ class HookRunner:
         """The decision for `subtask`.
 
         Raises:
+            HookError: a hook raised (naming the hook and the subtask; the hook's exception
+                is the cause).
             TypeError: a hook returned something that is not a `HookDecision`.
         """
         for hook in self.hooks:
-            decision: Any = hook(subtask, context)
-            if inspect.isawaitable(decision):
-                decision = await decision
+            try:
+                decision: Any = hook(subtask, context)
+                if inspect.isawaitable(decision):
+                    decision = await decision
+            except Exception as exc:
+                name = getattr(hook, "__name__", None) or type(hook).__name__
+                raise HookError(
+                    str(name), subtask=str(getattr(subtask, "name", subtask)), error=exc
+                ) from exc
             if not isinstance(decision, Continue | Skip | Redirect | Abort):
                 raise TypeError(
                     f"a hook must return Continue, Skip, Redirect or Abort, got "

@@ -59,7 +59,7 @@ from core.autonomy.hooks import (
     Skip,
 )
 from core.autonomy.registry import ToolRegistry
-from core.errors import HookAbortError
+from core.errors import HookAbortError, HookError
 from core.evaluation.pricing import Pricer
 from core.ir.agent_spec import AgentSpec
 from core.memory.base import MemoryEntry, MemoryStore
@@ -616,22 +616,27 @@ class MetaOrchestrator:
 
         Raises:
             HookAbortError: a hook returned `Abort`.
+            HookError: a hook raised; names the hook and the subtask, and carries the
+                top-level results finished before it in `partial_results`.
             Exception: whatever the planner's decomposition raises (no subtask can run).
         """
+        partial: list[SubTaskResult] = []
         try:
-            return await self._solve(goal)
+            return await self._solve(goal, partial)
+        except HookError as exc:
+            exc.partial_results = list(partial)
+            raise
         finally:
             if self.bus is not None:
                 await self.bus.drain()
 
-    async def _solve(self, goal: str) -> ExecutionResult:
+    async def _solve(self, goal: str, results: list[SubTaskResult]) -> ExecutionResult:
         start = time.perf_counter()
         run = _Solve(goal=goal)
         self._emit(run, "orchestrator.solve_started", goal=goal)
         plan = await self._decompose(run)
         pending = list(plan.subtasks)
         self._emit(run, "orchestrator.decomposed", subtasks=[s.name for s in pending])
-        results: list[SubTaskResult] = []
         dropped = run.dropped
         while pending:
             if self._over_cap(run, pending):

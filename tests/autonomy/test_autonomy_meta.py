@@ -29,7 +29,7 @@ from core.autonomy import (
     ToolRegistry,
 )
 from core.autonomy.testing import planner_model, specialist_model
-from core.errors import HookAbortError
+from core.errors import AutonomyError, HookAbortError, HookError
 from core.evaluation import ModelPrice, Pricer
 from core.ir import AgentSpec
 from core.memory import DuckDBMemoryStore
@@ -140,6 +140,25 @@ def test_a_solve_waits_for_its_async_event_handlers() -> None:
     assert seen == [e.topic for e in bus.history]
     assert seen[-1] == "orchestrator.solve_finished"
     assert (bus.handler_errors, bus.errors) == (0, [])
+
+
+def test_a_raising_hook_is_a_hook_error_naming_hook_and_subtask_with_partial_results() -> None:
+    # issue 14, M6: the hook's bare exception escaped `solve`
+    def guard(subtask: SubTask, ctx: HookContext) -> Any:
+        if subtask.name == "b":
+            raise RuntimeError("hook boom")
+        return Continue()
+
+    orch = _orchestrator(_plan("a", "b", "c"), hooks=[guard])
+    with pytest.raises(HookError) as exc:
+        asyncio.run(orch.solve("g"))
+    err = exc.value
+    assert isinstance(err, AutonomyError)
+    assert (err.hook, err.subtask) == ("guard", "b")
+    assert str(err) == "hook 'guard' raised at subtask 'b': RuntimeError: hook boom"
+    assert isinstance(err.__cause__, RuntimeError)
+    assert [r.subtask_name for r in err.partial_results] == ["a"]
+    assert all(r.success for r in err.partial_results)
 
 
 def test_a_spawn_past_the_depth_cap_is_an_error_result() -> None:
