@@ -22,6 +22,8 @@ import re
 import time
 from typing import Any
 
+from pydantic_ai.exceptions import UserError
+
 from core.agents import BaseAgent
 from core.autonomy import (
     AgentFactory,
@@ -122,7 +124,10 @@ def cmd_solve(args: argparse.Namespace, out: Output) -> int:
             bus=bus,
             spawn_model=spawn_model,
         )
-        result = asyncio.run(orchestrator.solve(goal))
+        try:
+            result = asyncio.run(orchestrator.solve(goal))
+        except UserError as exc:  # e.g. an unknown provider:model: a bad input, not a crash
+            raise CliUsageError(f"solve: --planner/--model: {exc}") from None
         if memory is not None:
             asyncio.run(record_solve(memory, result))
     finally:

@@ -79,3 +79,11 @@ def test_an_empty_roster_says_how_to_fill_it(
 ) -> None:
     assert main(["roster", "--db", str(tmp_path / "x.duckdb")]) == 0
     assert capsys.readouterr().out.startswith("no specialists yet")
+
+
+def test_an_unknown_planner_model_is_a_user_error(capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 14, M6: this printed "internal error: UserError: ..." (exit 1)
+    assert main(["solve", "g", "--planner", "nosuch:model", "--no-memory"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "topology-studio: error: solve: --planner/--model: Unknown model: nosuch:model"
+    )
