@@ -96,7 +96,12 @@ class DuckDBCallCache(InMemoryCallCache):
 
     def flush(self) -> None:
         """Write the records put since the last flush in one batch (nothing if none, or if the
-        file is unusable: then a warning was logged once and the records stay in memory)."""
+        file is unusable: then a warning was logged once and the records stay in memory).
+
+        Raises:
+            KeyboardInterrupt: a Ctrl-C arrived while DuckDB wrote the batch (DuckDB reports it
+                as `RuntimeError('Query interrupted')`); nothing of the batch was stored.
+        """
         if not self._pending or not self.usable:
             return
         import pandas as pd  # pyright: ignore[reportMissingTypeStubs]  (here, not at import: pandas and pyarrow take 0.65 s to load)
@@ -121,6 +126,13 @@ class DuckDBCallCache(InMemoryCallCache):
         except duckdb.Error as exc:
             self._disable(f"cannot write it ({type(exc).__name__}: {exc})")
             return
+        except RuntimeError as exc:
+            # DuckDB checks for Ctrl-C while it scans the batch and raises a bare
+            # RuntimeError('Query interrupted'): it is the user's interrupt, not a failure
+            # (the batch is not stored; its records stay pending in memory)
+            if "interrupted" not in str(exc).lower():
+                raise
+            raise KeyboardInterrupt from exc
         self._pending.clear()
 
     @property

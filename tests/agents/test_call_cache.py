@@ -192,3 +192,28 @@ def test_call_key_refuses_a_prompt_that_is_not_json_data() -> None:
     agent = Agent(FunctionModel(Counting().respond, model_name="echo"))
     assert call_key(agent, object(), 0, name="a1") is None
     assert call_key(agent, {1: "x", "a": "y"}, 0, name="a1") is None  # keys not sortable
+
+
+def test_a_ctrl_c_during_a_flush_is_a_keyboard_interrupt_and_keeps_the_batch(
+    tmp_path: Path,
+) -> None:
+    # DuckDB reports a Ctrl-C during its scan as RuntimeError('Query interrupted'); the CLI's
+    # second Ctrl-C landed there and was printed as an internal error. The signal lands 10 ms
+    # into a flush of 400,000 records (seconds of work), wherever it lands: Python code or the
+    # DuckDB scan, it must come out as a KeyboardInterrupt with nothing of the batch lost.
+    import os
+    import signal
+
+    cache = DuckDBCallCache(tmp_path / "c.duckdb", "p:1")
+    record = CallRecord('"x"', (("m", 1, 2, 3),), 1.5)
+    for i in range(400_000):
+        cache.put(f"k{i}", record)
+    previous = signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.01)
+        with pytest.raises(KeyboardInterrupt):
+            cache.flush()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert cache.n_pending == 400_000
