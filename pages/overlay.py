@@ -35,9 +35,13 @@ if runs is None or runs.empty:
 records = {str(r["run_id"]): r for r in runs.to_dict("records")}
 ids = list(records)
 problems = sorted({str(r["problem"]) for r in records.values()})
+linked = [i for i in str(st.query_params.get("runs", "")).split(",") if i in records]
+if linked and "ov_problem" not in st.session_state:
+    # a link (the Runs page's "Overlay") opens on its runs' problem
+    st.session_state["ov_problem"] = str(records[linked[0]]["problem"])
 problem = st.selectbox("Problem", problems, key="ov_problem")
 mine = [i for i in ids if str(records[i]["problem"]) == problem]
-wanted = [i for i in str(st.query_params.get("runs", "")).split(",") if i in mine]
+wanted = [i for i in linked if i in mine]
 chosen = st.multiselect(
     "Runs (strategies, seeds)",
     mine,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -489,6 +490,40 @@ def _resume_setup(args: argparse.Namespace, db: Path, out: Output) -> _SearchSet
     except BaseException:
         journal.close()
         raise
+
+
+def resume_setup(problem: str, run_id: str, db: Path) -> _SearchSetup:
+    """The setup of `topology-studio search PROBLEM --resume RUN --db DB` with no other
+    option (the studio's Resume button): every check of `_resume_setup`, the journal opened
+    for appending; its notes are not printed.
+
+    Raises:
+        CliUsageError: as `_resume_setup` (its message is the line the CLI prints).
+    """
+    args = argparse.Namespace(
+        problem=problem,
+        resume=run_id,
+        strategy=None,
+        seed=None,
+        max_evaluations=None,
+        max_usd=None,
+        max_wall_s=None,
+        patience=None,
+        generations=None,
+        minibatch_size=None,
+        example_timeout_s=None,
+        no_test=False,
+        meta_model=None,
+        traces=False,
+        overrides=[],
+        time_scale=None,
+        concurrency=None,
+        max_nodes=None,
+    )
+    sink = io.StringIO()
+    setup = _resume_setup(args, db, Output(stdout=sink, stderr=sink, rich_output=False))
+    setup.db = db
+    return setup
 
 
 def run_cli_search(setup: _SearchSetup, out: Output) -> OptimizationResult:

@@ -23,7 +23,13 @@ show what it returns, so it is tested without Streamlit.
   it. `stop` asks the run to stop cleanly (between evaluations); `pause` holds the run after the
   candidate in flight finishes (the run's thread waits inside its event subscriber, so no
   evaluation is cut in half) until `resume` or `stop`. Time spent paused counts toward a wall
-  time budget.
+  time budget. `resume_search` continues an interrupted run (no process writes its journal and
+  it did not finish) as `topology-studio search PROBLEM --resume RUN` does
+  (`studio._cli_search.resume_setup`: the same checks, the recorded options). A search's
+  `state` is in the store's words (`SearchState`), so the Runs page's table and panel agree.
+  A database held by another process does not stop a search (it writes only its journal, which
+  the journal view shows and the file takes in later); one that cannot be written does
+  (`start_refusal`).
 - **The registry.** Topologies that applications run live in a `TopologyRegistry` directory
   (`$TOPOLOGY_STUDIO_REGISTRY`, default `<db folder>/topologies`); the diff page applies
   approved proposals there and records the approval in the store.
@@ -36,6 +42,7 @@ import getpass
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -103,7 +110,14 @@ _PROBLEMS: dict[tuple[str, str], Problem] = {}
 its data: seconds), keyed by name and overrides."""
 _PROBLEMS_LOCK = threading.Lock()
 
-SearchState = Literal["starting", "running", "paused", "stopping", "finished", "failed"]
+SearchState = Literal["starting", "running", "paused", "stopping", "completed", "stopped", "failed"]
+"""A background search's state, in the words the store uses for a run (`RunRecord.status`,
+`RunFinished.status`), so the Runs table and its panel agree: `starting` before the search's
+first step, `paused` and `stopping` while this studio holds or stops it, then the status its
+`run_finished` recorded."""
+
+_HELD_BY = re.compile(r"is held by (?P<who>.+?): ")
+"""The holder named in a `StoreBusyError`'s message (`process 123 (python)`)."""
 
 
 def current_user() -> str:
@@ -158,7 +172,18 @@ class SearchRequest(BaseModel):
     time_scale: float | None = Field(default=None, ge=0)
     """Override of the problem's `models.time_scale` (replayed latency); None: keep it."""
     use_test_split: bool = True
-    """Score the winner once on the held-out test split at the end."""
+    """Score the winner once on the held-out test split at the end (`--no-test`: False)."""
+    patience: int | None = Field(default=None, ge=1)
+    """Evaluations in a row without a new best before stopping (`--patience`); None: the
+    problem's."""
+    minibatch_size: int | None = Field(default=None, ge=1)
+    """Validation examples per candidate evaluation during the search (`--minibatch-size`);
+    None: the problem's."""
+    concurrency: int | None = Field(default=None, ge=1)
+    """Examples evaluated at once (`--concurrency`); None: the problem's."""
+    overrides: dict[str, Any] = Field(default_factory=dict[str, Any])
+    """Problem settings replaced, dotted key -> value (`--set KEY=VALUE`, e.g.
+    `{"gold.validation_size": 50}`)."""
 
 
 @dataclass
@@ -168,11 +193,13 @@ class BackgroundSearch:
     Attributes:
         run_id: the run's id.
         request: what was asked for.
-        state: `starting`, `running`, `paused`, `stopping`, `finished` or `failed`.
+        state: `starting`, `running`, `paused`, `stopping`, then how it ended: `completed`,
+            `stopped` or `failed` (`SearchState`).
         error: why it failed ("" otherwise).
         started_at: Unix seconds.
         n_events: events emitted so far.
         held: True while the run's thread waits at the pause gate (paused for real).
+        resumed: True for an interrupted run this studio continued (`resume_search`).
     """
 
     run_id: str
@@ -182,6 +209,9 @@ class BackgroundSearch:
     started_at: float = field(default_factory=time.time)
     n_events: int = 0
     held: bool = False
+    resumed: bool = False
+    ended: Literal["completed", "stopped", "failed"] | None = None
+    """The status of its `run_finished` event, once emitted."""
     _run: Any = None
     _thread: threading.Thread | None = None
     _gate: threading.Event = field(default_factory=threading.Event)
@@ -226,6 +256,7 @@ class StudioManager:
         self._fallback: RunStore | None = None
         self._view = _ReopeningStore(self)
         self._note = ""
+        self._busy = False  # the journal view because another process holds the file
         self._next_try = 0.0
         self._searches: dict[str, BackgroundSearch] = {}
         self._problems = _PROBLEMS if problem_loader is None else {}
@@ -262,9 +293,19 @@ class StudioManager:
                     self._store_id = _file_identity(self.db_path)
                 except StoreBusyError as exc:
                     self._next_try = now + RETRY_BUSY_S
+                    m = _HELD_BY.search(str(exc))
+                    who = f" ({m['who']})" if m else ""
+                    self._busy = True
+                    # said to a browser user: what the page still does and what waits, never
+                    # an API call (issue 12, defect 7)
                     self._note = (
-                        f"The database is held by another process, so this is a read-only view "
-                        f"from the run journals (retrying every {RETRY_BUSY_S:g} s). {exc}"
+                        f"The run database is held by another process{who}, so this page shows "
+                        "the runs read-only, from their journals. You can still start, resume "
+                        "and watch searches here: a search writes only its journal, which the "
+                        "database takes in once it is free. Saving topologies and approving "
+                        "proposals wait until that process ends (close the other studio or "
+                        f"topology-studio command); the studio tries the file again every "
+                        f"{RETRY_BUSY_S:g} s by itself."
                     )
                     if self._fallback is None:
                         self._fallback = DuckDBRunStore.from_journals(journal_dir(self.db_path))
@@ -273,10 +314,13 @@ class StudioManager:
                     # a read-only file system: a read-only copy of the file, live from the
                     # journals (retried like a busy file: a remount may make it writable)
                     self._next_try = now + RETRY_BUSY_S
+                    self._busy = False
                     self._note = (
-                        f"The database cannot be written, so this is a read-only copy of it, "
-                        f"kept live from the run journals (retrying every {RETRY_BUSY_S:g} s). "
-                        f"{exc}"
+                        "The database cannot be written, so this is a read-only copy of it, "
+                        f"kept live from the run journals (retrying every {RETRY_BUSY_S:g} s by "
+                        f"itself): {exc}. Starting or resuming a search, saving topologies and "
+                        "approving proposals are off here: run the studio with a database in a "
+                        "writable folder (topology-studio studio --db PATH)."
                     )
                     if self._fallback is None:
                         self._fallback = DuckDBRunStore.read_only_copy(
@@ -287,6 +331,7 @@ class StudioManager:
                     self._fallback.close()
                     self._fallback = None
                 self._note = ""
+                self._busy = False
                 return self._store
             return self._fallback
 
@@ -353,6 +398,21 @@ class StudioManager:
         """True while the store is the read-only journal view."""
         return self.store.read_only
 
+    def start_refusal(self) -> str:
+        """Why a search cannot be started (or resumed) here now, "" when it can.
+
+        A database held by another process does not stop a search: the search writes only its
+        journal, which the journal view shows at once and the file takes in once it is free.
+        A database that cannot be written (a read-only file system) does: its journal folder
+        cannot be written either.
+        """
+        if not self.read_only or self._busy:
+            return ""
+        return (
+            "Starting a search is off: the run database cannot be written (see the note at the "
+            "top of the page)."
+        )
+
     def refresh(self) -> int:
         """Ingest new run journal lines now; returns how many events were new (0 on failure,
         which is logged: the next refresh retries)."""
@@ -403,6 +463,35 @@ class StudioManager:
                 names.update(p.parent.name for p in d.glob(f"*/{PROBLEM_FILE}"))
         return sorted(names)
 
+    @staticmethod
+    def cost_basis(name: str | None) -> str:
+        """How a problem's costs come about: `"replayed"` when every priced model is a replay
+        (`[models.prices]` keys `replay:*`: the cost is modelled from recorded text at list
+        prices, no money is spent), `"measured"` when it prices other models, `""` when the
+        problem is not found here or prices nothing. Read from its `problem.toml` (no import
+        of its module)."""
+        import tomllib
+
+        from core.problems import PROBLEM_FILE, problem_search_dirs
+
+        if not name:
+            return ""
+        for d in problem_search_dirs():
+            path = d / name / PROBLEM_FILE
+            if not path.is_file():
+                continue
+            try:
+                data = tomllib.loads(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                return ""
+            models = data.get("models")
+            prices = models.get("prices") if isinstance(models, dict) else None
+            if not isinstance(prices, dict) or not prices:
+                return ""
+            replayed = all(str(k).startswith("replay:") for k in prices)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+            return "replayed" if replayed else "measured"
+        return ""
+
     # ---- background searches ----------------------------------------------------------------
 
     def searches(self) -> list[BackgroundSearch]:
@@ -419,22 +508,24 @@ class StudioManager:
         """Start a search in a background thread; returns its run id at once.
 
         The problem is loaded (and the search built) in the caller's thread, so a bad problem,
-        strategy or budget raises here, as a `TopologyStudioError` or `ValueError`.
+        strategy, budget or `overrides` raises here, as a `TopologyStudioError` or
+        `ValueError`.
 
         Raises:
-            TopologyStudioError: the problem cannot be loaded, or the store is read-only.
+            TopologyStudioError: the problem cannot be loaded, or the database cannot be
+                written (`start_refusal`).
             ValueError: an unknown strategy or bad options.
         """
         from core.search.engine import build_search  # the engine loads heavy modules
 
-        if self.read_only:
-            raise StoreError(
-                "the database is held by another process: start the search from that process, "
-                "or close it first"
-            )
-        overrides: dict[str, Any] = {}
+        refusal = self.start_refusal()
+        if refusal:
+            raise StoreError(refusal)
+        overrides: dict[str, Any] = dict(request.overrides)
         if request.time_scale is not None:
             overrides["models.time_scale"] = request.time_scale
+        if request.concurrency is not None:
+            overrides["search.concurrency"] = request.concurrency
         problem = self.problem(request.problem, overrides)
         defaults = problem.search
         budget = Budget(
@@ -443,28 +534,17 @@ class StudioManager:
             max_wall_s=request.max_wall_s
             if request.max_wall_s is not None
             else defaults.max_wall_time_s,
-            patience=defaults.patience,
+            patience=request.patience if request.patience is not None else defaults.patience,
         )
         run_id = new_run_id()
         path = journal_path(self.db_path, run_id)
         journal = RunJournal.create(path)
         bg = BackgroundSearch(run_id=run_id, request=request)
-        bg._gate.set()
-
-        def on_event(event: SearchEvent) -> None:
-            journal.append(event)
-            bg.n_events += 1
-            if event.type in ("candidate_evaluated", "archive_snapshot") and not bg._gate.is_set():
-                bg.state = "paused"
-                bg.held = True
-                bg._gate.wait()
-                bg.held = False
-                if bg.state == "paused":
-                    bg.state = "running"
-
         config: dict[str, Any] = {}
         if request.n_generations is not None:
             config["n_generations"] = request.n_generations
+        if request.minibatch_size is not None:
+            config["minibatch_size"] = request.minibatch_size
         try:
             run = build_search(
                 problem,
@@ -474,7 +554,7 @@ class StudioManager:
                 model=request.meta_model or None,
                 budget=budget,
                 run_id=run_id,
-                subscribers=[on_event],
+                subscribers=[self._subscriber(bg, journal)],
                 handle_sigint=False,
                 use_test_split=request.use_test_split,
             )
@@ -487,28 +567,128 @@ class StudioManager:
             journal.close()
             path.unlink(missing_ok=True)
             raise
+        self._launch(bg, run, journal, path)
+        return run_id
+
+    def resume_search(self, run_id: str) -> str:
+        """Continue an interrupted run in a background thread, as
+        `topology-studio search PROBLEM --resume RUN` does: the same checks (the problem's
+        files unchanged, the journal not written by a live process), its recorded options, the
+        recorded work served from the journal; returns the run id at once.
+
+        The problem is the one the run records, loaded by name only when it is one of
+        `problem_names()` (a journal never chooses a path to load code from).
+
+        Raises:
+            StoreError: no such run, a run that is not interrupted, its problem not found here,
+                a journal another process writes, changed problem files (the message names
+                them), or a database that cannot be written.
+        """
+        from core.search.engine import build_search
+        from studio._cli_common import CliUsageError
+        from studio._cli_search import resume_setup
+
+        refusal = self.start_refusal()
+        if refusal:
+            raise StoreError(refusal)
+        running = self.search(run_id)
+        if running is not None and running.alive:
+            raise StoreError(f"run {run_id} is already running in this studio")
+        record = self.store.get_run(run_id)
+        if record is None:
+            raise StoreError(f"no run {run_id!r} in this store")
+        if record.status != "interrupted":
+            raise StoreError(
+                f"run {run_id} is {record.status}, not interrupted: only a run that no process "
+                "writes any more and that did not finish can be resumed"
+            )
+        if record.problem not in self.problem_names():
+            raise StoreError(
+                f"run {run_id}'s problem {record.problem!r} is not among this studio's problems "
+                f"({', '.join(self.problem_names()) or 'none'}): resume it on the command line, "
+                f"topology-studio search PROBLEM --resume {run_id} --db {self.db_path}"
+            )
+        try:
+            setup = resume_setup(record.problem, run_id, self.db_path)
+        except CliUsageError as exc:
+            raise StoreError(str(exc)) from exc
+        journal = setup.journal
+        budget = setup.budget
+        request = SearchRequest(
+            problem=record.problem,
+            strategy=setup.strategy,
+            seed=setup.seed if setup.seed is not None else 42,
+            max_evaluations=budget.max_evaluations,
+            max_usd=budget.max_usd,
+            max_wall_s=budget.max_wall_s,
+            patience=budget.patience,
+            use_test_split=setup.use_test_split,
+        )
+        bg = BackgroundSearch(run_id=run_id, request=request, resumed=True)
+        try:
+            run = build_search(
+                setup.problem,
+                setup.strategy,
+                config=setup.config,
+                seed=setup.seed,
+                model=setup.model,
+                budget=budget,
+                run_id=run_id,
+                subscribers=[self._subscriber(bg, journal)],
+                handle_sigint=False,
+                resume_from=list(journal.recorded),
+                use_test_split=setup.use_test_split,
+            )
+        except BaseException:
+            journal.close()  # the recorded journal stays as it was
+            raise
+        self._launch(bg, run, journal, journal_path(self.db_path, run_id))
+        return run_id
+
+    @staticmethod
+    def _subscriber(bg: BackgroundSearch, journal: RunJournal) -> Callable[[SearchEvent], None]:
+        """The search's subscriber: the journal, the event count, the pause gate, and the
+        final status (`run_finished`) as the search's state."""
+        bg._gate.set()
+
+        def on_event(event: SearchEvent) -> None:
+            journal.append(event)
+            bg.n_events += 1
+            if event.type == "run_finished":
+                bg.ended = event.status
+            if event.type in ("candidate_evaluated", "archive_snapshot") and not bg._gate.is_set():
+                bg.state = "paused"
+                bg.held = True
+                bg._gate.wait()
+                bg.held = False
+                if bg.state == "paused":
+                    bg.state = "running"
+
+        return on_event
+
+    def _launch(self, bg: BackgroundSearch, run: Any, journal: RunJournal, path: Path) -> None:
+        """Run `run` in a daemon thread, recording its end in `bg`."""
         bg._run = run
 
         def work() -> None:
             bg.state = "running"
             try:
                 asyncio.run(run.run())
-                bg.state = "finished"
+                bg.state = bg.ended or "completed"
             except Exception as exc:  # noqa: BLE001 (shown in the page, never a traceback)
                 bg.error = f"{type(exc).__name__}: {exc}"
                 bg.state = "failed"
-                _log.warning("search %s failed: %s", run_id, bg.error)
+                _log.warning("search %s failed: %s", bg.run_id, bg.error)
             finally:
                 journal.close()
                 if path.exists() and path.stat().st_size == 0:
                     path.unlink()  # failed before its first event: no ghost run
 
-        thread = threading.Thread(target=work, name=f"search-{run_id}", daemon=True)
+        thread = threading.Thread(target=work, name=f"search-{bg.run_id}", daemon=True)
         bg._thread = thread
         with self._lock:
-            self._searches[run_id] = bg
+            self._searches[bg.run_id] = bg
         thread.start()
-        return run_id
 
     def stop(self, run_id: str, reason: str = "stopped from the studio") -> bool:
         """Ask a background search to stop cleanly (also releases a pause).

@@ -30,6 +30,8 @@ __all__ = [
     "live_status",
     "run_label",
     "runs_table",
+    "runs_overview",
+    "COST_BASIS_TEXT",
     "scored_on",
 ]
 
@@ -107,6 +109,66 @@ def runs_table(runs: pd.DataFrame) -> pd.DataFrame:
     out = runs.copy()
     out["started"] = [format_time(_opt(t)) for t in out["started_at"].tolist()]
     return pd.DataFrame(out[list(RUN_COLUMNS)]).reset_index(drop=True)
+
+
+COST_BASIS_TEXT: dict[str, str] = {
+    "replayed": "replayed (modelled)",
+    "measured": "measured",
+    "": "",
+}
+"""The Runs table's `costs` column per `StudioManager.cost_basis` value."""
+
+
+def runs_overview(
+    runs: pd.DataFrame,
+    *,
+    search_states: Mapping[str, str] | None = None,
+    cost_basis: Mapping[str, str] | None = None,
+) -> pd.DataFrame:
+    """The Runs page's table: `runs_table` with `live`, `overlay` after `run_id` and `costs`
+    after `cost_usd`; its `status_label` in the Live page's words
+    (`live_status`: a search this studio pauses or stops says so), a `costs` column (replayed
+    or measured, per problem), and `live` / `overlay` links (relative URLs, so they work
+    under any base path): the run's Live page, and the Run overlay of the runs of its problem
+    (up to 10, newest first, this one among them).
+
+    Args:
+        runs: `RunStore.list_runs()`.
+        search_states: run id -> `BackgroundSearch.state` of the searches this studio runs.
+        cost_basis: problem name -> `StudioManager.cost_basis`.
+    """
+    table = runs_table(runs)
+    if table.empty:
+        return table.assign(costs=[], live=[], overlay=[])
+    states = search_states or {}
+    basis = cost_basis or {}
+    records = runs.reset_index(drop=True).to_dict("records")
+    table["status_label"] = [
+        live_status(
+            str(r["status"]),
+            _opt(r.get("reason")),
+            _opt(r.get("last_event_at")),
+            states.get(str(r["run_id"])),
+        )
+        for r in records
+    ]
+    table["costs"] = [COST_BASIS_TEXT.get(basis.get(str(p), ""), "") for p in table["problem"]]
+    by_problem: dict[str, list[str]] = {}
+    for rid, prob in zip(table["run_id"].tolist(), table["problem"].tolist(), strict=True):
+        by_problem.setdefault(str(prob), []).append(str(rid))
+    table["live"] = [f"live?run={rid}" for rid in table["run_id"].tolist()]
+    overlay: list[str] = []
+    for rid, prob in zip(table["run_id"].tolist(), table["problem"].tolist(), strict=True):
+        same = by_problem[str(prob)]
+        pos = same.index(str(rid))
+        picked = same[:10] if pos < 10 else [*same[:9], str(rid)]
+        overlay.append("overlay?runs=" + ",".join(picked))
+    table["overlay"] = overlay
+    # the links beside the run id, the cost basis beside the cost: in view without scrolling
+    cols = [c for c in table.columns if c not in ("live", "overlay", "costs")]
+    cols[1:1] = ["live", "overlay"]
+    cols.insert(cols.index("cost_usd") + 1, "costs")
+    return pd.DataFrame(table[cols])
 
 
 def run_label(row: pd.Series | dict[str, Any]) -> str:

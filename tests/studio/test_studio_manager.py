@@ -131,9 +131,9 @@ def test_a_background_search_pauses_resumes_and_is_ingested_live(
     assert m.resume(run_id)
     while time.monotonic() < deadline and bg.alive:
         time.sleep(0.1)
-    assert bg.state == "finished", bg.error
     record = m.store.get_run(run_id)
     assert record is not None and record.status in ("completed", "stopped")
+    assert bg.state == record.status, bg.error  # one vocabulary (issue 12, defect 7)
     assert len(m.store.archive(run_id)) >= 2
     assert not m.stop(run_id)  # finished: nothing to stop
     m.close()
@@ -161,7 +161,7 @@ def test_stop_releases_a_paused_search(tmp_path: Path, monkeypatch: pytest.Monke
     assert m.stop(run_id)
     while time.monotonic() < deadline and bg.alive:
         time.sleep(0.1)
-    assert bg.state == "finished", bg.error
+    assert bg.state == "stopped", bg.error
     record = m.store.get_run(run_id)
     assert record is not None and record.status == "stopped"
     assert record.reason == "stopped from the studio"

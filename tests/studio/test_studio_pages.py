@@ -323,12 +323,12 @@ def test_runs_page_starts_a_search_pauses_and_stops_it(app: AppTest, studio_env:
     assert not app.exception
     assert bg.state == "paused"
     app.button(key=f"resume_{run_id}").click().run()
-    assert bg.state in ("running", "finished")
+    assert bg.state in ("running", "completed")
     app.button(key=f"stop_{run_id}").click().run()
     deadline = time.monotonic() + 120
     while bg.alive and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert bg.state == "finished", bg.error
+    assert bg.state == "stopped", bg.error  # the store's word for it (issue 12, defect 7)
     app.run()
     table = app.dataframe[0].value
     assert run_id in table["run_id"].tolist()

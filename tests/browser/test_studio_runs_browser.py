@@ -1,0 +1,102 @@
+"""The Runs page in a real browser (issue 12, defect 7): the table refreshes by itself (a run
+that appears after the page loaded is listed, interrupted, with no reload), Resume continues
+that interrupted run to the end the uninterrupted run reached, and the panel says the table's
+words for it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from studio_harness import chromium_missing_reason, idle, no_errors, settle, shot
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+_missing = chromium_missing_reason()
+if _missing is not None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"the browser tests need Chromium in CI: {_missing}", pytrace=False)
+    pytest.skip(_missing, allow_module_level=True)
+
+RESUMED = "20250105-000000-resume"
+
+
+def _interrupted_copy(replay_store: dict[str, Any], n_candidates: int) -> tuple[str, str]:
+    """The session run's journal under another run id, cut after its `n_candidates`-th
+    evaluated candidate: a run that no process writes and that did not finish. Returns the
+    words the run's table row ends with (how the full run ended)."""
+    db: Path = replay_store["db"]
+    run_id: str = replay_store["run_id"]
+    lines = Path(f"{db}.journals", f"{run_id}.jsonl").read_text().splitlines(keepends=True)
+    last = json.loads(lines[-1])
+    assert last["type"] == "run_finished"
+    ended = f"{last['status']}: {last['reason']}"
+    seen, cut = 0, len(lines)
+    for i, line in enumerate(lines):
+        if json.loads(line).get("type") == "candidate_evaluated":
+            seen += 1
+            if seen == n_candidates:
+                cut = i + 1
+                break
+    text = "".join(lines[:cut]).replace(run_id, RESUMED)
+    tmp = Path(f"{db}.journals", f".{RESUMED}.tmp")
+    tmp.write_text(text)
+    tmp.rename(Path(f"{db}.journals", f"{RESUMED}.jsonl"))  # appears whole
+    return RESUMED, ended
+
+
+def test_the_runs_table_refreshes_and_resume_finishes_an_interrupted_run(
+    page: Any, studio: str, replay_store: dict[str, Any]
+) -> None:
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(studio + "/")
+    settle(page, "Runs")
+    no_errors(page)
+    loads: list[str] = []
+    page.on("load", lambda _: loads.append("load"))
+    assert page.get_by_role("heading", name="Interrupted runs").count() == 0
+    run_id, ended = _interrupted_copy(replay_store, 3)
+    # no reload: the table's fragment refreshes every 3 s and lists the new, interrupted run
+    page.get_by_role("heading", name="Interrupted runs").wait_for(timeout=30_000)
+    row = page.get_by_text(f"{run_id} gsm8k_replay / evolutionary: 3 candidates recorded")
+    row.wait_for(timeout=10_000)
+    assert loads == []
+    shot(page, "runs-interrupted")
+    idle(page)
+    page.locator(f".st-key-resume_run_{run_id} button").first.click()
+    page.get_by_text(f"Resumed run {run_id}.").wait_for(timeout=120_000)
+    # the panel says the table's words: how the uninterrupted run ended
+    panel = page.get_by_text(f"{run_id} gsm8k_replay / resumed")
+    panel.wait_for(timeout=30_000)
+    said = page.locator('[data-testid="stMarkdownContainer"] strong').filter(has_text=ended)
+    said.first.wait_for(timeout=180_000)
+    idle(page)
+    # the table's row (the grid's accessible cells) says the same, with every candidate
+    row_cells = (
+        page.locator(
+            "tr", has=page.locator("td", has_text=re.compile(f"^{run_id}$"))
+        ).first.locator("td")
+    ).all_text_contents()
+    assert row_cells[:3] == [
+        run_id,
+        f"live?run={run_id}",
+        f"overlay?runs={replay_store['run_id']},{run_id}",
+    ]
+    assert ended in row_cells
+    full_cells = (
+        page.locator(
+            "tr", has=page.locator("td", has_text=re.compile(f"^{replay_store['run_id']}$"))
+        )
+        .first.locator("td")
+        .all_text_contents()
+    )
+    at = full_cells.index(ended) + 1
+    assert row_cells[at] == full_cells[at]  # n_candidates: as many as the uninterrupted run
+    assert page.get_by_role("heading", name="Interrupted runs").count() == 0
+    assert loads == []
+    no_errors(page)
+    shot(page, "runs-resumed")
