@@ -28,14 +28,15 @@ def workdir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 def test_default_budget_is_the_count_plus_one(workdir: Path) -> None:
     problem = load_problem("gsm8k_replay")
-    # 2 nodes on the replay registries: pipeline[agent] (4) and router(question_is_long ->
-    # agent) with no fallback (4): the only condition readable before any candidate
+    # 2 nodes on the replay registries: pipeline[agent] (4) and router(c -> agent) with no
+    # fallback (4 x 6 = 24) for the six conditions readable before any candidate (the
+    # question's length, many numbers, fraction, percent, money, decimal)
     budget, line = _exhaustive_budget(
         problem, {"max_nodes": 2}, Budget(max_evaluations=48, max_usd=20000.0), given=False
     )
-    assert (budget.max_evaluations, budget.max_usd) == (9, 20000.0)
+    assert (budget.max_evaluations, budget.max_usd) == (29, 20000.0)
     assert line.startswith(
-        "exhaustive: 8 topologies of at most 2 nodes (by size 0, 8; generated 8, rejected 0, "
+        "exhaustive: 28 topologies of at most 2 nodes (by size 0, 28; generated 28, rejected 0, "
         "duplicates 0; enumerated in "
     )
     kept, _ = _exhaustive_budget(problem, {"max_nodes": 2}, Budget(max_evaluations=5), given=True)

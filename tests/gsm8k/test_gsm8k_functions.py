@@ -60,6 +60,11 @@ def test_every_function_has_a_role_and_a_one_line_description() -> None:
         "candidates_agree",
         "candidates_disagree",
         "question_is_long",
+        "question_has_many_numbers",
+        "question_has_fraction",
+        "question_mentions_percent",
+        "question_mentions_money",
+        "question_has_decimal",
         "route_by_check",
         "route_by_question_length",
         "next_unused_run",
@@ -181,6 +186,31 @@ def test_question_length() -> None:
     assert call("route_by_question_length", MathState(question="x" * 301)) == "long"
     assert call("route_by_question_length", MathState(question="short")) == "short"
     assert "300 characters" in FUNCS["question_is_long"].description
+
+
+def test_question_features_read_the_question_only() -> None:
+    q = MathState
+    assert PARAMS.many_numbers == 5
+    many = FUNCS["question_has_many_numbers"]
+    assert many.effect.needs_candidates == 0
+    assert many.fn(q(question="1 2 3 4")) is False
+    assert many.fn(q(question="1, 2, 3, 4 and 5")) is True
+    # a thousands separator and a decimal point join one number
+    assert many.fn(q(question="1,200 and 2.5 and 3 and 4")) is False
+    assert "at least 5 numbers" in many.description
+    assert call("question_has_fraction", q(question="She ate 3/4 of it.")) is True
+    assert call("question_has_fraction", q(question="Half of them left.")) is True
+    assert call("question_has_fraction", q(question="He ate two thirds.")) is True
+    assert call("question_has_fraction", q(question="The halfway point.")) is False
+    assert call("question_mentions_percent", q(question="a 20% discount")) is True
+    assert call("question_mentions_percent", q(question="Twenty Percent off")) is True
+    assert call("question_mentions_percent", q(question="perfect")) is False
+    assert call("question_mentions_money", q(question="It costs $3.")) is True
+    assert call("question_mentions_money", q(question="It costs 3 dollars.")) is False
+    assert call("question_has_decimal", q(question="It weighs 2.5 kg.")) is True
+    assert call("question_has_decimal", q(question="It weighs 2 kg. Then 5 more.")) is False
+    # a candidate in the state changes nothing: the features are input-only
+    assert call("question_has_decimal", st(("a", GOOD))) is False
 
 
 def test_classifiers() -> None:

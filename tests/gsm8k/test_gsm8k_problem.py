@@ -58,7 +58,7 @@ def test_the_problem_loads(problem: Problem) -> None:
     for run in RUNS:
         assert problem.agent_registry.describe(run)
         assert "\n" not in problem.agent_registry.describe(run)
-    assert len(problem.callable_registry.names()) == 20
+    assert len(problem.callable_registry.names()) == 25
     assert problem.roles["merge"] == ["merge_candidates", "merge_vote"]
     assert problem.roles["state_updater"] == ["carry_state"]
     assert problem.roles["evaluator"] == ["eval_agreement", "eval_arithmetic"]
@@ -271,3 +271,28 @@ def test_the_seed_latency_is_model_time(problem: Problem) -> None:
     assert [r.example_id for r in first.results] == ["gsm8k-test-0003"]
     assert first.results[0].bundle.output_tokens == 24
     assert first.latency_ms == second.latency_ms == 1200.0  # 24 output tokens at 20 tokens/s
+
+
+def test_the_question_features_split_the_validation_problems(problem: Problem) -> None:
+    # the shares the problem's README states, on the 300 validation problems
+    val = problem.splits["validation"]
+    counts = {
+        name: sum(bool(problem.callable_registry.get(name)(e.input)) for e in val)
+        for name in (
+            "question_is_long",
+            "question_has_many_numbers",
+            "question_has_fraction",
+            "question_mentions_percent",
+            "question_mentions_money",
+            "question_has_decimal",
+        )
+    }
+    assert counts == {
+        "question_is_long": 75,
+        "question_has_many_numbers": 68,
+        "question_has_fraction": 86,
+        "question_mentions_percent": 40,
+        "question_mentions_money": 94,
+        "question_has_decimal": 32,
+    }
+    assert all(problem.effects.callable(name).needs_candidates == 0 for name in counts)

@@ -10,6 +10,7 @@ they are registered.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,10 @@ __all__ = [
     "make_functions",
     "merge_candidates",
     "merge_vote",
+    "question_has_decimal",
+    "question_has_fraction",
+    "question_mentions_money",
+    "question_mentions_percent",
     "route_by_check",
     "vote_arithmetic_checked",
 ]
@@ -161,6 +166,46 @@ def _question_is_long(limit: int) -> Callable[[Any], bool]:
 
     question_is_long.__doc__ = f"The question has more than {limit} characters."
     return question_is_long
+
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_DECIMAL = re.compile(r"\d\.\d")
+_PERCENT = re.compile(r"%|\bpercent", re.IGNORECASE)
+_FRACTION = re.compile(
+    r"\d/\d|\b(?:half|halves|third|thirds|quarter|quarters|fifth|fifths)\b", re.IGNORECASE
+)
+
+
+def question_has_decimal(state: Any) -> bool:
+    """The question has a decimal number (a digit, a point, a digit: `2.5`, `$1.25`)."""
+    return _DECIMAL.search(coerce_state(state).question) is not None
+
+
+def question_mentions_money(state: Any) -> bool:
+    """The question has a `$` sign."""
+    return "$" in coerce_state(state).question
+
+
+def question_mentions_percent(state: Any) -> bool:
+    """The question has a `%` sign or the word "percent" (any case)."""
+    return _PERCENT.search(coerce_state(state).question) is not None
+
+
+def question_has_fraction(state: Any) -> bool:
+    """The question has a fraction: `a/b`, or a whole word half, third, quarter or fifth
+    (singular or plural, any case)."""
+    return _FRACTION.search(coerce_state(state).question) is not None
+
+
+def _question_has_many_numbers(count: int) -> Callable[[Any], bool]:
+    def question_has_many_numbers(state: Any) -> bool:
+        return len(_NUMBER.findall(coerce_state(state).question)) >= count
+
+    question_has_many_numbers.__doc__ = (
+        f"The question has at least {count} numbers written in digits (`1,200` and `2.5` count "
+        "once each)."
+    )
+    return question_has_many_numbers
 
 
 # -- classifiers (state -> route name) --------------------------------------------------------
@@ -355,6 +400,36 @@ def make_functions(params: ReplayParams) -> list[RegisteredFunction]:
             _question_is_long(limit),
             ("condition",),
             f"The question has more than {limit} characters.",
+        ),
+        R(
+            "question_has_many_numbers",
+            _question_has_many_numbers(params.many_numbers),
+            ("condition",),
+            f"The question has at least {params.many_numbers} numbers written in digits.",
+        ),
+        R(
+            "question_has_fraction",
+            question_has_fraction,
+            ("condition",),
+            "The question has a fraction (a/b, or half, third, quarter, fifth).",
+        ),
+        R(
+            "question_mentions_percent",
+            question_mentions_percent,
+            ("condition",),
+            "The question has a % sign or the word percent.",
+        ),
+        R(
+            "question_mentions_money",
+            question_mentions_money,
+            ("condition",),
+            "The question has a $ sign.",
+        ),
+        R(
+            "question_has_decimal",
+            question_has_decimal,
+            ("condition",),
+            "The question has a decimal number (2.5, $1.25).",
         ),
         R(
             "route_by_check",

@@ -243,6 +243,8 @@ class ReplayParams(BaseModel):
     """The token rule: `ceil(characters / chars_per_token)`."""
     long_question_chars: int = Field(default=300, ge=1)
     """`question_is_long` holds when the question has more characters than this."""
+    many_numbers: int = Field(default=5, ge=1)
+    """`question_has_many_numbers` holds when the question has at least this many numbers."""
     escalation_order: tuple[str, ...] = RUNS
     """Run order of the `next_unused_run` classifier (cheapest first)."""
     runs: dict[str, RunSettings]
