@@ -29,9 +29,10 @@
     held-out test of the validation front), run twice as a child process on a fresh database:
     `cold` (an empty call cache) and `warm` (the call cache the first run left beside the
     database, `<db>.calls.duckdb`: every call is a hit). Per run it prints wall time, CPU time
-    (user + system of the child, from `os.wait4`) and peak RSS (`ru_maxrss`), then whether the
-    run's results are identical to `BASELINE` (the same command's results recorded before the
-    changes of issue 17: every candidate's figures, both fronts, the winner, and every
+    (user + system of the child) and peak RSS (`ru_maxrss`, read by a fresh launcher process,
+    so the bench's own memory is not counted), then whether the run's results are identical to
+    `BASELINE` (the same command's results, see there: every candidate's figures, both fronts,
+    the winner, and every
     journalled per-example record but its timestamp and output summary text, latency included)
     and to each other.
     `--write-baseline DB RUN` records a run as that baseline. Targets: warm <= 10 s wall,
@@ -437,8 +438,11 @@ async def _acceptance(args: argparse.Namespace) -> None:
 # --- (c) the default offline search ---------------------------------------------------------
 
 BASELINE = Path(__file__).with_name("baselines") / "gsm8k_replay_default.json"
-"""Results of `topology-studio search gsm8k_replay` (seed 42) recorded before issue 17's changes
-(2026-12-02, commit 50d0018): what every later version must reproduce exactly."""
+"""Results of `topology-studio search gsm8k_replay` (seed 42): what every later version must
+reproduce exactly. First recorded before issue 17's changes (commit 50d0018), which all
+reproduced it; recorded again on 2026-12-02 when the replay problem gained five input-only
+conditions (issue 10: a new registry is a new search, so its results are new), with the code of
+commit ff4c7bc plus that registry."""
 
 _ARCHIVE_FIELDS = (
     "candidate_idx",
@@ -515,25 +519,43 @@ class ChildRun:
     peak_rss_mib: float
 
 
+_LAUNCHER = """
+import json, os, resource, subprocess, sys, time
+start = time.perf_counter()
+code = subprocess.call(sys.argv[2:])
+wall = time.perf_counter() - start
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+figures = {"code": code, "wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss}
+os.write(int(sys.argv[1]), json.dumps(figures).encode())
+"""
+"""Runs the CLI as its own child and reports that child's figures. Peak RSS is the largest
+resident set a process ever had, and a forked child starts with its parent's: the CLI forked
+straight from this process (hundreds of MiB after part (b)) would report this process's
+memory. The launcher is a fresh interpreter (about 10 MiB), so its child's peak is the CLI's."""
+
+
 def _run_cli(args: list[str]) -> ChildRun:
-    start = time.perf_counter()
+    read_fd, write_fd = os.pipe()
     child = subprocess.Popen(
-        [sys.executable, "-m", "studio.cli", *args],
+        [sys.executable, "-c", _LAUNCHER, str(write_fd), sys.executable, "-m", "studio.cli", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        pass_fds=(write_fd,),
     )
+    os.close(write_fd)
     assert child.stdout is not None
     output = child.stdout.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.perf_counter() - start
-    if child.returncode != 0:
-        raise SystemExit(f"topology-studio {' '.join(args)} failed ({child.returncode}):\n{output}")
+    child.wait()
+    with os.fdopen(read_fd, "rb") as pipe:
+        figures = json.loads(pipe.read() or b"{}")
+    if child.returncode != 0 or figures.get("code") != 0:
+        code = figures.get("code", child.returncode)
+        raise SystemExit(f"topology-studio {' '.join(args)} failed ({code}):\n{output}")
     found = re.search(r"^== Run (\S+) ==", output, re.MULTILINE)
     if found is None:
         raise SystemExit(f"no run id in the output of topology-studio {' '.join(args)}")
-    return ChildRun(found.group(1), wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
+    return ChildRun(found.group(1), figures["wall"], figures["cpu"], figures["rss"] / 1024)
 
 
 def _default_search(write_baseline: list[str] | None) -> None:
