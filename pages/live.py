@@ -3,6 +3,8 @@ on their own while the run goes on (a fragment with `run_every`, and a pause swi
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
 from core.search.pareto import DEFAULT_OBJECTIVES
@@ -20,6 +22,7 @@ from studio.views.pareto import (
     progress_frame,
     selected_candidates,
 )
+from studio.views.progress import run_progress
 from studio.views.tables import (
     ARCHIVE_SORTS,
     archive_table,
@@ -27,6 +30,7 @@ from studio.views.tables import (
     full_split,
     live_status,
     names_in_spec,
+    status_word,
 )
 
 REFRESH_S = 2.0
@@ -46,10 +50,19 @@ if runs is None or runs.empty:
 link = parse_live_link(
     st.query_params.to_dict(), runs=[str(r) for r in runs["run_id"]], objectives=OBJECTIVES
 )
-picked_run = pick_run(runs, key="live_run")
+search_states = {s.run_id: s.state for s in manager.searches() if s.alive}
+picked_run = pick_run(runs, key="live_run", search_states=search_states)
 if picked_run is None:
     st.stop()
 run_id: str = str(picked_run)
+# the state word the picker shows for this run: when the status line below finds another one
+# (the run ended, was paused), the whole page runs again, so the two never disagree (one
+# source: the store's record, with this studio's search state)
+picked_row = runs.loc[runs["run_id"].astype(str) == run_id]
+picker_word = status_word(
+    str(picked_row["status"].tolist()[0]) if not picked_row.empty else "",
+    search_states.get(run_id),
+)
 
 # the inspected candidate: from the deep link once, then from the chart, table or picker
 if st.session_state.get("live_sel_run") != run_id:
@@ -111,6 +124,9 @@ def live_view() -> None:
     with guard():
         store = manager.store
         record = store.get_run(run_id)
+        # results before the archive: the budget's evaluations never outrun the candidates
+        # read just after (the journal is ingested between the two reads)
+        results = store.progress(run_id)
         archive = store.archive(run_id, include_unevaluated=True)
         archive = archive.assign(comparable=full_split(archive))  # the inspector reads it too
         st.session_state["live_archive"] = (run_id, archive)  # the inspector below reuses it
@@ -126,6 +142,31 @@ def live_view() -> None:
             else "unknown run"
         )
         st.markdown(f"**{label}**" + ("" if live or not running else "  (live updates paused)"))
+        if record is not None:
+            now_word = status_word(record.status, search.state if search is not None else None)
+            if now_word != picker_word and st.session_state.get("live_word_rerun") != (
+                run_id,
+                now_word,
+            ):
+                st.session_state["live_word_rerun"] = (run_id, now_word)
+                st.rerun()  # the whole page: the picker's label follows the status line
+        if record is not None:
+            prog = run_progress(
+                status=record.status,
+                config=record.config,
+                started_at=record.started_at,
+                finished_at=record.finished_at,
+                cost_usd=float(results["cost_usd"].tolist()[-1]) if not results.empty else 0.0,
+                logs=store.logs(run_id),
+                results=results,
+                now=time.time(),
+            )
+            eta = f" · ends in {prog.eta_text}" if prog.eta_text else ""
+            st.markdown(f"**Phase:** {prog.phase_text}{eta}")
+            st.caption(
+                "**Budget used**: "
+                + " · ".join(f"{line.name} {line.text()}" for line in prog.budget)
+            )
         valid = archive.loc[archive["valid"].astype(bool)] if not archive.empty else archive
         best = valid.loc[valid["is_best"].astype(bool)] if not valid.empty else valid
         best_score = (
@@ -149,7 +190,7 @@ def live_view() -> None:
                 st.metric(label_, value_, width="content")
 
         snaps = store.snapshots(run_id)
-        frame = progress_frame(snaps, store.progress(run_id) if snaps.empty else None)
+        frame = progress_frame(snaps, results if snaps.empty else None)
         hv = hypervolume_series(snaps, archive, x, y)
         fig = live_figure(
             archive, frame, x, y, selected=st.session_state.get("live_sel"), log_x=log_x, hv=hv

@@ -28,6 +28,7 @@ __all__ = [
     "guard",
     "PAGE_SPECS",
     "load_runs",
+    "open_runs_page",
     "page",
     "pick_run",
     "show_error",
@@ -121,8 +122,34 @@ def load_runs(manager: StudioManager) -> pd.DataFrame:
     return manager.store.list_runs()
 
 
+def open_runs_page(title: str, empty: str) -> tuple[StudioManager, pd.DataFrame]:
+    """The start of a page about recorded runs: its title, the store banner, every run.
+
+    Stops the page with the note `empty` when there is no run (or the runs cannot be read:
+    the error is shown above it).
+
+    Returns:
+        The manager and `load_runs(manager)` (not empty).
+    """
+    st.title(title)
+    manager = get_manager()
+    store_banner(manager)
+    runs = None
+    with guard():
+        runs = load_runs(manager)
+    if runs is None or runs.empty:
+        st.info(empty)
+        st.stop()
+    return manager, runs
+
+
 def pick_run(
-    runs: pd.DataFrame, *, key: str, label: str = "Run", param: str | None = "run"
+    runs: pd.DataFrame,
+    *,
+    key: str,
+    label: str = "Run",
+    param: str | None = "run",
+    search_states: dict[str, str] | None = None,
 ) -> str | None:
     """A run picker whose choice follows (and sets) the `run` query parameter.
 
@@ -131,13 +158,21 @@ def pick_run(
     is written to the URL. The URL value last seen is kept in `st.session_state[key + "_url"]`:
     re-applying an unchanged URL value on every rerun would undo the user's choice.
 
+    Each run is labelled with its state in the status line's words (`run_label`, with
+    `search_states`: run id -> the state of a search this studio runs, so a paused one says
+    `paused`).
+
     Returns:
         The chosen run id, or None when there are no runs.
     """
     if runs.empty:
         return None
     ids = [str(r) for r in runs["run_id"].tolist()]
-    labels = {str(r["run_id"]): run_label(r) for r in runs.to_dict("records")}
+    states = search_states or {}
+    labels = {
+        str(r["run_id"]): run_label(r, states.get(str(r["run_id"])))
+        for r in runs.to_dict("records")
+    }
     seen_key = f"{key}_url"
     wanted = st.query_params.get(param) if param else None
     url_changed = wanted != st.session_state.get(seen_key)
@@ -152,6 +187,12 @@ def pick_run(
         st.warning(f"No run {bad!r} in this store: showing {st.session_state[key]} instead.")
     if st.session_state[key] not in ids:
         st.session_state[key] = ids[0]
+    shown = tuple(labels[i] for i in ids)
+    if st.session_state.get(f"{key}_labels") != shown:
+        # a label changed (a run ended, was paused): setting the value from the script makes
+        # the browser draw the chosen run's label anew; it keeps the old text otherwise
+        st.session_state[f"{key}_labels"] = shown
+        st.session_state[key] = st.session_state[key]
     chosen = st.selectbox(
         label,
         ids,

@@ -29,6 +29,7 @@ __all__ = [
     "full_split",
     "live_status",
     "run_label",
+    "status_word",
     "runs_table",
     "runs_overview",
     "COST_BASIS_TEXT",
@@ -171,11 +172,19 @@ def runs_overview(
     return pd.DataFrame(table[cols])
 
 
-def run_label(row: pd.Series | dict[str, Any]) -> str:
+def status_word(status: str, search_state: str | None = None) -> str:
+    """A run's state in one word, as the status line and the run pickers say it: the store's
+    status, except `paused` or `stopping` for a running search this studio holds or stops."""
+    if status == "running" and search_state in ("paused", "stopping"):
+        return str(search_state)
+    return status
+
+
+def run_label(row: pd.Series | dict[str, Any], search_state: str | None = None) -> str:
     """One line naming a run for a picker, e.g. `"2025...-3f9a1c  gsm8k_replay  evolutionary
-    (completed)"`."""
+    (completed)"`; the state is `status_word(status, search_state)`."""
     get = row.get
-    status = get("status") or ""
+    status = status_word(str(get("status") or ""), search_state)
     return f"{get('run_id')}  {get('problem') or '?'}  {get('strategy') or '?'}  ({status})"
 
 
@@ -197,8 +206,9 @@ def live_status(
         e.g. `"paused, data as of 2025-01-02 00:00:09 UTC"`, else `status_label(...)`.
     """
     label = status_label(status, reason, last_event_at)
-    if status == "running" and search_state in ("paused", "stopping"):
-        return search_state + label.removeprefix("running")
+    word = status_word(status, search_state)
+    if word != status:
+        return word + label.removeprefix("running")
     return label
 
 

@@ -100,3 +100,51 @@ def test_the_runs_table_refreshes_and_resume_finishes_an_interrupted_run(
     assert loads == []
     no_errors(page)
     shot(page, "runs-resumed")
+
+
+def test_the_live_pickers_state_follows_the_status_line_and_the_phase_is_said(
+    page: Any, studio: str, replay_store: dict[str, Any]
+) -> None:
+    import subprocess
+    import sys
+    import time
+
+    from studio_harness import REPO
+
+    db: Path = replay_store["db"]
+    stop = replay_store["root"] / "STOP-phase"
+    run_id = "phase-run"
+    writer = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("journal_writer.py")), str(db), run_id, "60", str(stop)],
+        cwd=REPO,
+    )  # fmt: skip
+    try:
+        journal = Path(f"{db}.journals") / f"{run_id}.jsonl"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (
+            not journal.exists() or journal.stat().st_size < 2000
+        ):
+            time.sleep(0.1)
+        page.goto(f"{studio}/live?run={run_id}")
+        settle(page, "Live search")
+        loads: list[str] = []
+        page.on("load", lambda _: loads.append("load"))
+        page.get_by_text(
+            re.compile(r"^Phase: search: \d+ candidate evaluations so far")
+        ).first.wait_for(timeout=30_000)
+        picker = page.locator(".st-key-live_run input")
+        assert picker.input_value() == f"{run_id}  gsm8k_replay  evolutionary  (running)"
+        shot(page, "live-phase-search")
+        writer.wait(timeout=60)  # it ends its run: completed
+        page.get_by_text("Phase: finished (completed)").first.wait_for(timeout=30_000)
+        page.wait_for_function(
+            "() => document.querySelector('.st-key-live_run input').value.endsWith('(completed)')",
+            timeout=30_000,
+        )
+        assert picker.input_value() == f"{run_id}  gsm8k_replay  evolutionary  (completed)"
+        assert loads == []
+        shot(page, "live-phase-finished")
+    finally:
+        stop.touch()
+        if writer.poll() is None:
+            writer.wait(timeout=30)
