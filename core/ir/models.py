@@ -124,6 +124,10 @@ def _ir_agent(spec: AgentSpec) -> AgentSpec:
     return spec
 
 
+ir_agent = _ir_agent
+"""`_ir_agent` by a public name (for `core.ir._fast`; the function keeps its name, which
+validation error locations spell)."""
+
 IRAgentSpec = Annotated[AgentSpec, AfterValidator(_ir_agent)]
 """An `AgentSpec` as the IR holds it: `output_schema` only."""
 
@@ -273,19 +277,25 @@ class RouterSpec(_Node):
 
     @model_validator(mode="after")
     def _rules(self, info: ValidationInfo) -> RouterSpec:
-        if self.classifier is None and all(r.condition_name is None for r in self.routes):
-            raise ValueError("a router needs a classifier or at least one route condition_name")
-        seen: dict[str, str] = {}
-        for route in self.routes:
-            key = route.name.strip().casefold()
-            if key in seen:
-                raise ValueError(
-                    f"duplicate route name {route.name!r} (same as {seen[key]!r} after strip and "
-                    "case-fold)"
-                )
-            seen[key] = route.name
+        check_router_rules(self)
         _check_ids(self, info)
         return self
+
+
+def check_router_rules(router: RouterSpec) -> None:
+    """A router's own rules (not the unique ids): a classifier or a route condition, and route
+    names unique after strip + case-fold. Raises ValueError."""
+    if router.classifier is None and all(r.condition_name is None for r in router.routes):
+        raise ValueError("a router needs a classifier or at least one route condition_name")
+    seen: dict[str, str] = {}
+    for route in router.routes:
+        key = route.name.strip().casefold()
+        if key in seen:
+            raise ValueError(
+                f"duplicate route name {route.name!r} (same as {seen[key]!r} after strip and "
+                "case-fold)"
+            )
+        seen[key] = route.name
 
 
 class RefinementLoopSpec(_Node):

@@ -321,3 +321,99 @@ def test_a_prebuilt_child_is_walked_for_ids() -> None:
     )
     unique = {"kind": "pipeline", "steps": [{"operation": child}, {"operation": _with_id(FN, "y")}]}
     assert _outcome(lambda: parse_topology(unique))[0] == "ok"
+
+
+# The fast schema (`core.ir._fast`): pydantic-core enforces the depth, and the rules a text
+# cannot need are left out; it must accept exactly what the models accept, within the limits.
+
+AGENT: dict[str, Any] = {"kind": "agent_step", "agent_name": "a"}
+INLINE: dict[str, Any] = {"name": "judge", "output_schema": {"type": "string"}}
+
+
+def _fast(data: Any, limits: SpecLimits = D8, *, topology: bool = True) -> Any:
+    from core.ir.limits import _validate_fast  # pyright: ignore[reportPrivateUsage]
+
+    return _validate_fast(data, limits, topology=topology)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 5, 8])
+def test_the_fast_schema_takes_specs_up_to_the_depth_limit_only(depth: int) -> None:
+    limits = SpecLimits(max_depth=depth)
+    assert _fast(json.dumps(loops(depth)), limits) is not None
+    assert _fast(json.dumps(pipes(depth)), limits) is not None
+    assert _fast(json.dumps(loops(depth + 1)), limits) is None
+    assert _fast(json.dumps(pipes(depth + 1)), limits) is None
+    assert _fast(json.dumps(loops(depth + 1)), limits, topology=False) is None
+    _same_as_full(json.dumps(loops(depth + 1)), limits)
+
+
+@pytest.mark.parametrize(
+    ("label", "node"),
+    [
+        ("an agent step with neither source", pipe({"kind": "agent_step"})),
+        ("an agent step with a null name", pipe({"kind": "agent_step", "agent_name": None})),
+        ("an agent step with both sources", pipe({**AGENT, "inline_spec": INLINE})),
+        ("an inline agent step", pipe({"kind": "agent_step", "inline_spec": INLINE})),
+        (
+            "an inline classifier",
+            {"kind": "router", "routes": [{"name": "x", "step": FN}], "classifier": INLINE},
+        ),
+        ("an inline evaluator", loops(1, AGENT) | {"evaluator": INLINE}),
+        ("a name blank by str.strip only", pipe({**FN, "callable_name": "\x1c"})),
+        ("a name of spaces", pipe({**FN, "callable_name": "   "})),
+        ("an empty name", pipe({**FN, "callable_name": ""})),
+        (
+            "duplicate route names",
+            {
+                "kind": "router",
+                "routes": [
+                    {"name": "x", "step": FN, "condition_name": "c"},
+                    {"name": " X", "step": FN, "condition_name": "c"},
+                ],
+            },
+        ),
+        (
+            "a router with no classifier nor condition",
+            {"kind": "router", "routes": [{"name": "x", "step": FN}]},
+        ),
+        (
+            "duplicate ids in two branches",
+            {"kind": "parallel", "steps": [{**FN, "id": "n"}, pipe({**AGENT, "id": "n"})]},
+        ),
+        (
+            "unique ids",
+            {"kind": "parallel", "steps": [{**FN, "id": "n"}, pipe({**AGENT, "id": "m"})]},
+        ),
+    ],
+)
+def test_the_fast_schema_keeps_every_model_rule(label: str, node: dict[str, Any]) -> None:
+    text = json.dumps(node)
+    _same_as_full(text)
+    _same_as_full(text, topology=False)
+    full = _outcome(lambda: _parse(text, None, topology=True, fast=False))
+    assert (_fast(text) is not None) == (full[0] == "ok")
+
+
+def test_an_inline_agent_deep_in_a_spec_is_checked_for_nesting() -> None:
+    """With an inline AgentSpec the container nesting does not follow from the depth: a leaf
+    agent with tools at the depth limit nests past `json_nesting_cap` (the full path refuses)."""
+    agent = {"kind": "agent_step", "inline_spec": {**INLINE, "tools": [{"name": "t"}]}}
+    outcomes: list[str] = []
+    for depth in (2, 8):
+        node = pipe(agent)
+        for _ in range(depth - 1):
+            node = pipe(node)
+        text = json.dumps(node)
+        outcomes.append(_same_as_full(text, SpecLimits(max_depth=depth))[0])
+        outcomes.append(_same_as_full(text, SpecLimits(max_depth=depth + 1))[0])
+    assert outcomes == ["limit", "ok", "limit", "ok"]  # refused by nesting, not by depth
+
+
+def test_building_the_fast_schema_leaves_the_models_as_they_were() -> None:
+    from core.ir._fast import NODE_HELPER_TYPES, fast_validator
+    from core.ir.models import ParallelSpec
+
+    fast_validator(3, topology=True, ids=False, inline_steps=False)
+    assert all(cls.__pydantic_complete__ for cls in NODE_HELPER_TYPES)
+    with pytest.raises(ValueError, match="duplicate node id"):
+        ParallelSpec.model_validate({"steps": [{**FN, "id": "n"}, {**FN, "id": "n"}]})

@@ -1,0 +1,278 @@
+"""The fast path's validators (issue 17 item 3): the IR models' own core schema, rewritten so that
+pydantic-core itself enforces the depth limit, with the checks a given text cannot need left out.
+
+`parse_topology` used to bound a text with a Python scan (`_bound.within_limits`, about a third
+of validating a 31-node spec) and then ran the models' full validation, whose Python validators
+(the unique-id check at every composite above all) cost as much again as pydantic-core's own work.
+Here the same models are validated by a schema derived from theirs, one per `max_depth` and per
+text shape, that accepts a text only if the models accept it with the same result:
+
+- depth: the node union is unrolled into one copy per remaining level, and the copy at level 0
+  holds only the atomic kinds, so a composite one past `max_depth` fails validation (a depth
+  limit of pydantic-core's own, costing nothing per node); every node is an instance of its
+  public class, as the models build it;
+- ids: a text in which the token `"id"` does not occur has no node ids, so the composites'
+  unique-id checks (Python, one per composite) are left out;
+- agent steps: a text without the token `"inline_spec"` has no inline agent steps, so "exactly
+  one of agent_name and inline_spec" is `agent_name` required (a core rule, not a Python
+  validator);
+- names: the `\\S` pattern of a name is implied by its `_not_blank` check (which every name has
+  after it: no character that `str.strip()` keeps is space to the Rust regex, checked over all
+  of Unicode), so the pattern is left out.
+
+What this schema does not enforce is checked around it (`core.ir.limits._validate_fast`): the
+node count (`"kind"` tokens), and, for a spec holding an inline `AgentSpec` (marked in the
+validation context when one is validated), the container nesting, by `_bound.within_limits`.
+Without an `AgentSpec` the nesting of a valid spec follows from its depth (at most 3 containers a
+composite level and 1 for the leaf: `3 * depth + 1 <= json_nesting_cap(depth)`).
+
+Any text this schema refuses takes the full path, which gives every error as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from typing import Any, cast
+
+from pydantic import TypeAdapter, ValidationInfo
+from pydantic_core import SchemaValidator
+
+from core.ir.agent_spec import AgentSpec
+from core.ir.models import (
+    ATOMIC_KINDS,
+    COMPOSITE_KINDS,
+    KINDS,
+    NODE_TYPES,
+    OperationSpec,
+    PipelineStepEntry,
+    RouterSpec,
+    RouteSpec,
+    StepConfigSpec,
+    check_router_rules,
+    ir_agent,
+)
+
+__all__ = ["AGENT_MARK", "fast_validator"]
+
+AGENT_MARK = "core.ir.fast.agent_seen"
+"""Validation-context key set when the fast schema validates an inline `AgentSpec`."""
+
+NODE_HELPER_TYPES = (*NODE_TYPES, PipelineStepEntry, RouteSpec, StepConfigSpec)
+"""The classes the fast schema builds instances of with its own rules (`_build`)."""
+
+_OP = "__ir_op__"  # placeholder ref for the node union inside a composite
+_ID_CHECKS = frozenset(
+    {"PipelineSpec._ids", "ParallelSpec._ids", "RefinementLoopSpec._ids", "RouterSpec._rules"}
+)
+
+Schema = dict[str, Any]
+
+
+def _ir_agent_marked(spec: AgentSpec, info: ValidationInfo) -> AgentSpec:
+    """`ir_agent`, and a mark in the validation context that an `AgentSpec` was validated."""
+    spec = ir_agent(spec)
+    context = info.context
+    if isinstance(context, dict):
+        cast(dict[str, Any], context)[AGENT_MARK] = True
+    return spec
+
+
+def _router_rules(spec: RouterSpec) -> RouterSpec:
+    """`RouterSpec`'s rules without the unique-id check (a text with no ids)."""
+    check_router_rules(spec)
+    return spec
+
+
+def _qualname(schema: Schema) -> str:
+    function = cast(dict[str, Any], schema.get("function") or {}).get("function")
+    return getattr(function, "__qualname__", "")
+
+
+def _flatten(schema: Any, defs: dict[str, Schema]) -> Any:
+    """A copy of `schema` with every inline definition (`ref`) moved into `defs` and referred to,
+    and the node union (all six kinds) replaced by a reference to `_OP`."""
+    if isinstance(schema, list):
+        return [_flatten(item, defs) for item in cast(list[Any], schema)]
+    if not isinstance(schema, dict):
+        return schema
+    source = cast(Schema, schema)
+    kind = source.get("type")
+    if kind == "definitions":
+        for definition in cast(list[Schema], source["definitions"]):
+            _flatten(definition, defs)
+        return _flatten(source["schema"], defs)
+    if kind == "tagged-union" and set(cast(Schema, source["choices"])) == set(KINDS):
+        defs.setdefault(_OP, {k: v for k, v in source.items() if k != "choices"})
+        return {"type": "definition-ref", "schema_ref": _OP}
+    out: Schema = {key: _flatten(value, defs) for key, value in source.items()}
+    ref = out.get("ref")
+    if isinstance(ref, str) and kind != "definition-ref":
+        defs[ref] = out
+        return {"type": "definition-ref", "schema_ref": ref}
+    return out
+
+
+def _refs(schema: Any) -> set[str]:
+    """The definitions `schema` refers to (directly)."""
+    found: set[str] = set()
+    stack: list[Any] = [schema]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, list):
+            stack.extend(cast(list[Any], current))
+        elif isinstance(current, dict):
+            source = cast(Schema, current)
+            if source.get("type") == "definition-ref":
+                found.add(cast(str, source["schema_ref"]))
+            else:
+                stack.extend(source.values())
+    return found
+
+
+def _rewrite(schema: Any, edit: Callable[[Schema], Schema | None]) -> Any:
+    """A copy of `schema` where `edit` may replace any dict (bottom-up)."""
+    if isinstance(schema, list):
+        return [_rewrite(item, edit) for item in cast(list[Any], schema)]
+    if not isinstance(schema, dict):
+        return schema
+    out: Schema = {key: _rewrite(value, edit) for key, value in cast(Schema, schema).items()}
+    replaced = edit(out)
+    return out if replaced is None else replaced
+
+
+def _edit(*, ids: bool, inline_steps: bool) -> Callable[[Schema], Schema | None]:
+    def edit(schema: Schema) -> Schema | None:
+        kind = schema.get("type")
+        if kind == "function-after":
+            name = _qualname(schema)
+            inner = cast(Schema, schema["schema"])
+            if name.endswith("_not_blank") and inner.get("type") == "str":
+                if inner.get("pattern") == r"\S":
+                    schema["schema"] = {k: v for k, v in inner.items() if k != "pattern"}
+                return schema
+            if name == "_ir_agent":
+                schema["function"] = {"type": "with-info", "function": _ir_agent_marked}
+                return schema
+            if not ids and name in _ID_CHECKS:
+                if name == "RouterSpec._rules":
+                    schema["function"] = {"type": "no-info", "function": _router_rules}
+                    return schema
+                return {**inner, "ref": schema["ref"]} if "ref" in schema else inner
+            if not inline_steps and name == "AgentStepSpec._exactly_one":
+                return _agent_name_required(inner, schema.get("ref"))
+        return None
+
+    return edit
+
+
+def _agent_name_required(model: Schema, ref: str | None) -> Schema:
+    """`AgentStepSpec`'s model schema for a text without `inline_spec`: `agent_name` required
+    and not null, `inline_spec` only ever its default (None)."""
+    fields = cast(Schema, cast(Schema, model["schema"])["fields"])
+    name_field = cast(Schema, fields["agent_name"])
+    nullable = cast(Schema, cast(Schema, name_field["schema"])["schema"])
+    fields["agent_name"] = {**name_field, "schema": nullable["schema"]}
+    inline = cast(Schema, fields["inline_spec"])
+    fields["inline_spec"] = {
+        **inline,
+        "schema": {"type": "default", "default": None, "schema": {"type": "none"}},
+    }
+    return {**model, "ref": ref} if ref is not None else model
+
+
+@cache
+def _flat() -> tuple[dict[str, Schema], dict[str, str]]:
+    """The node union's definitions, flattened, and each kind's definition ref."""
+    adapter: TypeAdapter[OperationSpec] = TypeAdapter(OperationSpec)
+    defs: dict[str, Schema] = {}
+    root = _flatten(adapter.core_schema, defs)
+    assert root == {"type": "definition-ref", "schema_ref": _OP}, root
+    kinds: dict[str, str] = {}
+    for kind in KINDS:
+        choice = cast(Schema, cast(Schema, adapter.core_schema)["schema"])["choices"][kind]
+        kinds[kind] = cast(str, choice["schema_ref"])
+    return defs, kinds
+
+
+def _level_dependent(defs: dict[str, Schema]) -> set[str]:
+    """The definitions that reach the node union (composites and their entry/route objects)."""
+    direct = {ref: _refs(schema) for ref, schema in defs.items()}
+    found = {_OP}
+    changed = True
+    while changed:
+        changed = False
+        for ref, targets in direct.items():
+            if ref not in found and targets & found:
+                found.add(ref)
+                changed = True
+    found.discard(_OP)
+    return found
+
+
+@cache
+def fast_validator(max_depth: int, *, topology: bool, ids: bool, inline_steps: bool) -> Any:
+    """The fast schema's `SchemaValidator` (see the module docstring), cached per shape."""
+    defs, kinds = _flat()
+    edited = {
+        ref: _rewrite(schema, _edit(ids=ids, inline_steps=inline_steps))
+        for ref, schema in defs.items()
+    }
+    union = edited.pop(_OP)
+    dependent = _level_dependent(defs)
+
+    def at_level(schema: Any, level: int) -> Any:
+        def rename(node: Schema) -> Schema | None:
+            if node.get("type") == "definition-ref":
+                target = cast(str, node["schema_ref"])
+                if target == _OP:
+                    return {"type": "definition-ref", "schema_ref": f"{_OP}@{level - 1}"}
+                if target in dependent:
+                    return {"type": "definition-ref", "schema_ref": f"{target}@{level}"}
+            return None
+
+        return _rewrite(schema, rename)
+
+    definitions: list[Schema] = [schema for ref, schema in edited.items() if ref not in dependent]
+    for level in range(1, max_depth + 1):
+        for ref in dependent:
+            copy = cast(Schema, at_level(edited[ref], level))
+            copy["ref"] = f"{ref}@{level}"
+            definitions.append(copy)
+    for level in range(max_depth + 1):
+        choices: dict[str, Any] = {
+            kind: {"type": "definition-ref", "schema_ref": kinds[kind]} for kind in ATOMIC_KINDS
+        }
+        if level >= 1:
+            for kind in COMPOSITE_KINDS:
+                choices[kind] = {"type": "definition-ref", "schema_ref": f"{kinds[kind]}@{level}"}
+        definitions.append({**union, "choices": choices, "ref": f"{_OP}@{level}"})
+    if topology:
+        root: Schema = {
+            **union,
+            "choices": {
+                kind: {"type": "definition-ref", "schema_ref": f"{kinds[kind]}@{max_depth}"}
+                for kind in COMPOSITE_KINDS
+            },
+        }
+    else:
+        root = {"type": "definition-ref", "schema_ref": f"{_OP}@{max_depth}"}
+    return _build(cast(Any, {"type": "definitions", "schema": root, "definitions": definitions}))
+
+
+def _build(schema: Any) -> SchemaValidator:
+    """`SchemaValidator(schema)` built from the schema itself.
+
+    pydantic-core reuses a complete model class's own `__pydantic_validator__` for any `model`
+    schema naming that class (its "prebuilt" validators), which would put back every rule left
+    out here and lift the depth limit; so the node classes are marked incomplete while it builds
+    (and only then: the flag is read at build time).
+    """
+    classes = [c for c in NODE_HELPER_TYPES if c.__dict__.get("__pydantic_complete__")]
+    for cls in classes:
+        type.__setattr__(cls, "__pydantic_complete__", False)
+    try:
+        return SchemaValidator(schema)
+    finally:
+        for cls in classes:
+            type.__setattr__(cls, "__pydantic_complete__", True)
