@@ -7,7 +7,7 @@ import hashlib
 import pandas as pd
 import streamlit as st
 
-from studio._st_common import get_manager, guard, load_runs, store_banner
+from studio._st_common import guard, open_runs_page
 from studio._st_render import drilldown
 from studio.views.candidate import candidate_view
 from studio.views.compare import (
@@ -27,16 +27,7 @@ from studio.views.compare import (
 from studio.views.drilldown import answer_row, gold_cases, trace_detail
 from studio.views.tables import candidate_options, run_label
 
-st.title("Compare")
-manager = get_manager()
-store_banner(manager)
-
-runs = None
-with guard():
-    runs = load_runs(manager)
-if runs is None or runs.empty:
-    st.info("No runs yet.")
-    st.stop()
+manager, runs = open_runs_page("Compare", "No runs yet.")
 
 run_ids = [str(r) for r in runs["run_id"]]
 labels = {str(r["run_id"]): run_label(r) for r in runs.to_dict("records")}

@@ -8,7 +8,12 @@ import time
 import streamlit as st
 
 from core.search.pareto import DEFAULT_OBJECTIVES
-from studio._st_common import get_manager, guard, load_runs, page, pick_run, store_banner
+from studio._st_common import (
+    guard,
+    open_runs_page,
+    page,
+    pick_run,
+)
 from studio._st_render import drilldown, format_value, inspector
 from studio.views.candidate import candidate_view
 from studio.views.drilldown import answer_row, gold_cases, trace_detail
@@ -36,16 +41,9 @@ from studio.views.tables import (
 REFRESH_S = 2.0
 """Seconds between live refreshes."""
 
-st.title("Live search")
-manager = get_manager()
-store_banner(manager)
-
-runs = None
-with guard():
-    runs = load_runs(manager)
-if runs is None or runs.empty:
-    st.info("No runs yet: start one on the Runs page or with `topology-studio search`.")
-    st.stop()
+manager, runs = open_runs_page(
+    "Live search", "No runs yet: start one on the Runs page or with `topology-studio search`."
+)
 
 link = parse_live_link(
     st.query_params.to_dict(), runs=[str(r) for r in runs["run_id"]], objectives=OBJECTIVES

@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from studio._st_common import get_manager, guard, load_runs, store_banner
+from studio._st_common import get_manager, guard, open_runs_page
 from studio.views.overlay import (
     RunData,
     common_reference,
@@ -21,16 +21,7 @@ from studio.views.overlay import (
 )
 from studio.views.tables import run_label
 
-st.title("Run overlay")
-manager = get_manager()
-store_banner(manager)
-
-runs = None
-with guard():
-    runs = load_runs(manager)
-if runs is None or runs.empty:
-    st.info("No runs yet.")
-    st.stop()
+manager, runs = open_runs_page("Run overlay", "No runs yet.")
 
 records = {str(r["run_id"]): r for r in runs.to_dict("records")}
 ids = list(records)

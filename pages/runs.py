@@ -15,6 +15,27 @@ from studio.views.tables import runs_overview
 REFRESH_S = 3.0
 """Seconds between refreshes of the runs table and the searches panel."""
 
+_COUNT_OPTIONS: tuple[tuple[str, str, str], ...] = (
+    (
+        "f_patience",
+        "Patience (0 = problem default)",
+        "--patience: evaluations in a row without a new best before stopping",
+    ),
+    ("f_generations", "Generations (0 = until the budget)", "--generations: generations to run"),
+    (
+        "f_minibatch",
+        "Minibatch size (0 = problem default)",
+        "--minibatch-size: validation examples per candidate evaluation during the search",
+    ),
+    (
+        "f_concurrency",
+        "Concurrency (0 = problem default)",
+        "--concurrency: examples evaluated at once",
+    ),
+)
+"""The start form's whole-number options (widget key, label, the CLI flag it stands for); 0
+keeps the problem's or the strategy's own value."""
+
 st.title("Runs")
 manager = get_manager()
 store_banner(manager)
@@ -106,7 +127,7 @@ def runs_view() -> None:
             )
             for r in interrupted.to_dict("records"):
                 rid = str(r["run_id"])
-                cols = st.columns([5, 1])
+                cols = st.columns([4, 1])
                 cols[0].markdown(
                     f"`{rid}` {r['problem']} / {r['strategy']}: "
                     f"{r['n_candidates']} candidates recorded"
@@ -130,19 +151,22 @@ def runs_view() -> None:
                 )
             )
             for s in searches:
-                cols = st.columns([4, 3, 1, 1, 1])
+                cols = st.columns([3, 3, 3])
+                # the buttons as wide as their words, wrapping when narrow (equal columns cut
+                # them to "P..." at 1000 px)
+                buttons = cols[2].container(horizontal=True, key=f"search_buttons_{s.run_id}")
                 kind = "resumed" if s.resumed else s.request.strategy
                 cols[0].markdown(f"`{s.run_id}` {s.request.problem} / {kind}")
                 # the table's words for it (one source); before its first event, its own state
                 said = labels.get(s.run_id, s.state)
                 cols[1].markdown(f"**{said}**" + (f": {s.error}" if s.error else ""))
                 alive = s.alive
-                if cols[2].button(
+                if buttons.button(
                     "Pause", key=f"pause_{s.run_id}", disabled=not alive or s.state == "paused"
                 ):
                     manager.pause(s.run_id)
                     st.rerun()
-                if cols[3].button(
+                if buttons.button(
                     "Continue",
                     key=f"resume_{s.run_id}",
                     disabled=not alive or s.state != "paused",
@@ -150,7 +174,7 @@ def runs_view() -> None:
                 ):
                     manager.resume(s.run_id)
                     st.rerun()
-                if cols[4].button("Stop", key=f"stop_{s.run_id}", disabled=not alive):
+                if buttons.button("Stop", key=f"stop_{s.run_id}", disabled=not alive):
                     manager.stop(s.run_id)
                     st.rerun()
 
@@ -175,39 +199,13 @@ with guard():
         max_wall = c6.number_input(
             "Budget: seconds (0 = problem default)", min_value=0.0, value=0.0, key="f_wall"
         )
-        c7, c8, c9, c10 = st.columns(4)
-        patience = c7.number_input(
-            "Patience (0 = problem default)",
-            min_value=0,
-            value=0,
-            step=1,
-            key="f_patience",
-            help="--patience: evaluations in a row without a new best before stopping",
-        )
-        generations = c8.number_input(
-            "Generations (0 = until the budget)",
-            min_value=0,
-            value=0,
-            step=1,
-            key="f_generations",
-            help="--generations: generations to run",
-        )
-        minibatch = c9.number_input(
-            "Minibatch size (0 = problem default)",
-            min_value=0,
-            value=0,
-            step=1,
-            key="f_minibatch",
-            help="--minibatch-size: validation examples per candidate evaluation during the search",
-        )
-        concurrency = c10.number_input(
-            "Concurrency (0 = problem default)",
-            min_value=0,
-            value=0,
-            step=1,
-            key="f_concurrency",
-            help="--concurrency: examples evaluated at once",
-        )
+        counts: dict[str, int] = {}
+        for col, (key, label, flag_help) in zip(
+            st.columns(len(_COUNT_OPTIONS)), _COUNT_OPTIONS, strict=True
+        ):
+            counts[key] = int(
+                col.number_input(label, min_value=0, value=0, step=1, key=key, help=flag_help)
+            )
         c11, c12 = st.columns(2)
         model = c11.text_input("Designer model (meta_agent only), provider:model", key="f_model")
         time_scale = c12.number_input(
@@ -247,10 +245,10 @@ with guard():
             max_evaluations=int(max_evals),
             max_usd=float(max_usd) or None,
             max_wall_s=float(max_wall) or None,
-            patience=int(patience) or None,
-            n_generations=int(generations) or None,
-            minibatch_size=int(minibatch) or None,
-            concurrency=int(concurrency) or None,
+            patience=counts["f_patience"] or None,
+            n_generations=counts["f_generations"] or None,
+            minibatch_size=counts["f_minibatch"] or None,
+            concurrency=counts["f_concurrency"] or None,
             overrides=overrides,
             meta_model=model.strip() or None,
             time_scale=float(time_scale),
