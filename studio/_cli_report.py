@@ -7,9 +7,7 @@ Pure formatting over the store's DataFrames (`RunStore.archive`, `list_runs`) an
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from core.ir import TopologySpec
 from core.ir.diff import NodeChange
@@ -25,6 +23,9 @@ from core.ir.models import (
     RouterSpec,
 )
 from studio._cli_output import Output, fmt_float
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "FRONT_COLUMNS",
@@ -72,6 +73,8 @@ def _opt(value: Any) -> Any:
     if value is None:
         return None
     try:
+        import pandas as pd  # here: `search` prints a structure line long before any table
+
         if pd.isna(value):
             return None
     except (TypeError, ValueError):

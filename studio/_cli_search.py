@@ -67,7 +67,6 @@ from studio._cli_common import (
 from studio._cli_output import Output, fmt_float
 from studio._cli_progress import SearchProgress
 from studio._cli_report import structure_line
-from studio._cli_runs import print_run
 from studio._cli_studio import launch_studio
 
 __all__ = [
@@ -628,6 +627,9 @@ def _report(db: Path, run_id: str, out: Output) -> str | None:
         store = open_store(db, on_busy="journals")
     try:
         store.ingest()
+        # imported here: pandas (about 75 MiB with pyarrow) loads for the report, after the search
+        from studio._cli_runs import print_run
+
         print_run(store, run_id, out)
         run = store.get_run(run_id)
         reason = None if run is None else run.reason

@@ -104,23 +104,21 @@ class DuckDBCallCache(InMemoryCallCache):
         """
         if not self._pending or not self.usable:
             return
-        import pandas as pd  # pyright: ignore[reportMissingTypeStubs]  (here, not at import: pandas and pyarrow take 0.65 s to load)
-
-        batch = pd.DataFrame(
-            {
-                "namespace": [self.namespace] * len(self._pending),
-                "key": list(self._pending),
-                "record": [r.to_json() for r in self._pending.values()],
-            }
-        )
+        keys = list(self._pending)
+        records = [r.to_json() for r in self._pending.values()]
         try:
             con = duckdb.connect(str(self.path))
             try:
                 con.execute(_SCHEMA)
-                # One scan of a DataFrame, not `executemany`: that binds and runs the statement
-                # once per row, 2.6 ms each (27 s of a cold 146 s default search, 10,480 rows).
-                con.register("batch", batch)
-                con.execute("INSERT OR REPLACE INTO calls SELECT namespace, key, record FROM batch")
+                # One statement over two list parameters zipped by `unnest`, not
+                # `executemany` (it binds and runs the statement once per row, 2.6 ms each: 27 s
+                # of a cold 146 s default search, 10,480 rows) and not a DataFrame scan (pandas
+                # and pyarrow add 75 MiB to a search's peak RSS; 10,480 rows take 0.15 s here)
+                con.execute(
+                    "INSERT OR REPLACE INTO calls "
+                    "SELECT ?, unnest(?::VARCHAR[]), unnest(?::VARCHAR[])",
+                    [self.namespace, keys, records],
+                )
             finally:
                 con.close()
         except duckdb.Error as exc:

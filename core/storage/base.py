@@ -6,9 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Self
-
-import pandas as pd  # pyright: ignore[reportMissingTypeStubs]
+from typing import TYPE_CHECKING, Any, Self
 
 from core.storage import queries
 from core.storage.records import (
@@ -20,6 +18,9 @@ from core.storage.records import (
 )
 from core.vocab.events import SearchEvent
 from core.vocab.pareto import DEFAULT_OBJECTIVES, Objective
+
+if TYPE_CHECKING:
+    import pandas as pd  # pyright: ignore[reportMissingTypeStubs]
 
 __all__ = ["RunStore"]
 

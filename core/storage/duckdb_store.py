@@ -38,10 +38,9 @@ from contextlib import contextmanager
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeVar, cast
 
 import duckdb
-import pandas as pd  # pyright: ignore[reportMissingTypeStubs]
 
 from core.errors import (
     SchemaVersionError,
@@ -66,6 +65,9 @@ from core.storage.records import (
 )
 from core.vocab.events import SearchEvent
 from core.vocab.pareto import DEFAULT_OBJECTIVES, Objective
+
+if TYPE_CHECKING:
+    import pandas as pd  # pyright: ignore[reportMissingTypeStubs]
 
 __all__ = ["NOT_RESTORED", "DuckDBRunStore", "corrupt_message"]
 

@@ -19,15 +19,26 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import duckdb
 import numpy as np
-import pandas as pd  # pyright: ignore[reportMissingTypeStubs]
 
 from core.storage._journal_files import journal_refusal
 from core.storage.journal import journal_is_live
 from core.vocab.pareto import DEFAULT_OBJECTIVES, Objective, pareto_front_mask
+
+if TYPE_CHECKING:
+    import pandas as pd  # pyright: ignore[reportMissingTypeStubs]
+
+
+def _pandas() -> Any:
+    """pandas, imported on first use: a search that never asks the store a question does not
+    load it (pandas and pyarrow add about 75 MiB to a process)."""
+    import pandas  # pyright: ignore[reportMissingTypeStubs]
+
+    return pandas
+
 
 __all__ = [
     "OBJECTIVE_COLUMNS",
@@ -237,7 +248,7 @@ def list_runs(
         for row in cur.fetchall()
     ]
     columns.insert(at, "status_label")
-    return pd.DataFrame(rows, columns=columns)
+    return _pandas().DataFrame(rows, columns=columns)
 
 
 OBJECTIVE_COLUMNS: Final[frozenset[str]] = frozenset(
@@ -510,7 +521,7 @@ def snapshots(con: duckdb.DuckDBPyConnection, run_id: str) -> pd.DataFrame:
     """
     cur = con.execute(sql, {"run": run_id})
     columns = [d[0] for d in cur.description or []]
-    return pd.DataFrame(cur.fetchall(), columns=columns)
+    return _pandas().DataFrame(cur.fetchall(), columns=columns)
 
 
 def logs(con: duckdb.DuckDBPyConnection, run_id: str) -> pd.DataFrame:
@@ -650,7 +661,7 @@ def test_front(
         has no validation front.
     """
     if validation.empty or "on_front" not in validation.columns:
-        return pd.DataFrame(columns=list(TEST_FRONT_COLUMNS))
+        return _pandas().DataFrame(columns=list(TEST_FRONT_COLUMNS))
     tests: dict[int, dict[str, Any]] = {}
     for r in _records(test):
         tests[int(r["candidate_idx"])] = r
@@ -674,7 +685,7 @@ def test_front(
     mask = pareto_front_mask(points, [o.direction for o in objectives])
     for row, on in zip(rows, mask.tolist(), strict=True):
         row["on_test_front"] = bool(on)
-    return pd.DataFrame(rows, columns=list(TEST_FRONT_COLUMNS))
+    return _pandas().DataFrame(rows, columns=list(TEST_FRONT_COLUMNS))
 
 
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
