@@ -16,6 +16,8 @@ text shape, that accepts a text only if the models accept it with the same resul
 - agent steps: a text without the token `"inline_spec"` has no inline agent steps, so "exactly
   one of agent_name and inline_spec" is `agent_name` required (a core rule, not a Python
   validator);
+- classifiers and evaluators: `AgentSpec | name` is tried name first (a string is never an
+  `AgentSpec`), so a name does not run `AgentSpec`'s Python before-validator;
 - names: the `\\S` pattern of a name is implied by its `_not_blank` check (which every name has
   after it: no character that `str.strip()` keeps is space to the Rust regex, checked over all
   of Unicode), so the pattern is left out.
@@ -144,6 +146,8 @@ def _rewrite(schema: Any, edit: Callable[[Schema], Schema | None]) -> Any:
 def _edit(*, ids: bool, inline_steps: bool) -> Callable[[Schema], Schema | None]:
     def edit(schema: Schema) -> Schema | None:
         kind = schema.get("type")
+        if kind == "union":
+            return _name_first(schema)
         if kind == "function-after":
             name = _qualname(schema)
             inner = cast(Schema, schema["schema"])
@@ -164,6 +168,19 @@ def _edit(*, ids: bool, inline_steps: bool) -> Callable[[Schema], Schema | None]
         return None
 
     return edit
+
+
+def _name_first(union: Schema) -> Schema | None:
+    """A classifier's or evaluator's `AgentSpec | name` union tried name first, left to right: a
+    string is never an `AgentSpec` nor an object a name, so the result is the same, and a name
+    no longer runs `AgentSpec`'s Python before-validator first."""
+    choices = cast(list[Any], union["choices"])
+    if len(choices) != 2 or not all(isinstance(c, dict) for c in choices):
+        return None
+    agent, name = cast(list[Schema], choices)
+    if not (_qualname(agent) == "_ir_agent_marked" and _qualname(name).endswith("_not_blank")):
+        return None
+    return {**union, "choices": [name, agent], "mode": "left_to_right"}
 
 
 def _agent_name_required(model: Schema, ref: str | None) -> Schema:
