@@ -471,3 +471,28 @@ def test_a_resume_refused_by_the_journal_is_said_in_the_page(
     )
     assert error.endswith("; name the run's own problem, unchanged")
     shutil.rmtree(tmp_path / "registry", ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_a_search_started_while_the_database_is_held_shows_in_the_journal_view(
+    small_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # what the banner promises: a search needs only its journal
+    monkeypatch.setenv("TOPOLOGY_STUDIO_DATASETS", DATASETS)
+    m = StudioManager(small_db, registry_root=tmp_path / "reg", store_factory=_held)
+    assert m.read_only
+    run_id = m.start_search(
+        manager_mod.SearchRequest(
+            problem="gsm8k_replay", max_evaluations=2, time_scale=0.0, use_test_split=False
+        )
+    )
+    _wait(m, run_id)
+    record = m.store.get_run(run_id)
+    assert record is not None
+    assert (record.status, record.reason) == ("stopped", "max_evaluations reached (2)")
+    assert m.store.list_runs()["run_id"].tolist() == [run_id]  # the view: journals only
+    assert m.store.archive(run_id)["candidate_idx"].tolist() == [0, 1]
+    m.close()
+    # once the file is free, it takes the journal in
+    with DuckDBRunStore(small_db) as store:
+        assert sorted(store.list_runs()["run_id"].tolist()) == sorted([RUN_ID, run_id])

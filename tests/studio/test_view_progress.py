@@ -3,7 +3,12 @@ lines, the budget used and left, an estimate of when the phase ends."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import Any
+
 import pandas as pd
+import pytest
 
 from studio.views.progress import format_seconds, run_progress
 
@@ -111,3 +116,46 @@ def test_no_limits_and_no_results_yet() -> None:
         "3 of 10 (7 left)", "$150.00 of $100.00 ($0.00 left)", "11 min 40 s of 10 min (0 s left)",
     ]  # fmt: skip
     assert over.eta_text.startswith("about 0 s")
+
+
+@pytest.mark.slow
+def test_a_real_runs_log_lines_mark_the_held_out_test_phase(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The phase rules read the engine's own words: a real run with a held-out test, looked at
+    as it was one second after its first test result."""
+    from core.storage import DuckDBRunStore
+    from studio.cli import main
+
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.setenv(
+        "TOPOLOGY_STUDIO_DATASETS",
+        os.environ.get("TOPOLOGY_STUDIO_DATASETS") or str(repo.parent / "shared" / "datasets"),
+    )
+    db = tmp_path / "runs.duckdb"
+    argv = ["search", "gsm8k_replay", "--max-evaluations", "3", "--seed", "3", "--db", str(db)]
+    assert main([*argv, "--no-call-cache"]) == 0
+    with DuckDBRunStore(db) as store:
+        [run_id] = store.list_runs()["run_id"].tolist()
+        record = store.get_run(run_id)
+        logs = store.logs(run_id)
+        results = store.progress(run_id)
+        n_front = len(store.test_front(run_id))
+    assert record is not None and n_front >= 1
+    test_rows = results.loc[results["split"] == "test"]
+    first = float(test_rows["ts"].min())
+    searched = len({int(i) for i in results.loc[results["split"] != "test", "candidate_idx"]})
+    common: dict[str, Any] = {
+        "config": record.config, "started_at": record.started_at, "cost_usd": 1.0, "logs": logs,
+    }  # fmt: skip
+    during = run_progress(
+        status="running", finished_at=None, results=results.loc[results["ts"] <= first],
+        now=first + 1.0, **common,
+    )  # fmt: skip
+    assert during.phase == "test"
+    assert during.phase_text == f"held-out test: 1 of {n_front} front candidates scored"
+    assert during.budget[0].text() == f"{searched} of 3 ({3 - searched} left)"
+    after = run_progress(
+        status=record.status, finished_at=record.finished_at, results=results, now=0.0, **common
+    )
+    assert (after.phase, after.phase_text) == ("finished", f"finished ({record.status})")
