@@ -39,7 +39,8 @@ Depth and size limits are not model rules: they are enforced before deep parsing
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Annotated, Any, Literal, cast
+from collections.abc import Set as AbstractSet
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -434,34 +435,45 @@ def _check_ids(node: AnyNode, info: ValidationInfo) -> None:
     while the memo lives); a child that was not (an instance passed in) is walked. Any repeat
     raises the same error as `_check_unique_ids`, from the same pre-order walk.
     """
-    context = info.context
-    memo = (
-        cast(dict[str, Any], context).get(ID_MEMO_CONTEXT_KEY)
-        if isinstance(context, dict)
-        else None
+    context: dict[str, Any] | None = info.context
+    memo: _IdMemo | None = (
+        context.get(ID_MEMO_CONTEXT_KEY) if type(context) is dict else None  # pyright: ignore[reportUnnecessaryComparison]
     )
     if memo is None:
         _check_unique_ids(node)
         return
-    memo = cast(dict[int, tuple[AnyNode, set[str]]], memo)
-    ids: set[str] = set()
+    found: set[str] | None = None
     for child in _direct_children(node):
         entry = memo.get(id(child))
         if entry is not None and entry[0] is child:
             below: Iterable[str] = entry[1]
-        elif isinstance(child, AgentStepSpec | FunctionStepSpec):
-            below = () if child.id is None else (child.id,)
+        elif type(child) in _ATOMIC_TYPES:
+            if child.id is None:
+                continue
+            below = (child.id,)
         else:
             below = [n.id for _, n in walk(child) if n.id is not None]
+        if not below:
+            continue
+        if found is None:
+            found = set()
         for node_id in below:
-            if node_id in ids:
+            if node_id in found:
                 _raise_duplicate_id(node)
-            ids.add(node_id)
+            found.add(node_id)
     if node.id is not None:
-        if node.id in ids:
+        if found is None:
+            found = set()
+        elif node.id in found:
             _raise_duplicate_id(node)
-        ids.add(node.id)
-    memo[id(node)] = (node, ids)
+        found.add(node.id)
+    memo[id(node)] = (node, found or _NO_IDS)
+
+
+_NO_IDS: frozenset[str] = frozenset()
+_IdMemo = dict[int, tuple[AnyNode, AbstractSet[str]]]
+"""`ID_MEMO_CONTEXT_KEY`'s memo: `id(node)` -> the node and the ids of its subtree."""
+_ATOMIC_TYPES = frozenset({AgentStepSpec, FunctionStepSpec})
 
 
 def _direct_children(node: AnyNode) -> list[AnyNode]:
