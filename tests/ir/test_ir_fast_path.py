@@ -417,3 +417,36 @@ def test_building_the_fast_schema_leaves_the_models_as_they_were() -> None:
     assert all(cls.__pydantic_complete__ for cls in NODE_HELPER_TYPES)
     with pytest.raises(ValueError, match="duplicate node id"):
         ParallelSpec.model_validate({"steps": [{**FN, "id": "n"}, {**FN, "id": "n"}]})
+
+
+def _routers(depth: int, *, fallback: bool) -> dict[str, Any]:
+    node = FN
+    for _ in range(depth):
+        route = {"name": "x", "step": FN if fallback else node, "condition_name": "c"}
+        node = {"kind": "router", "routes": [route]} | ({"fallback_step": node} if fallback else {})
+    return node
+
+
+def _parallels(depth: int) -> dict[str, Any]:
+    node = FN
+    for _ in range(depth):
+        node = {"kind": "parallel", "steps": [FN, node]}
+    return node
+
+
+@pytest.mark.parametrize("depth", [1, 3, 8])
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda d: _routers(d, fallback=False),
+        lambda d: _routers(d, fallback=True),
+        _parallels,
+    ],
+    ids=["route steps", "fallback steps", "parallel branches"],
+)
+def test_every_step_position_counts_for_the_fast_schemas_depth(depth: int, build: Any) -> None:
+    text = json.dumps(build(depth))
+    assert _fast(text, SpecLimits(max_depth=depth)) is not None
+    if depth > 1:
+        assert _fast(text, SpecLimits(max_depth=depth - 1)) is None
+        _same_as_full(text, SpecLimits(max_depth=depth - 1))
