@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from core.ir.dataflow import NameEffect
@@ -176,9 +177,21 @@ _FRACTION = re.compile(
 )
 
 
+@lru_cache(maxsize=1 << 12)
+def _features(question: str) -> tuple[bool, bool, bool, int]:
+    """(decimal, percent, fraction, count of numbers) of one question, computed once: every
+    router on a question feature asks again for every example of every candidate."""
+    return (
+        _DECIMAL.search(question) is not None,
+        _PERCENT.search(question) is not None,
+        _FRACTION.search(question) is not None,
+        len(_NUMBER.findall(question)),
+    )
+
+
 def question_has_decimal(state: Any) -> bool:
     """The question has a decimal number (a digit, a point, a digit: `2.5`, `$1.25`)."""
-    return _DECIMAL.search(coerce_state(state).question) is not None
+    return _features(coerce_state(state).question)[0]
 
 
 def question_mentions_money(state: Any) -> bool:
@@ -188,18 +201,18 @@ def question_mentions_money(state: Any) -> bool:
 
 def question_mentions_percent(state: Any) -> bool:
     """The question has a `%` sign or the word "percent" (any case)."""
-    return _PERCENT.search(coerce_state(state).question) is not None
+    return _features(coerce_state(state).question)[1]
 
 
 def question_has_fraction(state: Any) -> bool:
     """The question has a fraction: `a/b`, or a whole word half, third, quarter or fifth
     (singular or plural, any case)."""
-    return _FRACTION.search(coerce_state(state).question) is not None
+    return _features(coerce_state(state).question)[2]
 
 
 def _question_has_many_numbers(count: int) -> Callable[[Any], bool]:
     def question_has_many_numbers(state: Any) -> bool:
-        return len(_NUMBER.findall(coerce_state(state).question)) >= count
+        return _features(coerce_state(state).question)[3] >= count
 
     question_has_many_numbers.__doc__ = (
         f"The question has at least {count} numbers written in digits (`1,200` and `2.5` count "
