@@ -43,7 +43,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from functools import lru_cache
@@ -442,7 +442,20 @@ def agent_identity(agent: Any) -> dict[str, Any] | None:
 
 
 def _dump(value: Any) -> str:
+    """Canonical JSON text of `value`: byte for byte `json.dumps(value, sort_keys=True,
+    separators=(",", ":"), ensure_ascii=False)`, with the two commonest cases (a str, an int
+    that is not a bool) written directly by the same encoder functions `json` uses; four
+    of these per model call were 4% of a warm search."""
+    kind: type = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if kind is str:
+        return _encode_str(value)
+    if kind is int:
+        return int.__repr__(value)
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+_encode_str: Callable[[str], str] = json.encoder.encode_basestring  # pyright: ignore[reportAttributeAccessIssue]
+"""`json`'s own string encoder for `ensure_ascii=False` (the C one when available)."""
 
 
 def call_key(agent: Any, prompt: Any, trial: int, *, name: str) -> str | None:

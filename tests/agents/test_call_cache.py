@@ -217,3 +217,29 @@ def test_a_ctrl_c_during_a_flush_is_a_keyboard_interrupt_and_keeps_the_batch(
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert cache.n_pending == 400_000
+
+
+def test_the_key_parts_are_json_dumps_byte_for_byte() -> None:
+    from core.agents.call_cache import _dump  # pyright: ignore[reportPrivateUsage]
+
+    def reference(v: object) -> str:
+        return json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    values: list[object] = [
+        "",
+        "plain",
+        'quote " and backslash \\',
+        "tab\tnewline\ncontrol\x01",
+        "héllo ✓ 数学 \U0001f600",
+        "\ud800 lone surrogate",
+        0,
+        -17,
+        10**30,
+        True,
+        False,
+        None,
+        1.5,
+        {"b": 1, "a": [1, "x"]},
+    ]
+    assert [_dump(v) for v in values] == [reference(v) for v in values]
+    assert _dump(True) == "true" and _dump(1) == "1"
