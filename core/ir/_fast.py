@@ -33,6 +33,7 @@ Any text this schema refuses takes the full path, which gives every error as bef
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from functools import cache
 from typing import Any, cast
@@ -285,11 +286,17 @@ def _build(schema: Any) -> SchemaValidator:
     out here and lift the depth limit; so the node classes are marked incomplete while it builds
     (and only then: the flag is read at build time).
     """
-    classes = [c for c in NODE_HELPER_TYPES if c.__dict__.get("__pydantic_complete__")]
-    for cls in classes:
-        type.__setattr__(cls, "__pydantic_complete__", False)
-    try:
-        return SchemaValidator(schema)
-    finally:
+    with _BUILD_LOCK:  # two builds at once (studio threads): the second would see the flags
+        # already cleared, restore nothing, and could build (and cache) the models' own rules
+        classes = [c for c in NODE_HELPER_TYPES if c.__dict__.get("__pydantic_complete__")]
         for cls in classes:
-            type.__setattr__(cls, "__pydantic_complete__", True)
+            type.__setattr__(cls, "__pydantic_complete__", False)
+        try:
+            return SchemaValidator(schema)
+        finally:
+            for cls in classes:
+                type.__setattr__(cls, "__pydantic_complete__", True)
+
+
+_BUILD_LOCK = threading.Lock()
+"""Serialises `_build`: its flag toggling is process-wide state."""

@@ -419,6 +419,53 @@ def test_building_the_fast_schema_leaves_the_models_as_they_were() -> None:
         ParallelSpec.model_validate({"steps": [{**FN, "id": "n"}, {**FN, "id": "n"}]})
 
 
+def test_a_fast_schema_built_while_another_builds_keeps_its_depth_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Thread B asks for a fast schema while thread A is building one (the node classes marked
+    incomplete). B must not build until A has restored the classes and B has marked them again:
+    a build that sees complete classes takes the models' own validators, depth limit lifted."""
+    import threading
+
+    from pydantic_core import SchemaValidator, ValidationError
+
+    import core.ir._fast as fast
+
+    fast.fast_validator.cache_clear()
+    b_reached, a_restored = threading.Event(), threading.Event()
+    built: dict[str, Any] = {}
+
+    def b() -> None:
+        built["b"] = fast.fast_validator(4, topology=True, ids=False, inline_steps=False)
+
+    thread_b = threading.Thread(target=b)
+
+    def build(schema: Any) -> SchemaValidator:
+        if threading.current_thread() is thread_b:
+            b_reached.set()
+            a_restored.wait(2.0)  # without the lock: A has restored the classes by now
+        else:
+            thread_b.start()
+            b_reached.wait(0.3)  # with the lock B cannot get here while A builds
+        return SchemaValidator(schema)
+
+    monkeypatch.setattr(fast, "SchemaValidator", build)
+    built["a"] = fast.fast_validator(3, topology=True, ids=False, inline_steps=False)
+    a_restored.set()
+    thread_b.join(5.0)
+    fast.fast_validator.cache_clear()  # the patched builds are not kept for other tests
+    assert all(cls.__pydantic_complete__ for cls in fast.NODE_HELPER_TYPES)
+    refused: list[int] = []
+    for depth in (3, 4):
+        validator = built["a" if depth == 3 else "b"]
+        validator.validate_json(json.dumps(pipes(depth)))  # at the limit: taken
+        try:
+            validator.validate_json(json.dumps(pipes(depth + 1)))
+        except ValidationError:
+            refused.append(depth)
+    assert refused == [3, 4]
+
+
 def _routers(depth: int, *, fallback: bool) -> dict[str, Any]:
     node = FN
     for _ in range(depth):
