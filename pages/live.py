@@ -19,6 +19,7 @@ from studio.views.candidate import candidate_view
 from studio.views.drilldown import answer_row, gold_cases, trace_detail
 from studio.views.links import parse_live_link
 from studio.views.pareto import (
+    KEEP_VIEW_JS,
     OBJECTIVE_LABELS,
     OBJECTIVES,
     held_out_front_view,
@@ -26,6 +27,7 @@ from studio.views.pareto import (
     live_figure,
     progress_frame,
     selected_candidates,
+    view_revision,
 )
 from studio.views.progress import run_progress
 from studio.views.tables import (
@@ -193,7 +195,12 @@ def live_view() -> None:
         fig = live_figure(
             archive, frame, x, y, selected=st.session_state.get("live_sel"), log_x=log_x, hv=hv
         )
-        fig.update_layout(height=440, margin={"t": 50})
+        # a zoom or pan survives the refreshes (issue 12, defect 6): uirevision changes only
+        # with the run or the axes, and KEEP_VIEW_JS (below) sets the kept ranges on each new
+        # plot (Streamlit mounts one per refresh: the element id follows the figure)
+        fig.update_layout(
+            height=440, margin={"t": 50}, uirevision=view_revision(run_id, x, y, log_x=log_x)
+        )
         event = st.plotly_chart(
             fig,
             key=f"pareto_{run_id}",
@@ -289,6 +296,7 @@ def live_view() -> None:
             st.rerun()
 
 
+st.html(KEEP_VIEW_JS, unsafe_allow_javascript=True)
 live_view()
 
 st.divider()

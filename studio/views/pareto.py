@@ -34,6 +34,8 @@ __all__ = [
     "TEST_FRONT_LABEL",
     "HeldOutFrontView",
     "held_out_front_view",
+    "KEEP_VIEW_JS",
+    "view_revision",
 ]
 
 OBJECTIVE_LABELS: dict[str, str] = {
@@ -485,3 +487,61 @@ def held_out_front_view(test_front: pd.DataFrame) -> HeldOutFrontView:
     )
     table = pd.DataFrame(scored[list(_TEST_FRONT_SHOWN)]).reset_index(drop=True)
     return HeldOutFrontView(title, caption, table)
+
+
+def view_revision(run_id: str, x: str, y: str, *, log_x: bool) -> str:
+    """The live figure's `layout.uirevision`: one value per run and axes pair, so a zoom or pan
+    is kept while they stay and dropped when they change (issue 12, defect 6)."""
+    return f"{run_id}|{x}|{y}|{'log' if log_x else 'linear'}"
+
+
+KEEP_VIEW_JS = """
+<script>
+(() => {
+  // Keeps a zoomed or panned Plotly chart's axis ranges across the Live page's refreshes.
+  // uirevision alone is not enough in Streamlit: a chart with on_select gets a new element id
+  // whenever its figure changes, so each refresh mounts a new plot, which starts from
+  // autorange. The ranges are kept per uirevision (run and axes) in sessionStorage and set
+  // again on the new plot; a double click (autorange) forgets them.
+  const w = window;
+  if (w.__tsKeepView) return;
+  w.__tsKeepView = true;
+  const PREFIX = "topology-studio-view:";
+  const AXIS = /^([xy]axis[0-9]*)\\.(range|autorange)(\\[([01])\\])?$/;
+  const load = (rev) => JSON.parse(w.sessionStorage.getItem(PREFIX + rev) || "{}");
+  const save = (rev, v) => w.sessionStorage.setItem(PREFIX + rev, JSON.stringify(v));
+  function attach(gd) {
+    if (gd.__tsKeepView || !gd._fullLayout || !gd.layout || !w.Plotly) return;
+    const rev = gd.layout.uirevision;
+    if (rev === undefined || rev === null) return;
+    gd.__tsKeepView = true;
+    gd.on("plotly_relayout", (ev) => {
+      const v = load(rev);
+      for (const [k, val] of Object.entries(ev || {})) {
+        const m = AXIS.exec(k);
+        if (!m) continue;
+        const axis = m[1];
+        if (m[2] === "autorange") { if (val) delete v[axis]; continue; }
+        const r = v[axis] || [null, null];
+        if (m[4] !== undefined) r[Number(m[4])] = val; else if (Array.isArray(val)) r.splice(0, 2, ...val);
+        v[axis] = r;
+      }
+      save(rev, v);
+    });
+    const v = load(rev);
+    const update = {};
+    for (const [axis, r] of Object.entries(v)) {
+      if (r && r[0] !== null && r[1] !== null) update[axis + ".range"] = r;
+    }
+    if (Object.keys(update).length) w.Plotly.relayout(gd, update);
+  }
+  const scan = () => document.querySelectorAll(".js-plotly-plot").forEach(attach);
+  new MutationObserver(scan).observe(document.body, { childList: true, subtree: true });
+  w.setInterval(scan, 500);
+  scan();
+})();
+</script>
+"""
+"""A script for `st.html(..., unsafe_allow_javascript=True)`: every Plotly chart with a
+`layout.uirevision` keeps the axis ranges the user zoomed or panned to across remounts (per tab,
+per uirevision), until a double click resets them."""

@@ -14,6 +14,7 @@ from studio.views.pareto import (
     pareto_figure,
     progress_figure,
     selected_candidates,
+    view_revision,
 )
 
 
@@ -218,3 +219,14 @@ def test_hypervolume_series_is_over_the_chosen_axes_with_a_fixed_reference() -> 
     assert hv_agents.reference == (3.0, 0.0)
     assert hv_agents.frame["hypervolume"].tolist() == pytest.approx([0.6, 0.6, 0.6])
     assert hypervolume_series(snaps.iloc[0:0], _mixed(), "cost_usd", "accuracy").frame.empty
+
+
+def test_the_view_revision_changes_only_with_the_run_or_the_axes() -> None:
+    # the zoom kept across refreshes is keyed by it (issue 12, defect 6)
+    assert view_revision("r1", "cost_usd", "accuracy", log_x=False) == (
+        "r1|cost_usd|accuracy|linear"
+    )
+    assert view_revision("r1", "cost_usd", "accuracy", log_x=True) == "r1|cost_usd|accuracy|log"
+    assert view_revision("r2", "latency_ms", "accuracy", log_x=False) == (
+        "r2|latency_ms|accuracy|linear"
+    )

@@ -1,0 +1,108 @@
+"""The Live page in a real browser (Debian Chromium through Playwright), on a run whose journal
+another process is still writing (`journal_writer.py`), so the page refreshes every 2 s.
+
+Issue 12, defect 6: a zoom on the Pareto chart is kept across refreshes (the figure's
+`uirevision` stays the same while the run and the axes do).
+
+Skipped when Chromium is missing, except in CI (`CI=true`), where that is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from studio_harness import REPO, chromium_missing_reason, idle, no_errors, settle, shot
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+_missing = chromium_missing_reason()
+if _missing is not None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"the browser tests need Chromium in CI: {_missing}", pytrace=False)
+    pytest.skip(_missing, allow_module_level=True)
+
+_RANGE = "() => { const gd = document.querySelector('.js-plotly-plot'); return gd && gd.layout.xaxis.range ? gd.layout.xaxis.range.map(Number) : null; }"  # noqa: E501
+_AUTORANGE = "() => document.querySelector('.js-plotly-plot').layout.xaxis.autorange"
+
+
+@pytest.fixture
+def running_run(replay_store: dict[str, Any]) -> Iterator[str]:
+    """A run another process is writing (one candidate every 100 ms, for up to 60 s)."""
+    db: Path = replay_store["db"]
+    run_id = "zoom-run"
+    stop = replay_store["root"] / f"STOP-{run_id}"
+    writer = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("journal_writer.py")), str(db), run_id, "600", str(stop)],
+        cwd=REPO,
+    )  # fmt: skip
+    try:
+        journal = Path(f"{db}.journals") / f"{run_id}.jsonl"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (
+            not journal.exists() or journal.stat().st_size < 2000
+        ):
+            time.sleep(0.1)
+        yield run_id
+    finally:
+        stop.touch()
+        writer.wait(timeout=30)
+
+
+def _candidates(pg: Any) -> int:
+    tile = pg.locator('[data-testid="stMetric"]').filter(has_text="candidates").first
+    return int(tile.locator('[data-testid="stMetricValue"]').inner_text())
+
+
+def test_zoom_kept_across_refreshes(page: Any, studio: str, running_run: str) -> None:
+    page.goto(f"{studio}/live?run={running_run}")
+    settle(page, "Live search")
+    page.get_by_text("running, data as of").first.wait_for(timeout=30_000)
+    page.locator(".js-plotly-plot .scatterlayer .points path").first.wait_for(timeout=60_000)
+    idle(page)
+    # zoom as a user does: the mode bar's Zoom tool, then a box dragged over the Pareto plot
+    drag = page.locator(".js-plotly-plot .draglayer .xy .nsewdrag").first
+    box = drag.bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.locator('.js-plotly-plot .modebar-btn[data-title="Zoom"]').first.click()
+    x0, y0 = box["x"] + box["width"] * 0.1, box["y"] + box["height"] * 0.1
+    x1, y1 = box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.9
+    page.mouse.move(x0, y0)
+    page.mouse.down()
+    page.mouse.move((x0 + x1) / 2, (y0 + y1) / 2, steps=5)
+    page.mouse.move(x1, y1, steps=5)
+    page.mouse.up()
+    page.wait_for_timeout(300)
+    zoomed = page.evaluate(_RANGE)
+    assert zoomed is not None
+    assert page.evaluate(_AUTORANGE) is False
+    before = _candidates(page)
+    # at least two refreshes (every 2 s), each with new candidates (a new figure)
+    seen = [before]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len({*seen}) < 3:
+        page.wait_for_timeout(1000)
+        seen.append(_candidates(page))
+    assert len({*seen}) >= 3, seen  # the chart was redrawn with new data at least twice
+    after = page.evaluate(_RANGE)
+    assert after == pytest.approx(zoomed), (zoomed, after)
+    assert page.evaluate(_AUTORANGE) is False
+    shot(page, "live-zoom-kept")
+    # a double click goes back to the whole range, and that too is kept
+    page.mouse.dblclick(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_timeout(300)
+    assert page.evaluate(_AUTORANGE) is True
+    n = _candidates(page)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _candidates(page) == n:
+        page.wait_for_timeout(500)
+    page.wait_for_timeout(1000)
+    assert page.evaluate(_AUTORANGE) is True
+    no_errors(page)
