@@ -4,6 +4,7 @@ on their own while the run goes on (a fragment with `run_every`, and a pause swi
 from __future__ import annotations
 
 import time
+import zlib
 
 import streamlit as st
 
@@ -43,6 +44,10 @@ from studio.views.tables import (
 REFRESH_S = 2.0
 """Seconds between live refreshes."""
 
+TAB_ARCHIVE, TAB_INSPECT = "Archive", "Inspector"
+"""The tabs right below the chart: the archive table, and the inspected candidate (a click on
+the chart or on a row opens it, so it is never a long scroll away: issue 12, defect 6)."""
+
 manager, runs = open_runs_page(
     "Live search", "No runs yet: start one on the Runs page or with `topology-studio search`."
 )
@@ -70,6 +75,7 @@ if st.session_state.get("live_sel_run") != run_id:
     st.session_state["live_sel"] = link.candidate
     st.session_state["live_last_pick"] = None
     st.session_state["live_last_row"] = None
+    st.session_state["live_tab_next"] = TAB_INSPECT if link.candidate is not None else TAB_ARCHIVE
 
 
 def _select(idx: int | None) -> None:
@@ -78,6 +84,8 @@ def _select(idx: int | None) -> None:
         st.query_params.pop("candidate", None)
     else:
         st.query_params["candidate"] = str(idx)
+        # the inspector's tab opens on the next run (the tabs may already be drawn in this one)
+        st.session_state["live_tab_next"] = TAB_INSPECT
 
 
 c1, c2, c3, c4 = st.columns([2, 2, 1, 1])
@@ -99,17 +107,6 @@ log_x = c3.checkbox("log X", key="live_logx")
 live = c4.toggle("Live updates", value=True, key="live_on", help="Pause to stop refreshing.")
 st.query_params["x"] = x
 st.query_params["y"] = y
-
-f1, f2, f3, f4 = st.columns([3, 2, 1, 1])
-text = f1.text_input(
-    "Filter the archive",
-    key="live_filter",
-    placeholder="agent, operator, thought, reason, number, value",
-)
-sort_by = f2.selectbox("Sort by", ARCHIVE_SORTS, key="live_sort")
-descending = f3.toggle("Descending", value=True, key="live_desc")
-only_front = f4.toggle("Front only", value=False, key="live_front")
-
 
 record_now = None
 with guard():
@@ -228,6 +225,15 @@ def live_view() -> None:
             _select(picked[0])
             st.rerun()
 
+
+@st.fragment(run_every=REFRESH_S if live and running else None)
+def archive_view(text: str, only_front: bool, sort_by: str, descending: bool) -> None:
+    """The archive table (the inspected candidate's row selected) and the held-out test front,
+    refreshing with the chart."""
+    with guard():
+        store = manager.store
+        archive = store.archive(run_id, include_unevaluated=True)
+        archive = archive.assign(comparable=full_split(archive))
         spec_names: dict[str, str] = {}
         if text.strip():
             # specs are content-addressed (never change): read each once per session
@@ -249,12 +255,21 @@ def live_view() -> None:
             "it. Ranked by a score, candidates scored on the full validation split come first, "
             "minibatch estimates (`scored on` minibatch) after them."
         )
+        sel = st.session_state.get("live_sel")
+        order = [int(i) for i in table["candidate_idx"].tolist()]
+        pos = order.index(sel) if sel in order else None
+        if pos is not None:
+            st.session_state["live_last_row"] = sel  # its row is selected below, not clicked
+        # the inspected candidate's row is selected (highlighted); the key follows the selection
+        # and the row order, so a new one applies and a stored row number never points at
+        # another candidate after a sort, a filter or new candidates
         state = st.dataframe(
             table,
             hide_index=True,
-            key=f"archive_{run_id}",
+            key=f"archive_{run_id}_{sel}_{zlib.crc32(repr(order).encode()):08x}",
             on_select="rerun",
             selection_mode="single-row",
+            selection_default={"selection": {"rows": [pos]}} if pos is not None else None,
             height=320,
             column_config={
                 "accuracy": st.column_config.NumberColumn(format="%.3f"),
@@ -297,115 +312,162 @@ def live_view() -> None:
 
 
 st.html(KEEP_VIEW_JS, unsafe_allow_javascript=True)
+
+
 live_view()
 
-st.divider()
+# a link's candidate the run does not have: said above the tabs, not replaced silently
+# (issue 12, defect 6); a running search may still evaluate it
 with guard():
     cached = st.session_state.get("live_archive")
-    archive = (
-        cached[1]
+    known = (
+        {int(i) for i in cached[1]["candidate_idx"].tolist()}
         if cached is not None and cached[0] == run_id
-        else manager.store.archive(run_id, include_unevaluated=True)
+        else None
     )
-    options = candidate_options(archive)
-    sel = st.session_state.get("live_sel")
-    if sel is not None and sel not in options:
-        # a link's candidate the run does not have: say so instead of replacing it silently
-        # (issue 12, defect 6); a running search may still evaluate it
-        st.warning(f"Run {run_id} has no candidate {sel} (yet): pick one below.")
-        sel = None
-    if not options:
-        st.caption("No candidates yet.")
-    else:
-        picked_box = st.selectbox(
-            "Inspect candidate",
-            options,
-            index=options.index(sel) if sel is not None else None,
-            key=f"live_box_{run_id}_{sel}",
-            format_func=lambda i: f"candidate {i}",
-            placeholder="click a point of the chart or a row of the table, or pick one here",
+    wanted = st.session_state.get("live_sel")
+    if known is not None and wanted is not None and wanted not in known:
+        st.warning(
+            f"Run {run_id} has no candidate {wanted} (yet): no candidate is inspected; "
+            "click a point of the chart or a row of the table, or pick one in the Inspector tab."
         )
-        if picked_box is not None and picked_box != sel:
-            _select(int(picked_box))
-            sel = int(picked_box)
-    # nothing selected yet: no inspector (the page draws faster without it)
-    if options and sel is not None:
-        row = archive.loc[archive["candidate_idx"] == sel].iloc[0]
-        spec_hash = row.get("spec_hash")
-        spec_json = manager.store.get_spec(str(spec_hash)) if spec_hash else None
-        view = candidate_view(row, spec_json, manager.store.candidate_examples(run_id, sel))
-        inspector(view)
-        if not view.examples.empty:
-            with st.expander("Drill into one example", expanded=True):
-                ex_ids = [
-                    (str(e), int(t))
-                    for e, t in zip(
-                        view.examples["example_id"].tolist(),
-                        view.examples["trial"].tolist(),
-                        strict=True,
+    raw_candidate = st.query_params.get("candidate")
+    if wanted is None and raw_candidate is not None and link.candidate is None:
+        st.warning(
+            f"{raw_candidate!r} is not a candidate number: no candidate is inspected; "
+            "click a point of the chart or a row of the table, or pick one in the Inspector tab."
+        )
+
+next_tab = st.session_state.pop("live_tab_next", None)
+if next_tab is not None:
+    st.session_state["live_tab"] = next_tab
+tab_archive, tab_inspect = st.tabs([TAB_ARCHIVE, TAB_INSPECT], key="live_tab", on_change="rerun")
+
+with tab_archive:
+    f1, f2, f3, f4 = st.columns([3, 2, 1, 1])
+    text = f1.text_input(
+        "Filter the archive",
+        key="live_filter",
+        placeholder="agent, operator, thought, reason, number, value",
+    )
+    sort_by = f2.selectbox("Sort by", ARCHIVE_SORTS, key="live_sort")
+    descending = f3.toggle("Descending", value=True, key="live_desc")
+    only_front = f4.toggle("Front only", value=False, key="live_front")
+    archive_view(text, only_front, sort_by, descending)
+
+with tab_inspect:
+    with guard():
+        cached = st.session_state.get("live_archive")
+        archive = (
+            cached[1]
+            if cached is not None and cached[0] == run_id
+            else manager.store.archive(run_id, include_unevaluated=True)
+        )
+        options = candidate_options(archive)
+        sel = st.session_state.get("live_sel")
+        if sel is not None and sel not in options:
+            sel = None
+        if not options:
+            st.caption("No candidates yet.")
+        else:
+            picked_box = st.selectbox(
+                "Inspect candidate",
+                options,
+                index=options.index(sel) if sel is not None else None,
+                key=f"live_box_{run_id}_{sel}",
+                format_func=lambda i: f"candidate {i}",
+                placeholder="click a point of the chart or a row of the table, or pick one here",
+            )
+            if picked_box is not None and picked_box != sel:
+                _select(int(picked_box))
+                sel = int(picked_box)
+        # nothing selected yet: no inspector (the page draws faster without it)
+        if options and sel is not None:
+            row = archive.loc[archive["candidate_idx"] == sel].iloc[0]
+            spec_hash = row.get("spec_hash")
+            spec_json = manager.store.get_spec(str(spec_hash)) if spec_hash else None
+            view = candidate_view(row, spec_json, manager.store.candidate_examples(run_id, sel))
+            inspector(view)
+            if not view.examples.empty:
+                with st.expander("Drill into one example", expanded=True):
+                    ex_ids = [
+                        (str(e), int(t))
+                        for e, t in zip(
+                            view.examples["example_id"].tolist(),
+                            view.examples["trial"].tolist(),
+                            strict=True,
+                        )
+                    ]
+                    picked_ex = st.selectbox(
+                        "Example",
+                        ex_ids,
+                        index=None,
+                        format_func=lambda k: k[0] if k[1] == 0 else f"{k[0]} (trial {k[1]})",
+                        key=f"live_trace_{run_id}_{sel}",
+                        placeholder="pick an example: question, gold, answer, route and steps",
                     )
-                ]
-                picked_ex = st.selectbox(
-                    "Example",
-                    ex_ids,
-                    index=None,
-                    format_func=lambda k: k[0] if k[1] == 0 else f"{k[0]} (trial {k[1]})",
-                    key=f"live_trace_{run_id}_{sel}",
-                    placeholder="pick an example: question, gold, answer, route and steps",
+                    if picked_ex is not None:
+                        with guard():
+                            run_rec = manager.store.get_run(run_id)
+                            prob = (
+                                manager.problem(run_rec.problem)
+                                if run_rec is not None and run_rec.problem
+                                else None
+                            )
+                            cases = gold_cases(prob.splits) if prob is not None else {}
+                            ex_row = view.examples.loc[
+                                (view.examples["example_id"] == picked_ex[0])
+                                & (view.examples["trial"] == picked_ex[1])
+                            ].iloc[0]
+                            spans = manager.store.example_trace(
+                                run_id, sel, picked_ex[0], trial=picked_ex[1]
+                            )
+                            drilldown(
+                                cases.get(picked_ex[0]),
+                                [answer_row(f"#{sel}", ex_row.to_dict())],
+                                [
+                                    (
+                                        f"#{sel}",
+                                        trace_detail(
+                                            view.spec,
+                                            spans,
+                                            prob.prices if prob is not None else {},
+                                        ),
+                                    )
+                                ],
+                                key="live_drill",
+                            )
+            record = manager.store.get_run(run_id)
+            target = (record.problem if record is not None else None) or "topology"
+            # the actions in a wrapping row (equal columns cut them to "Open in t..." at 1000 px)
+            bar = st.container(horizontal=True, key="live_actions")
+            to_editor = view.spec is not None and bar.button(
+                "Open in the editor", key="live_to_editor"
+            )
+            propose = view.spec is not None and bar.button("Propose for apply", key="live_propose")
+            # the inspected candidate (picked on the chart or in the table) against the run's best
+            best_rows = (
+                archive.loc[archive["is_best"].astype(bool)] if "is_best" in archive else archive
+            )
+            best_idx = [int(i) for i in best_rows["candidate_idx"].tolist() if int(i) != sel][:1]
+            if best_idx:
+                bar.page_link(
+                    page("compare"),
+                    label="Compare with the best",
+                    query_params={"items": f"{run_id}:{sel},{run_id}:{best_idx[0]}"},
                 )
-                if picked_ex is not None:
-                    with guard():
-                        run_rec = manager.store.get_run(run_id)
-                        prob = (
-                            manager.problem(run_rec.problem)
-                            if run_rec is not None and run_rec.problem
-                            else None
-                        )
-                        cases = gold_cases(prob.splits) if prob is not None else {}
-                        ex_row = view.examples.loc[
-                            (view.examples["example_id"] == picked_ex[0])
-                            & (view.examples["trial"] == picked_ex[1])
-                        ].iloc[0]
-                        spans = manager.store.example_trace(
-                            run_id, sel, picked_ex[0], trial=picked_ex[1]
-                        )
-                        drilldown(
-                            cases.get(picked_ex[0]),
-                            [answer_row(f"#{sel}", ex_row.to_dict())],
-                            [
-                                (
-                                    f"#{sel}",
-                                    trace_detail(
-                                        view.spec, spans, prob.prices if prob is not None else {}
-                                    ),
-                                )
-                            ],
-                            key="live_drill",
-                        )
-        record = manager.store.get_run(run_id)
-        target = (record.problem if record is not None else None) or "topology"
-        b1, b2, b3, _ = st.columns([1, 1, 1, 2])
-        # the inspected candidate (picked on the chart or in the table) against the run's best
-        best_rows = (
-            archive.loc[archive["is_best"].astype(bool)] if "is_best" in archive else archive
-        )
-        best_idx = [int(i) for i in best_rows["candidate_idx"].tolist() if int(i) != sel][:1]
-        if best_idx:
-            b3.page_link(
-                page("compare"),
-                label="Compare with the best",
-                query_params={"items": f"{run_id}:{sel},{run_id}:{best_idx[0]}"},
-            )
-        if view.spec is not None and b1.button("Open in the editor", key="live_to_editor"):
-            st.session_state["editor_incoming"] = {
-                "spec_json": view.spec.model_dump_json(),
-                "name": target,
-                "source": f"run {run_id} candidate {sel}",
-            }
-            st.switch_page(page("editor"))
-        if view.spec is not None and b2.button("Propose for apply", key="live_propose"):
-            pid = manager.propose(target, view.spec, run_id=run_id, candidate_idx=sel)
-            st.success(f"Proposal {pid}: write candidate {sel} as topology {target!r}.")
-            st.page_link(
-                page("diff"), label="Review it on Diff & apply", query_params={"proposal": str(pid)}
-            )
+            if to_editor and view.spec is not None:
+                st.session_state["editor_incoming"] = {
+                    "spec_json": view.spec.model_dump_json(),
+                    "name": target,
+                    "source": f"run {run_id} candidate {sel}",
+                }
+                st.switch_page(page("editor"))
+            if propose and view.spec is not None:
+                pid = manager.propose(target, view.spec, run_id=run_id, candidate_idx=sel)
+                st.success(f"Proposal {pid}: write candidate {sel} as topology {target!r}.")
+                st.page_link(
+                    page("diff"),
+                    label="Review it on Diff & apply",
+                    query_params={"proposal": str(pid)},
+                )

@@ -201,8 +201,9 @@ def test_the_inspector_drills_into_an_example_of_a_router_candidate(
     assert "not in the stored summary" not in said.inner_text()
     assert re.search(r"answered \S+: (right|wrong)", said.inner_text()), said.inner_text()
     # the path taken is drawn: some nodes of the drill-down graph are filled yellow
-    svg = page.locator('[data-testid="stGraphVizChart"] svg').last
-    assert 'fill="#fde047"' in svg.inner_html()
+    # (waited for: the drill-down's graph is drawn after its trace table)
+    path = page.locator('[data-testid="stGraphVizChart"] svg [fill="#fde047"]').first
+    path.wait_for(state="attached", timeout=30_000)
     no_errors(page)
     shot(page, "live-drilldown")
 

@@ -10,6 +10,7 @@ Skipped when Chromium is missing, except in CI (`CI=true`), where that is a fail
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -106,3 +107,79 @@ def test_zoom_kept_across_refreshes(page: Any, studio: str, running_run: str) ->
     page.wait_for_timeout(1000)
     assert page.evaluate(_AUTORANGE) is True
     no_errors(page)
+
+
+_POINT = """() => {
+    // a point of the Pareto scatter standing clear of the others and of the plot's edges
+    const gd = document.querySelector('.js-plotly-plot');
+    const pts = [];
+    gd.querySelectorAll('.scatterlayer .trace').forEach((g, t) => {
+        if (gd._fullData[t].name === 'selected' || !gd._fullData[t].customdata) return;
+        g.querySelectorAll('path.point').forEach((el, k) => {
+            const r = el.getBoundingClientRect();
+            pts.push({t, k, x: r.x + r.width / 2, y: r.y + r.height / 2});
+        });
+    });
+    const box = gd.querySelector('.draglayer .xy .nsewdrag').getBoundingClientRect();
+    const inner = pts.filter(p => p.x > box.left + 0.1 * box.width && p.x < box.right - 0.1 * box.width
+        && p.y > box.top + 0.1 * box.height && p.y < box.bottom - 0.1 * box.height);
+    if (inner.length) pts.splice(0, pts.length, ...inner);
+    for (const p of pts) {
+        p.gap = Math.min(...pts.filter(q => q !== p).map(q => Math.hypot(q.x - p.x, q.y - p.y)), 1e9);
+    }
+    pts.sort((a, b) => b.gap - a.gap);
+    const p = pts[0];
+    const cd = gd._fullData[p.t].customdata[p.k];
+    return {x: p.x, y: p.y, candidate: cd != null && cd.length !== undefined ? Number(cd[0]) : Number(cd)};
+}"""
+
+
+@pytest.mark.parametrize(("width", "height"), [(1440, 900), (1000, 800)])
+def test_the_inspector_opens_right_below_the_chart(
+    page: Any, studio: str, replay_store: dict[str, Any], width: int, height: int
+) -> None:
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(f"{studio}/live?run={replay_store['run_id']}")
+    settle(page, "Live search")
+    page.locator(".js-plotly-plot .scatterlayer .points path").first.wait_for(timeout=60_000)
+    idle(page)
+    tab = page.get_by_role("tab", name="Inspector", exact=True)
+    assert tab.get_attribute("aria-selected") == "false"  # nothing inspected yet: the archive
+    page.locator(".js-plotly-plot").first.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    target = page.evaluate(_POINT)  # in the viewport's coordinates: the chart is in view
+    heading = page.get_by_role("heading", name=re.compile(rf"^candidate {target['candidate']} \("))
+    for _ in range(3):  # a click while the page is still settling can be lost: click again
+        page.mouse.move(target["x"], target["y"])
+        page.wait_for_timeout(300)
+        page.mouse.click(target["x"], target["y"])
+        idle(page)
+        try:
+            heading.first.wait_for(timeout=10_000)
+            break
+        except Exception:  # noqa: BLE001 (tried again)
+            continue
+    heading.first.wait_for(timeout=5_000)
+    assert tab.get_attribute("aria-selected") == "true"  # the click opened the inspector
+    # its heading is right below the chart, under the tabs and the picker (it was ~1,500 px
+    # below it, past the archive table)
+    top = page.evaluate(
+        """(el) => { const m = document.querySelector('[data-testid="stMain"]');
+        return el.getBoundingClientRect().top + m.scrollTop - m.getBoundingClientRect().top; }""",
+        heading.first.element_handle(),
+    )
+    chart_bottom = page.evaluate(
+        """() => { const m = document.querySelector('[data-testid="stMain"]');
+        return document.querySelector('.js-plotly-plot').getBoundingClientRect().bottom
+            + m.scrollTop - m.getBoundingClientRect().top; }"""
+    )
+    assert 0 < top - chart_bottom < 400, (top, chart_bottom)
+    no_errors(page)
+    shot(page, f"live-inspector-{width}")
+    # back on the archive, the inspected candidate's row is the table's selection
+    page.get_by_role("tab", name="Archive", exact=True).click()
+    idle(page)
+    grid = page.locator('[data-testid="stDataFrame"]').first
+    grid.wait_for(timeout=30_000)
+    grid.scroll_into_view_if_needed()
+    shot(page, f"live-archive-selected-{width}")

@@ -169,8 +169,27 @@ def test_a_bad_run_or_candidate_in_the_link_is_said_not_replaced_silently(
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     warnings = [str(w.value) for w in at.warning]
-    assert any(w.startswith("No run 'no-such-run' in this store: showing ") for w in warnings)
-    assert any("has no candidate 77 (yet)" in w for w in warnings), warnings
+    # the newest run is shown instead, and no candidate is inspected
+    assert warnings == [
+        f"No run 'no-such-run' in this store: showing {RUN_ID} instead.",
+        f"Run {RUN_ID} has no candidate 77 (yet): no candidate is inspected; click a point of "
+        "the chart or a row of the table, or pick one in the Inspector tab.",
+    ]
+    assert at.selectbox(key="live_run").value == RUN_ID
+    assert at.session_state["live_tab"] == "Inspector"  # with its picker, nothing inspected
+    assert not [t for t in at.markdown if str(t.value).startswith("### candidate")]
+    # a link whose value is no candidate number at all is said too
+    at = AppTest.from_file(str(REPO / "studio" / "app.py"), default_timeout=120)
+    at.run()
+    at.query_params["run"] = RUN_ID
+    at.query_params["candidate"] = "best"
+    at.switch_page(str(REPO / "pages" / "live.py"))
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [str(w.value) for w in at.warning] == [
+        "'best' is not a candidate number: no candidate is inspected; click a point of the "
+        "chart or a row of the table, or pick one in the Inspector tab."
+    ]
     _manager(str(studio_env.resolve())).close()
     _manager.clear()
 
@@ -192,5 +211,44 @@ def test_the_inspector_links_to_compare_with_the_best(studio_env: Path) -> None:
     assert link.proto.label == "Compare with the best"
     assert link.proto.page == "compare"
     assert link.proto.query_string == f"items={RUN_ID}%3A2%2C{RUN_ID}%3A1"
+    _manager(str(studio_env.resolve())).close()
+    _manager.clear()
+
+
+def test_the_inspected_candidate_opens_the_inspector_tab_and_its_row_is_selected(
+    studio_env: Path,
+) -> None:
+    # issue 12, defect 6: the inspector right below the chart, the row highlighted
+    import json
+
+    from studio._st_common import _manager
+
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.query_params["run"] = RUN_ID
+    at.query_params["candidate"] = "2"
+    at.switch_page(LIVE)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["live_tab"] == "Inspector"
+    [table] = [d for d in at.dataframe if "on_front" in d.value.columns]
+    assert table.value["candidate_idx"].tolist() == [1, 0, 2, 3]
+    # candidate 2 is the table's third row: that row is the table's selection
+    assert json.loads(table.proto.selection_default) == {
+        "selection": {"rows": [2], "columns": [], "cells": []}
+    }
+    # sorted by another column, the selection follows the candidate to its new row
+    at.selectbox(key="live_sort").set_value("candidate_idx").run()
+    [table] = [d for d in at.dataframe if "on_front" in d.value.columns]
+    assert table.value["candidate_idx"].tolist() == [3, 2, 1, 0]
+    assert json.loads(table.proto.selection_default) == {
+        "selection": {"rows": [1], "columns": [], "cells": []}
+    }
+    # filtered out, nothing is selected (the inspector keeps the candidate)
+    at.text_input(key="live_filter").set_value("seed").run()
+    [table] = [d for d in at.dataframe if "on_front" in d.value.columns]
+    assert table.value["candidate_idx"].tolist() == [0]
+    assert not table.proto.selection_default
+    assert at.session_state["live_sel"] == 2
     _manager(str(studio_env.resolve())).close()
     _manager.clear()
