@@ -33,6 +33,7 @@ from studio.views.pareto import (
 from studio.views.progress import run_progress
 from studio.views.tables import (
     ARCHIVE_SORTS,
+    SHOWN_FORMATS,
     archive_table,
     candidate_options,
     full_split,
@@ -272,10 +273,8 @@ def archive_view(text: str, only_front: bool, sort_by: str, descending: bool) ->
             selection_default={"selection": {"rows": [pos]}} if pos is not None else None,
             height=320,
             column_config={
-                "accuracy": st.column_config.NumberColumn(format="%.3f"),
-                "cost_usd": st.column_config.NumberColumn(format="%.5f"),
-                "latency_ms": st.column_config.NumberColumn(format="%.0f"),
-                "aggregate_score": st.column_config.NumberColumn(format="%.4f"),
+                # as the filter matches them (SHOWN_FORMATS)
+                **{c: st.column_config.NumberColumn(format=f) for c, f in SHOWN_FORMATS.items()},
                 "scored_on": st.column_config.TextColumn(
                     "scored on",
                     help="the split and number of problems the scores rest on; minibatch "

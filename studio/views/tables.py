@@ -20,6 +20,7 @@ __all__ = [
     "names_in_spec",
     "ARCHIVE_COLUMNS",
     "ARCHIVE_SORTS",
+    "SHOWN_FORMATS",
     "RUN_COLUMNS",
     "archive_table",
     "candidate_options",
@@ -260,6 +261,39 @@ def full_split(archive: pd.DataFrame) -> pd.Series:
     )
 
 
+_FILTER_COLUMNS: tuple[str, ...] = (
+    "candidate_idx",
+    "operator",
+    "thought",
+    "invalid_reason",
+    "accuracy",
+    "cost_usd",
+    "latency_ms",
+    "aggregate_score",
+)
+"""The archive columns the table's filter searches (with the spec's names)."""
+
+SHOWN_FORMATS: dict[str, str] = {
+    "accuracy": "%.3f",
+    "cost_usd": "%.5f",
+    "latency_ms": "%.0f",
+    "aggregate_score": "%.4f",
+}
+"""How the Live page's archive table shows each figure (its `NumberColumn` formats); the filter
+matches a figure as shown as well as its full value (0.5416... is found by `0.542` and `0.54`)."""
+
+
+def _searched(column: str, value: object) -> str:
+    """The text the filter searches for one cell: "" for a missing value; a figure's full
+    value and, after it, the figure as the table shows it."""
+    if value is None or value != value:  # noqa: PLR0124 (NaN)
+        return ""
+    fmt = SHOWN_FORMATS.get(column)
+    if fmt is not None and isinstance(value, int | float):
+        return f"{value} {fmt % value}"
+    return str(value)
+
+
 def archive_table(
     archive: pd.DataFrame,
     *,
@@ -275,8 +309,10 @@ def archive_table(
     Args:
         archive: `RunStore.archive(run_id, include_unevaluated=True)`.
         text: keep rows whose operator, thought, invalid reason, candidate number, figures
-            (accuracy, cost, latency, score as shown: `0.575`, `0.7269`) or the names its
-            spec uses (`spec_names`) contain this text (case-insensitive); "" keeps all.
+            (accuracy, cost, latency, score: the full value or as the table shows it,
+            `SHOWN_FORMATS`: `0.575`, `0.50000`, `5481`) or the names its spec uses
+            (`spec_names`: agents, functions, conditions...) contain this text
+            (case-insensitive); "" keeps all.
         only_front: keep Pareto-front rows only.
         only_valid: keep valid rows only.
         sort_by: one of `ARCHIVE_SORTS`; NaN values sort last either way.
@@ -315,7 +351,7 @@ def archive_table(
         keep = [
             needle
             in (
-                " ".join(str(v) for v in values if v is not None and v == v)
+                " ".join(_searched(c, v) for c, v in zip(_FILTER_COLUMNS, values, strict=True))
                 + " "
                 + specs.get(str(h), "")
             ).casefold()
@@ -324,16 +360,7 @@ def archive_table(
                 zip(
                     *(
                         df[c].tolist() if c in df.columns else [None] * len(df)
-                        for c in (
-                            "candidate_idx",
-                            "operator",
-                            "thought",
-                            "invalid_reason",
-                            "accuracy",
-                            "cost_usd",
-                            "latency_ms",
-                            "aggregate_score",
-                        )
+                        for c in _FILTER_COLUMNS
                     ),
                     strict=True,
                 ),

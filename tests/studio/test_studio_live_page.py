@@ -252,3 +252,32 @@ def test_the_inspected_candidate_opens_the_inspector_tab_and_its_row_is_selected
     assert at.session_state["live_sel"] == 2
     _manager(str(studio_env.resolve())).close()
     _manager.clear()
+
+
+def test_the_filter_finds_candidates_by_agent_name_and_by_value(studio_env: Path) -> None:
+    # issue 12, defect 6: the filter could not match agent names or values
+    from studio._st_common import _manager
+
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.query_params["run"] = RUN_ID
+    at.switch_page(LIVE)
+    at.run()
+
+    def rows(text: str) -> list[int]:
+        at.text_input(key="live_filter").set_value(text).run()
+        assert not at.exception, [e.value for e in at.exception]
+        [table] = [d.value for d in at.dataframe if "on_front" in d.value.columns]
+        return [int(i) for i in table["candidate_idx"].tolist()]
+
+    assert rows("") == [1, 0, 2, 3]
+    assert rows("6b_finetuning") == [0, 2, 3]  # the agent of 0 and 2, one of 3's two
+    assert rows("175B_VERIFICATION") == [1]
+    assert rows("extract_final_answer") == [2]  # a function step's name
+    assert rows("merge_vote") == [3]
+    assert rows("0.45") == [1]  # its aggregate score, 0.45
+    assert rows("0.50000") == [1]  # its cost as the table shows it (0.5)
+    assert rows("1500") == [2]  # a latency
+    assert rows("no such thing") == []
+    _manager(str(studio_env.resolve())).close()
+    _manager.clear()

@@ -303,3 +303,30 @@ def test_the_archive_filter_matches_agent_names_and_values() -> None:
     assert pick("6b_fine") == [1]
     assert pick("0.575") == [0]
     assert pick("0.001") == [1]
+
+
+def test_the_filter_finds_a_figure_by_its_full_value_or_as_the_table_shows_it() -> None:
+    # issue 12, defect 6: `0.54` finds the candidates with that figure
+    from studio.views.tables import archive_table
+
+    arch = pd.DataFrame(
+        {
+            "candidate_idx": [0, 1, 2], "generation": [0, 0, 0],
+            "operator": ["seed", "mutate", "mutate"], "thought": ["", "", ""],
+            "invalid_reason": [None, None, "nan_accuracy"], "spec_hash": ["h0", "h1", "h2"],
+            "accuracy": [0.5416666666666666, 0.55, float("nan")],
+            "cost_usd": [0.5, 0.001234, 0.2], "latency_ms": [5480.6, 20.0, 30.0],
+            "aggregate_score": [0.4, 0.1, float("nan")], "valid": [True, True, False],
+            "on_front": [True, False, False], "objective_split": ["validation"] * 3,
+            "n_examples": [40, 40, 40],
+        }
+    )  # fmt: skip
+    pick = lambda t: archive_table(arch, text=t)["candidate_idx"].tolist()  # noqa: E731
+    assert pick("0.54") == [0]  # 0.5416...: the full value
+    assert pick("0.542") == [0]  # as shown (%.3f)
+    assert pick("0.55") == [1]
+    assert pick("0.50000") == [0]  # cost as shown (%.5f); its full value is 0.5
+    assert pick("0.00123") == [1]
+    assert pick("5481") == [0]  # latency as shown (%.0f); its full value is 5480.6
+    assert pick("0.4000") == [0]  # score as shown (%.4f)
+    assert pick("nan") == [2]  # its reason; a missing figure is no text
