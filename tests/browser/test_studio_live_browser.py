@@ -96,6 +96,16 @@ def test_zoom_kept_across_refreshes(page: Any, studio: str, running_run: str) ->
     assert after == pytest.approx(zoomed), (zoomed, after)
     assert page.evaluate(_AUTORANGE) is False
     shot(page, "live-zoom-kept")
+    # a reload keeps it too (the ranges are in the tab's sessionStorage)
+    page.reload()
+    settle(page, "Live search")
+    page.locator(".js-plotly-plot .scatterlayer .points path").first.wait_for(timeout=60_000)
+    page.wait_for_function(
+        f"() => {{ const r = ({_RANGE})(); return r && r[0] === {zoomed[0]!r}; }}", timeout=10_000
+    )
+    assert page.evaluate(_RANGE) == pytest.approx(zoomed)
+    box = page.locator(".js-plotly-plot .draglayer .xy .nsewdrag").first.bounding_box()
+    assert box is not None
     # a double click goes back to the whole range, and that too is kept
     page.mouse.dblclick(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.wait_for_timeout(300)
