@@ -202,6 +202,12 @@ def test_question_features_read_the_question_only() -> None:
     assert call("question_has_fraction", q(question="Half of them left.")) is True
     assert call("question_has_fraction", q(question="He ate two thirds.")) is True
     assert call("question_has_fraction", q(question="The halfway point.")) is False
+    assert call("question_has_fraction", q(question="One-fourth of them left.")) is True
+    assert call("question_has_fraction", q(question="A third of the class came.")) is True
+    # ordinals and coins are not fractions
+    assert call("question_has_fraction", q(question="On the third day she rested.")) is False
+    assert call("question_has_fraction", q(question="The fifth worker came late.")) is False
+    assert call("question_has_fraction", q(question="He has 5 quarters and 2 dimes.")) is False
     assert call("question_mentions_percent", q(question="a 20% discount")) is True
     assert call("question_mentions_percent", q(question="Twenty Percent off")) is True
     assert call("question_mentions_percent", q(question="perfect")) is False
@@ -209,8 +215,18 @@ def test_question_features_read_the_question_only() -> None:
     assert call("question_mentions_money", q(question="It costs 3 dollars.")) is False
     assert call("question_has_decimal", q(question="It weighs 2.5 kg.")) is True
     assert call("question_has_decimal", q(question="It weighs 2 kg. Then 5 more.")) is False
-    # a candidate in the state changes nothing: the features are input-only
-    assert call("question_has_decimal", st(("a", GOOD))) is False
+    assert call("question_has_decimal", q(question="They cost $.25 each.")) is True
+    assert call("question_has_decimal", q(question="It takes .5 hours.")) is True
+    # the features read the question only: candidates full of the feature change nothing
+    noisy = st(("a", "It is 2.5 = 3/4 of 10% of $7, a third. A: 1,2,3,4,5"))
+    for name in (
+        "question_has_decimal",
+        "question_has_fraction",
+        "question_mentions_percent",
+        "question_mentions_money",
+        "question_has_many_numbers",
+    ):
+        assert call(name, noisy) is False, name
 
 
 def test_classifiers() -> None:

@@ -290,9 +290,9 @@ def test_the_question_features_split_the_validation_problems(problem: Problem) -
     assert counts == {
         "question_is_long": 75,
         "question_has_many_numbers": 68,
-        "question_has_fraction": 86,
+        "question_has_fraction": 76,
         "question_mentions_percent": 40,
         "question_mentions_money": 94,
-        "question_has_decimal": 32,
+        "question_has_decimal": 36,
     }
     assert all(problem.effects.callable(name).needs_candidates == 0 for name in counts)

@@ -170,10 +170,14 @@ def _question_is_long(limit: int) -> Callable[[Any], bool]:
 
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_DECIMAL = re.compile(r"\d\.\d")
+_DECIMAL = re.compile(r"\d\.\d|(?<![\d.])\.\d")
 _PERCENT = re.compile(r"%|\bpercent", re.IGNORECASE)
+_PARTS = r"(?:halfs?|halves|thirds?|quarters?|fourths?|fifths?|sixths?|sevenths?|eighths?|ninths?|tenths?)"
 _FRACTION = re.compile(
-    r"\d/\d|\b(?:half|halves|third|thirds|quarter|quarters|fifth|fifths)\b", re.IGNORECASE
+    r"\d+/\d+|\bhal(?:f|ves)\b"
+    rf"|\b(?:a|one|two|three|four|five|six|seven|eight|nine)[- ]{_PARTS}\b"
+    rf"|\b{_PARTS} of\b",
+    re.IGNORECASE,
 )
 
 
@@ -190,7 +194,8 @@ def _features(question: str) -> tuple[bool, bool, bool, int]:
 
 
 def question_has_decimal(state: Any) -> bool:
-    """The question has a decimal number (a digit, a point, a digit: `2.5`, `$1.25`)."""
+    """The question has a decimal number: a digit, a point, a digit (`2.5`, `$1.25`), or a point
+    then a digit with no number before it (`$.25`, `.5 hours`)."""
     return _features(coerce_state(state).question)[0]
 
 
@@ -205,8 +210,9 @@ def question_mentions_percent(state: Any) -> bool:
 
 
 def question_has_fraction(state: Any) -> bool:
-    """The question has a fraction: `a/b`, or a whole word half, third, quarter or fifth
-    (singular or plural, any case)."""
+    """The question has a fraction: `a/b`; half or halves; a part (third, quarter, fourth ...
+    tenth, singular or plural) after a number word or "a" (`two-thirds`, `a quarter`) or before
+    "of" (`thirds of`). Ordinals stay out: "the third day", "the fifth worker", "5 quarters"."""
     return _features(coerce_state(state).question)[2]
 
 
@@ -424,7 +430,7 @@ def make_functions(params: ReplayParams) -> list[RegisteredFunction]:
             "question_has_fraction",
             question_has_fraction,
             ("condition",),
-            "The question has a fraction (a/b, or half, third, quarter, fifth).",
+            "The question has a fraction (a/b, half, two-thirds, a quarter, fifths of ...), not an ordinal.",
         ),
         R(
             "question_mentions_percent",
@@ -442,7 +448,7 @@ def make_functions(params: ReplayParams) -> list[RegisteredFunction]:
             "question_has_decimal",
             question_has_decimal,
             ("condition",),
-            "The question has a decimal number (2.5, $1.25).",
+            "The question has a decimal number (2.5, $1.25, $.25).",
         ),
         R(
             "route_by_check",
