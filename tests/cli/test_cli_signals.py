@@ -230,11 +230,11 @@ def test_ctrl_c_twice_prints_one_line_and_the_resume_command_in_every_phase(
     assert lines[0] == "topology-studio: error: interrupted"
     assert _hint(journal.stem, db).fullmatch(lines[1]), err
     finished = read_journal(journal)[-1]
-    assert (finished.type, finished.status, finished.reason) == (
-        "run_finished",
-        "stopped",
-        "SIGINT, then cancelled",
-    )
+    # The second Ctrl-C comes 0.2 s after the first. Usually the run is still unwinding and
+    # records both; on a loaded machine the first stop can already be recorded (the second
+    # then lands in the report, which is cut short just the same: exit 130, the two lines).
+    assert (finished.type, finished.status) == ("run_finished", "stopped")
+    assert finished.reason in ("SIGINT, then cancelled", "SIGINT"), finished.reason
     if phase in ("re-scoring", "test"):  # the journal is intact: the run resumes to its end
         again = _cli(["search", str(SLEEPY), "--resume", journal.stem, "--db", str(db)], tmp_path)
         assert again.returncode == 0, again.stderr
