@@ -78,7 +78,13 @@ def _pick(pg: Any, label: str, path: str) -> None:
 def _rename(pg: Any, label: str, path: str, new_id: str) -> None:
     """Select a node, give it a new id through its form, and check it stays selected."""
     _pick(pg, label, path)
+    # during the rerun the previous node's form stays on the page (stale) beside the new one
+    # until the run ends: wait until the only "id" box is this node's, showing its id
+    current = re.search(r"\[([^\]]+)\]$", label)
+    assert current is not None, label
+    old_id = current.group(1)
     box = pg.get_by_label("id", exact=True)
+    _eventually(lambda: box.evaluate_all("els => els.map(e => e.value)") == [old_id])
     box.fill(new_id)
     pg.get_by_role("button", name="Apply changes to this node").click()
     idle(pg)
