@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
+from playwright.sync_api import expect
 from studio_harness import chromium_missing_reason, idle, no_errors, settle, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -23,6 +26,7 @@ if _missing is not None:
     pytest.skip(_missing, allow_module_level=True)
 
 RESUMED = "20250105-000000-resume"
+T = TypeVar("T")
 
 
 def _interrupted_copy(replay_store: dict[str, Any], n_candidates: int) -> tuple[str, str]:
@@ -47,6 +51,26 @@ def _interrupted_copy(replay_store: dict[str, Any], n_candidates: int) -> tuple[
     tmp.write_text(text)
     tmp.rename(Path(f"{db}.journals", f"{RESUMED}.jsonl"))  # appears whole
     return RESUMED, ended
+
+
+def _cells(page: Any, run_id: str) -> list[str]:
+    """The texts of the cells of the runs table's row for `run_id`."""
+    return (
+        page.locator("tr", has=page.locator("td", has_text=re.compile(f"^{re.escape(run_id)}$")))
+        .first.locator("td")
+        .all_text_contents()
+    )
+
+
+def _until(read: Callable[[], T], ok: Callable[[T], bool], timeout_s: float = 60.0) -> T:
+    """`read()` again until `ok` holds of what it returns, or the deadline; returns the last
+    value read (the caller asserts on it, so a timeout fails with what the page showed)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = read()
+        if ok(value) or time.monotonic() > deadline:
+            return value
+        time.sleep(0.25)
 
 
 def test_the_runs_table_refreshes_and_resume_finishes_an_interrupted_run(
@@ -75,28 +99,25 @@ def test_the_runs_table_refreshes_and_resume_finishes_an_interrupted_run(
     said = page.locator('[data-testid="stMarkdownContainer"] strong').filter(has_text=ended)
     said.first.wait_for(timeout=180_000)
     idle(page)
-    # the table's row (the grid's accessible cells) says the same, with every candidate
-    row_cells = (
-        page.locator(
-            "tr", has=page.locator("td", has_text=re.compile(f"^{run_id}$"))
-        ).first.locator("td")
-    ).all_text_contents()
-    assert row_cells[:3] == [
-        run_id,
-        f"live?run={run_id}",
-        f"overlay?runs={replay_store['run_id']},{run_id}",
-    ]
-    assert ended in row_cells
-    full_cells = (
-        page.locator(
-            "tr", has=page.locator("td", has_text=re.compile(f"^{replay_store['run_id']}$"))
-        )
-        .first.locator("td")
-        .all_text_contents()
+    # the table's row (the grid's accessible cells) says the same, with every candidate; the
+    # table refreshes every 3 s, so its row can still show the run as it was: wait for it
+    want = [run_id, f"live?run={run_id}", f"overlay?runs={replay_store['run_id']},{run_id}"]
+
+    def _as_full(r: tuple[list[str], list[str]]) -> bool:
+        row, full = r
+        if row[:3] != want or ended not in row or ended not in full:
+            return False
+        at = full.index(ended) + 1
+        return len(row) > at and row[at] == full[at]
+
+    row_cells, full_cells = _until(
+        lambda: (_cells(page, run_id), _cells(page, replay_store["run_id"])), _as_full
     )
+    assert row_cells[:3] == want
+    assert ended in row_cells
     at = full_cells.index(ended) + 1
     assert row_cells[at] == full_cells[at]  # n_candidates: as many as the uninterrupted run
-    assert page.get_by_role("heading", name="Interrupted runs").count() == 0
+    expect(page.get_by_role("heading", name="Interrupted runs")).to_have_count(0, timeout=30_000)
     assert loads == []
     no_errors(page)
     shot(page, "runs-resumed")
