@@ -37,8 +37,8 @@ scale; no held-out test (scoring the whole front on the 1,279 other problems too
 the search itself, and the test split plays no part in what a resume must reproduce)."""
 
 MAX_DELAY_S = 3.0
-"""The kill lands up to this long after the first evaluated candidate (an uninterrupted run
-takes 9-14 s from there on this 2-core machine at load 4-5; an idle one is faster but not 3 s)."""
+"""The kill lands up to this long after the first evaluated candidate, and within the first 60%
+of the time the uninterrupted run took from there (a few seconds on this 2-core machine)."""
 
 
 @pytest.fixture(autouse=True)
@@ -105,8 +105,7 @@ def evaluated_keys(events: list[SearchEvent]) -> list[tuple[int, str, int]]:
 
 def test_a_killed_replay_search_resumes_to_the_uninterrupted_archive(tmp_path: Path) -> None:
     seed = int(os.environ.get("CRASH_TEST_SEED") or random.SystemRandom().randrange(10**6))
-    delay = random.Random(seed).uniform(0.0, MAX_DELAY_S)
-    print(f"\ncrash test: CRASH_TEST_SEED={seed}, SIGKILL {delay:.3f} s after the first candidate")
+    share = random.Random(seed).random()
 
     # the uninterrupted run
     a = tmp_path / "a.duckdb"
@@ -114,6 +113,15 @@ def test_a_killed_replay_search_resumes_to_the_uninterrupted_archive(tmp_path: P
     whole_journal = only_journal(a)
     whole_events = events_of(whole_journal)
     assert whole_events[-1].type == "run_finished"
+    # the kill lands within the part of the run after its first candidate, as this machine runs
+    # it now (a fixed bound outlived the run once the search got faster: CI, 2026-12-02)
+    first = next(e for e in whole_events if e.type == "candidate_evaluated")
+    rest_s = whole_events[-1].ts - first.ts
+    delay = share * min(MAX_DELAY_S, 0.6 * rest_s)
+    print(
+        f"\ncrash test: CRASH_TEST_SEED={seed}, SIGKILL {delay:.3f} s after the first candidate "
+        f"(the uninterrupted run took {rest_s:.2f} s from there)"
+    )
 
     # the same search, killed
     b = tmp_path / "b.duckdb"
@@ -140,7 +148,7 @@ def test_a_killed_replay_search_resumes_to_the_uninterrupted_archive(tmp_path: P
     crashed_journal = only_journal(b)
     run_id = crashed_journal.stem
     killed = events_of(crashed_journal)
-    assert killed[-1].type != "run_finished", "the run ended before the kill: lower MAX_DELAY_S"
+    assert killed[-1].type != "run_finished", "the run ended before the kill"
     n_killed = len(evaluated_keys(killed))
     print(f"crash test: killed after {len(killed)} events ({n_killed} example evaluations)")
 
