@@ -496,3 +496,31 @@ def test_a_search_started_while_the_database_is_held_shows_in_the_journal_view(
     # once the file is free, it takes the journal in
     with DuckDBRunStore(small_db) as store:
         assert sorted(store.list_runs()["run_id"].tolist()) == sorted([RUN_ID, run_id])
+
+
+@pytest.mark.parametrize(
+    ("model", "said"),
+    [
+        ("nosuchprovider:gpt-x", "nosuchprovider"),
+        ("openai:gpt-4o-mini", "OPENAI_API_KEY"),
+    ],
+)
+def test_a_meta_agent_run_with_a_bad_designer_model_is_refused_before_started(
+    app: AppTest, studio_env: Path, monkeypatch: pytest.MonkeyPatch, model: str, said: str
+) -> None:
+    # issue 12, defect 7: it used to say "Started run ..." and fail later, visible only after a
+    # reload, with a "Watch it live" link to another run
+    from studio._st_common import _manager
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    store = _manager(str(studio_env.resolve())).store
+    runs_before = sorted(store.list_runs()["run_id"])
+    app.selectbox(key="f_strategy").set_value("meta_agent")
+    app.text_input(key="f_model").set_value(model)
+    _start(app)
+    errors = [str(e.value) for e in app.error]
+    assert len(errors) == 1 and said in errors[0], errors
+    assert "Started run" not in _texts(app)
+    assert [str(p.label) for p in app.get("page_link")].count("Watch it live") == 0
+    assert not list(Path(f"{studio_env}.journals").glob("*.jsonl"))
+    assert sorted(store.list_runs()["run_id"]) == runs_before
