@@ -70,17 +70,24 @@ picker_word = status_word(
     search_states.get(run_id),
 )
 
-# the inspected candidate: from the deep link once, then from the chart, table or picker
+# the inspected candidate: from the deep link when the run or the link's candidate changes (the
+# URL edited, browser back or forward), else from the chart, table or picker
+link_moved = st.session_state.get("live_link_cand", link.candidate) != link.candidate
+st.session_state["live_link_cand"] = link.candidate
 if st.session_state.get("live_sel_run") != run_id:
     st.session_state["live_sel_run"] = run_id
     st.session_state["live_sel"] = link.candidate
     st.session_state["live_last_pick"] = None
     st.session_state["live_last_row"] = None
     st.session_state["live_tab_next"] = TAB_INSPECT if link.candidate is not None else TAB_ARCHIVE
+elif link_moved and link.candidate is not None:
+    st.session_state["live_sel"] = link.candidate
+    st.session_state["live_tab_next"] = TAB_INSPECT
 
 
 def _select(idx: int | None) -> None:
     st.session_state["live_sel"] = idx
+    st.session_state["live_link_cand"] = idx  # the URL says it too: not a link that moved
     if idx is None:
         st.query_params.pop("candidate", None)
     else:

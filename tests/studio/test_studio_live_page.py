@@ -281,3 +281,32 @@ def test_the_filter_finds_candidates_by_agent_name_and_by_value(studio_env: Path
     assert rows("no such thing") == []
     _manager(str(studio_env.resolve())).close()
     _manager.clear()
+
+
+def test_a_changed_candidate_in_the_url_is_inspected_in_the_same_run(studio_env: Path) -> None:
+    # issue 12: ?candidate= was read only when the run changed, so a URL edited to another
+    # candidate of the same run (or browser back/forward) kept inspecting the old one
+    from studio._st_common import _manager
+
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.query_params["run"] = RUN_ID
+    at.query_params["candidate"] = "2"
+    at.switch_page(LIVE)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["live_sel"] == 2
+    at.session_state["live_tab"] = "Archive"
+    at.run()
+    at.query_params["candidate"] = "0"  # the URL changes from outside, same run
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["live_sel"] == 0
+    assert at.session_state["live_tab"] == "Inspector"
+    assert at.query_params["candidate"] == "0"
+    # a rerun with the URL unchanged keeps what the user picked since
+    at.session_state["live_sel"] = 3
+    at.run()
+    assert at.session_state["live_sel"] == 3
+    _manager(str(studio_env.resolve())).close()
+    _manager.clear()
