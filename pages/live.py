@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import zlib
 
+import pandas as pd
 import streamlit as st
 
 from core.search.pareto import DEFAULT_OBJECTIVES
@@ -123,6 +124,31 @@ with guard():
 running = record_now is None or record_now.status == "running"
 
 
+SHARED_FOR_S = 1.0
+"""How old (s) an archive read by the chart may be for the table to show it too: the two
+fragments refresh on the same 2 s timer (and a full run draws both), so one read serves both
+and the table shows the chart's candidates, never a read from an earlier refresh."""
+
+
+def _read_archive() -> pd.DataFrame:
+    """The run's archive (unevaluated candidates included, `comparable` added), read from the
+    store and kept for the table and the inspector of this refresh."""
+    archive = manager.store.archive(run_id, include_unevaluated=True)
+    archive = archive.assign(comparable=full_split(archive))
+    st.session_state["live_archive"] = (run_id, archive)
+    st.session_state["live_archive_at"] = time.monotonic()
+    return archive
+
+
+def _shared_archive() -> pd.DataFrame:
+    """The archive the chart read in this refresh (at most `SHARED_FOR_S` old), else a new read."""
+    cached = st.session_state.get("live_archive")
+    at = st.session_state.get("live_archive_at", 0.0)
+    if cached is not None and cached[0] == run_id and time.monotonic() - at <= SHARED_FOR_S:
+        return cached[1]
+    return _read_archive()
+
+
 @st.fragment(run_every=REFRESH_S if live and running else None)
 def live_view() -> None:
     """Everything that refreshes: status, Pareto chart, progress, archive table."""
@@ -132,9 +158,7 @@ def live_view() -> None:
         # results before the archive: the budget's evaluations never outrun the candidates
         # read just after (the journal is ingested between the two reads)
         results = store.progress(run_id)
-        archive = store.archive(run_id, include_unevaluated=True)
-        archive = archive.assign(comparable=full_split(archive))  # the inspector reads it too
-        st.session_state["live_archive"] = (run_id, archive)  # the inspector below reuses it
+        archive = _read_archive()
         search = manager.search(run_id)  # a search this studio runs: paused lives there
         label = (
             live_status(
@@ -240,8 +264,7 @@ def archive_view(text: str, only_front: bool, sort_by: str, descending: bool) ->
     refreshing with the chart."""
     with guard():
         store = manager.store
-        archive = store.archive(run_id, include_unevaluated=True)
-        archive = archive.assign(comparable=full_split(archive))
+        archive = _shared_archive()
         spec_names: dict[str, str] = {}
         if text.strip():
             # specs are content-addressed (never change): read each once per session

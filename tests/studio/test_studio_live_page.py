@@ -310,3 +310,38 @@ def test_a_changed_candidate_in_the_url_is_inspected_in_the_same_run(studio_env:
     assert at.session_state["live_sel"] == 3
     _manager(str(studio_env.resolve())).close()
     _manager.clear()
+
+
+def test_one_refresh_of_the_live_page_reads_the_archive_once(
+    studio_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 12: the chart and the table each read the whole archive on every refresh
+    from core.storage import DuckDBRunStore
+    from studio._st_common import _manager
+
+    reads: list[tuple[str, dict[str, Any]]] = []
+    real = DuckDBRunStore.archive
+
+    def counted(self: DuckDBRunStore, run_id: str, **kw: Any) -> Any:
+        reads.append((run_id, {k: v for k, v in kw.items() if k != "objectives"}))
+        return real(self, run_id, **kw)
+
+    monkeypatch.setattr(DuckDBRunStore, "archive", counted)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.query_params["run"] = RUN_ID
+    at.switch_page(LIVE)
+    reads.clear()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    # the whole archive once (chart, table and inspector), then the held-out front's two
+    # per-split reads
+    assert reads == [
+        (RUN_ID, {"split": None, "include_unevaluated": True}),
+        (RUN_ID, {"split": "validation", "include_unevaluated": False}),
+        (RUN_ID, {"split": "test", "include_unevaluated": False}),
+    ]
+    [table] = [d for d in at.dataframe if "on_front" in d.value.columns]
+    assert table.value["candidate_idx"].tolist() == [1, 0, 2, 3]
+    _manager(str(studio_env.resolve())).close()
+    _manager.clear()
