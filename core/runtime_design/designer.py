@@ -6,7 +6,8 @@
    checked against the registries *as they are now* (`core.hydrate.validate_names`): a spec
    naming an agent or callable that is no longer registered (renamed, removed) is not
    returned; the entry is decayed (`cache.store(goal, spec, success=False)`) and the request
-   is designed as on a miss.
+   is designed as on a miss. (The cache's own counters count that lookup as a hit, and the
+   refusal as a decay.)
 2. **Design.** The designer agent runs once on `design_prompt(goal)`, which lists the seed
    library, each entry with its measured accuracy, mean cost per request (USD) and mean
    latency per request (ms), and the registered names. There is no debug retry: runtime
