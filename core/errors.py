@@ -17,7 +17,8 @@ TopologyStudioError
 ├── EvaluationError                   the evaluator itself is misconfigured (never per example)
 ├── SearchError                       a search cannot start or continue
 │   ├── BudgetError (ValueError)      a budget that allows no work (e.g. zero evaluations)
-│   └── DegenerateSeedError           the seed topology's evaluation is degenerate
+│   ├── DegenerateSeedError           the seed topology's evaluation is degenerate
+│   └── OptimizationError             prompt evolution: a bad genome, candidate or config
 ├── StoreError                        the run store
 │   ├── StoreBusyError                the database file is held by another process
 │   ├── StoreReadOnlyError            the file system refuses writes to the database (read-only)
@@ -50,6 +51,7 @@ __all__ = [
     "HookError",
     "HydrationError",
     "JournalWriteError",
+    "OptimizationError",
     "PipelineStepError",
     "ProblemError",
     "RouterError",
@@ -187,6 +189,11 @@ class DegenerateSeedError(SearchError):
     def __init__(self, message: str, *, diagnosis: str = "") -> None:
         super().__init__(message)
         self.diagnosis = diagnosis
+
+
+class OptimizationError(SearchError):
+    """Prompt evolution (`core.optimization`) cannot start or continue: a candidate naming
+    genes the genome lacks, a gene that does not exist, or a configuration refused."""
 
 
 class StoreError(TopologyStudioError):

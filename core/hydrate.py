@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast, runtime_checkable
 
 from core.agents import is_agent
+from core.agents.overrides import override_system_prompt, parse_prompt_target
 from core.errors import HydrationError, UnknownNamesError
 from core.ir.models import (
     AgentSpec,
@@ -79,6 +80,7 @@ __all__ = [
     "CallableRegistry",
     "CallableRegistryLike",
     "InlineAgentFactory",
+    "agents_in",
     "as_agent_registry",
     "as_callable_registry",
     "parallel_from_spec",
@@ -452,16 +454,20 @@ class _Builder:
         calls: CallableRegistry,
         agents: AgentRegistry,
         agent_factory: Callable[[AgentSpec], Any] | None,
+        prompts: Mapping[str, str] | None = None,
     ) -> None:
         self.calls = calls
         self.agents = agents
         self.agent_factory = agent_factory
+        self.prompts: Mapping[str, str] = prompts or {}
 
     def agent(self, ref: str | AgentSpec, path: str) -> Any:
         if isinstance(ref, AgentSpec):
             if self.agent_factory is None:  # pragma: no cover - refused before building
                 raise HydrationError(f"{path}: inline agents need an agent_factory")
             where, make = f"the agent factory for the inline agent at {path}", self.agent_factory
+            if ref.name in self.prompts:
+                ref = ref.model_copy(update={"system_prompt": self.prompts[ref.name]})
             try:
                 agent = make(ref)
             except Exception as exc:
@@ -472,6 +478,11 @@ class _Builder:
                 agent = self.agents.create(ref)
             except Exception as exc:
                 raise HydrationError(f"{where} raised {type(exc).__name__}: {exc}") from exc
+            if is_agent(agent) and ref in self.prompts:
+                try:
+                    agent = override_system_prompt(agent, self.prompts[ref])
+                except TypeError as exc:
+                    raise HydrationError(f"prompt override of agent {ref!r}: {exc}") from exc
         if not is_agent(agent):
             raise HydrationError(f"{where} returned a {type(agent).__name__}, not an agent")
         return agent
@@ -558,6 +569,58 @@ def _field(node: AgentStepSpec) -> str:
     return "agent_name" if node.agent_name is not None else "inline_spec"
 
 
+def agents_in(spec: AnyNode, agent_registry: AgentRegistryLike | None = None) -> list[str]:
+    """The names of the agents `spec` runs, in document order, each once: registered agents
+    of agent steps, inline `AgentSpec`s' `name`s, and router classifiers / loop evaluators that
+    name an agent (a string there names an agent when `agent_registry` has it; without a
+    registry such strings are left out, as they may name callables).
+
+    These are the `<agent>` parts of prompt targets (`"<agent>.system_prompt"`).
+    """
+    agents = None if agent_registry is None else as_agent_registry(agent_registry)
+    names: list[str] = []
+    for _, kind, ref in _references(spec):
+        if kind == "inline" and isinstance(ref, AgentSpec):
+            name = ref.name
+        elif kind == "agent" or (kind == "agent_or_callable" and agents is not None):
+            name = str(ref)
+            if kind == "agent_or_callable" and agents is not None and name not in agents:
+                continue
+        else:
+            continue
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def _checked_prompts(
+    prompt_overrides: Mapping[str, str] | None,
+    spec: AnyNode,
+    agent_registry: AgentRegistry,
+) -> dict[str, str]:
+    """Prompt overrides as agent name -> system prompt, each target checked against `spec`."""
+    if not prompt_overrides:
+        return {}
+    present = agents_in(spec, agent_registry)
+    prompts: dict[str, str] = {}
+    for target, text in prompt_overrides.items():
+        try:
+            agent, _field_name = parse_prompt_target(target)
+        except ValueError as exc:
+            raise HydrationError(f"prompt_overrides: {exc}") from exc
+        if agent not in present:
+            raise HydrationError(
+                f"prompt_overrides: {target!r} names agent {agent!r}, which this topology does "
+                f"not run (its agents: {', '.join(present) or '(none)'})"
+            )
+        if not isinstance(text, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise HydrationError(
+                f"prompt_overrides: {target!r} must be a str, got {type(text).__name__}"
+            )
+        prompts[agent] = text
+    return prompts
+
+
 def topology_from_spec(
     spec: AnyNode,
     *,
@@ -565,6 +628,7 @@ def topology_from_spec(
     agent_registry: AgentRegistryLike,
     agent_factory: InlineAgentFactory | None = None,
     allow_inline_agents: bool = False,
+    prompt_overrides: Mapping[str, str] | None = None,
 ) -> Step:
     """Build the runtime object for a validated spec (semantics section 7).
 
@@ -579,6 +643,10 @@ def topology_from_spec(
             `spawn(spec)` such as `core.AgentFactory`); needed for inline agents.
         allow_inline_agents: accept inline `AgentSpec`s (with `agent_factory`); off by default,
             so a generated spec can only use registered agents.
+        prompt_overrides: target name (`"<agent>.system_prompt"`) -> the system prompt that
+            agent runs with here, for registered agents and inline `AgentSpec`s alike (see
+            `core.agents.overrides`); every targeted agent must be one the spec runs
+            (`agents_in`). None or empty: the agents' own prompts.
 
     Returns:
         The runtime step: a `Pipeline`, `Parallel`, `Router`, `RefinementLoop`, `AgentStep` or
@@ -589,10 +657,13 @@ def topology_from_spec(
             kind, and the known names (nothing is built). It is also a `KeyError`.
         HydrationError: inline agents without permission or factory (names their paths), an
             agent factory that raises or returns a non-agent, or a runtime constructor that
-            rejects a value (names the node's path).
+            rejects a value (names the node's path); a prompt override whose target is malformed,
+            names an agent the spec does not run, or targets an agent that has no prompt (an
+            `AgentLike` that is not pydantic-ai underneath).
     """
     callable_registry = as_callable_registry(callable_registry)
     agent_registry = as_agent_registry(agent_registry)
+    prompts = _checked_prompts(prompt_overrides, spec, agent_registry)
     refs = list(_references(spec))  # one walk for both checks (issue 17)
     unknown = _unknown(refs, callable_registry, agent_registry)
     if unknown:
@@ -607,7 +678,7 @@ def topology_from_spec(
         raise HydrationError(
             f"inline agent definitions are not allowed ({why}); found at: {', '.join(inline)}"
         )
-    builder = _Builder(callable_registry, agent_registry, _spawn_fn(agent_factory))
+    builder = _Builder(callable_registry, agent_registry, _spawn_fn(agent_factory), prompts)
     order = list(walk(spec))
     built: dict[str, Step] = {}
     for path, node in reversed(order):  # children before parents

@@ -58,6 +58,8 @@ failing estimator, or one that returns a negative or non-finite value, makes the
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -110,6 +112,7 @@ __all__ = [
     "ExampleResult",
     "LatencySource",
     "TopologyEvaluator",
+    "prompted_hash",
 ]
 
 CostEstimator = Callable[[RunUsage], float]
@@ -375,7 +378,9 @@ class TopologyEvaluator:
         """
         return self._check(spec)[0]
 
-    def _check(self, spec: Any) -> tuple[CheckResult, RunnableTopology | None]:
+    def _check(
+        self, spec: Any, prompt_overrides: Mapping[str, str] | None = None
+    ) -> tuple[CheckResult, RunnableTopology | None]:
         """`check`, with the hydrated topology when the candidate is valid."""
         cfg = self._config
         try:
@@ -412,6 +417,7 @@ class TopologyEvaluator:
                 agent_registry=self._agents,
                 agent_factory=self._agent_factory,
                 allow_inline_agents=cfg.allow_inline_agents,
+                prompt_overrides=prompt_overrides,
             )
         except UnknownNamesError as exc:
             refused = result.model_copy(
@@ -451,6 +457,7 @@ class TopologyEvaluator:
         *,
         split: str = "validation",
         on_example: ExampleCallback | None = None,
+        prompt_overrides: Mapping[str, str] | None = None,
     ) -> CandidateEvaluation:
         """Evaluate one candidate on `examples`; never raises for a bad candidate or run.
 
@@ -462,6 +469,11 @@ class TopologyEvaluator:
             on_example: called (synchronously, on the event loop) with each `ExampleResult` as it
                 completes, cache hits included; an exception it raises cancels the remaining
                 runs and propagates.
+            prompt_overrides: target name (`"<agent>.system_prompt"`) -> system prompt, applied
+                at hydration (`core.hydrate.topology_from_spec`); a bad target rejects the
+                candidate with `hydration_error`. With overrides, the results' and the cache's
+                `spec_hash` is `prompted_hash(spec_hash, overrides)`, so runs with different
+                prompts never share cache entries.
 
         Returns:
             The `CandidateEvaluation`: `rejected` (nothing ran), or `ok` / `degenerate` /
@@ -477,10 +489,10 @@ class TopologyEvaluator:
         dupes = sorted(k for k, n in Counter(keys).items() if n > 1)  # (not keys.count: n^2)
         if dupes:
             raise EvaluationError(f"duplicate example ids {dupes}: give each example a unique id")
-        checked, topology = self._check(spec)
+        checked, topology = self._check(spec, prompt_overrides)
         if topology is None:
             return self._rejected(split, checked)
-        digest = checked.spec_hash
+        digest = prompted_hash(checked.spec_hash, prompt_overrides)
         n_agents, depth = checked.n_agents or 0, checked.depth or 0
         cfg = self._config
         ctx = RunContext(
@@ -664,6 +676,18 @@ class TopologyEvaluator:
                 raw["error_type"] = error.split(":", 1)[0] if ":" in error else bundle.status
             out.append(bundle.model_copy(update={"raw": raw}))
         return out
+
+
+def prompted_hash(digest: str, prompt_overrides: Mapping[str, str] | None) -> str:
+    """The hash results are keyed by for spec `digest` run with `prompt_overrides`.
+
+    `digest` itself when there are none; else `"<digest>+p<16 hex>"`, the hex being the first
+    16 of the sha256 of the overrides as canonical JSON (sorted keys).
+    """
+    if not prompt_overrides:
+        return digest
+    text = json.dumps(dict(prompt_overrides), sort_keys=True, ensure_ascii=False)
+    return f"{digest}+p{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
 def _failed(message: str, kind: str, n_agents: int, depth: int, source: str) -> MetricBundle:

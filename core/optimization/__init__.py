@@ -1,0 +1,10 @@
+"""Prompt evolution (issue 16): the genes GEPA evolves over a fixed topology.
+
+`PromptGene`, `ScalarGene`, `CategoricalGene` and `Genome` (see `core.optimization.genes`). Prompt
+genes are applied to agents through `core.hydrate.topology_from_spec(prompt_overrides=...)` and
+`TopologyEvaluator.evaluate(prompt_overrides=...)`.
+"""
+
+from core.optimization.genes import CategoricalGene, Gene, Genome, PromptGene, ScalarGene
+
+__all__ = ["CategoricalGene", "Gene", "Genome", "PromptGene", "ScalarGene"]
