@@ -5,6 +5,14 @@ genes are applied to agents through `core.hydrate.topology_from_spec(prompt_over
 `TopologyEvaluator.evaluate(prompt_overrides=...)`.
 """
 
+from core.optimization.config import OptimizationConfig
 from core.optimization.genes import CategoricalGene, Gene, Genome, PromptGene, ScalarGene
 
-__all__ = ["CategoricalGene", "Gene", "Genome", "PromptGene", "ScalarGene"]
+__all__ = [
+    "CategoricalGene",
+    "Gene",
+    "Genome",
+    "OptimizationConfig",
+    "PromptGene",
+    "ScalarGene",
+]
