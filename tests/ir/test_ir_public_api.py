@@ -79,6 +79,7 @@ def test_hydrate_all_is_pinned() -> None:
         "CallableRegistry",
         "CallableRegistryLike",
         "InlineAgentFactory",
+        "agents_in",
         "as_agent_registry",
         "as_callable_registry",
         "parallel_from_spec",
