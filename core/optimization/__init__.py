@@ -5,10 +5,11 @@ genes are applied to agents through `core.hydrate.topology_from_spec(prompt_over
 `TopologyEvaluator.evaluate(prompt_overrides=...)`.
 """
 
-from core.optimization.config import OptimizationConfig
+from core.optimization.config import NEVER_NEST_REASON, OptimizationConfig
 from core.optimization.genes import CategoricalGene, Gene, Genome, PromptGene, ScalarGene
 
 __all__ = [
+    "NEVER_NEST_REASON",
     "CategoricalGene",
     "Gene",
     "Genome",

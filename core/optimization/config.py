@@ -9,9 +9,17 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["OptimizationConfig"]
+__all__ = ["NEVER_NEST_REASON", "OptimizationConfig"]
+
+NEVER_NEST_REASON = (
+    "prompt evolution runs once, on the winning topology (phase 2), never inside each topology "
+    "candidate: nesting multiplies the model calls (topology candidates x prompt candidates x "
+    "evaluations x validation examples), and a topology mutation invalidates the prompts "
+    "evolved for the structure before it, so the inner run's calls are wasted"
+)
+"""Why a nested configuration is refused (the guide's "Two-phase composition with GEPA")."""
 
 
 class OptimizationConfig(BaseModel):
@@ -20,7 +28,8 @@ class OptimizationConfig(BaseModel):
     Raises:
         pydantic.ValidationError: a budget below 1, a minibatch below 1, an unknown candidate
             selection strategy or frontier type (the error names the field and the values
-            allowed).
+            allowed); `per_topology_candidate=True` (nesting; the error gives
+            `NEVER_NEST_REASON`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
@@ -42,7 +51,19 @@ class OptimizationConfig(BaseModel):
     """GEPA's random seed (minibatch order, candidate sampling): the same seed, data and model
     answers give the same run."""
 
+    per_topology_candidate: bool = False
+    """Run prompt evolution inside every topology candidate's evaluation (nesting): always
+    refused (`NEVER_NEST_REASON`); the field exists so that a configuration asking for it fails
+    loudly instead of being ignored. Not a GEPA parameter."""
+
+    @field_validator("per_topology_candidate")
+    @classmethod
+    def _never_nest(cls, value: bool) -> bool:
+        if value:
+            raise ValueError(f"refused: {NEVER_NEST_REASON}")
+        return value
+
     def gepa_kwargs(self) -> dict[str, Any]:
         """The `gepa.optimize` keyword arguments for these settings: `max_metric_calls`,
         `reflection_minibatch_size`, `candidate_selection_strategy`, `frontier_type`, `seed`."""
-        return self.model_dump()
+        return self.model_dump(exclude={"per_topology_candidate"})

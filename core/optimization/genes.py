@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from core.agents.overrides import parse_prompt_target
 from core.errors import OptimizationError
+from core.optimization.config import NEVER_NEST_REASON
+from core.search.gene import TopologyGene
 
 __all__ = ["CategoricalGene", "Gene", "Genome", "PromptGene", "ScalarGene"]
 
@@ -144,6 +146,11 @@ Gene: TypeAlias = Annotated[PromptGene | ScalarGene | CategoricalGene, Field(dis
 """Any gene of a `Genome` (discriminated by `kind`)."""
 
 
+def _items(value: object) -> tuple[Any, ...]:
+    """`value`'s items when it is a list or tuple, else none."""
+    return tuple(cast("Sequence[Any]", value)) if isinstance(value, list | tuple) else ()
+
+
 class Genome(BaseModel):
     """The genes GEPA evolves together, by unique name.
 
@@ -152,13 +159,26 @@ class Genome(BaseModel):
     `initial` for a missing or unusable text.
 
     Raises:
-        pydantic.ValidationError: no genes, or two genes with the same name.
+        pydantic.ValidationError: no genes, two genes with the same name, or a
+            `core.search.TopologyGene` among them (topology and prompts are never evolved
+            together: `NEVER_NEST_REASON`).
     """
 
     model_config = _CONFIG
 
     genes: tuple[Gene, ...] = Field(min_length=1)
     """The genes, in order (GEPA's round-robin component order)."""
+
+    @field_validator("genes", mode="before")
+    @classmethod
+    def _no_topology(cls, genes: Any) -> Any:
+        for g in _items(genes):
+            if isinstance(g, TopologyGene):
+                raise ValueError(
+                    f"topology gene {g.name!r} cannot be evolved with prompts in one genome: "
+                    f"{NEVER_NEST_REASON}"
+                )
+        return genes
 
     @field_validator("genes")
     @classmethod
