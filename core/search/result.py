@@ -163,8 +163,9 @@ class OptimizationResult(BaseModel):
 
     best_candidate: dict[str, str]
     """Gene name -> the winner's spec as JSON (`TopologyGene.decode` reads it back)."""
-    best_decoded: dict[str, TopologySpec]
-    """Gene name -> the winner's spec."""
+    best_decoded: dict[str, TopologySpec | str | float]
+    """Gene name -> the winner's spec (a topology search), or its decoded prompt text, number or
+    choice (prompt evolution, `core.optimization.OptimizationRunner`)."""
     best_score: float
     """The winner's aggregate score on the full validation split."""
     pareto_candidates: list[dict[str, str]]

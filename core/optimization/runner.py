@@ -1,0 +1,185 @@
+"""`OptimizationRunner`: GEPA prompt evolution on a fixed topology (phase 2 of two).
+
+`await runner.optimize(trainset=..., valset=...)` runs `gepa.optimize` (synchronous) in a worker
+thread (`asyncio.to_thread`) while this event loop stays free; the `PromptAdapter` and the
+reflection LM submit their coroutines back to this loop (`asyncio.run_coroutine_threadsafe`).
+
+The reflection model is any pydantic-ai model (or `"provider:model"` string): GEPA's
+`reflection_lm` (a callable `prompt -> str`) is a pydantic-ai `Agent` run per call, its usage
+priced by the evaluator's `Pricer` like every other model call (`raw["budget_used"]`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+from typing import Any, cast
+
+from gepa.api import optimize as gepa_optimize  # pyright: ignore[reportUnknownVariableType]
+from pydantic_ai import Agent
+from pydantic_ai.models import Model
+
+from core.agents.usage import model_name
+from core.errors import OptimizationError
+from core.evaluation.evaluator import TopologyEvaluator, prompted_hash
+from core.evaluation.metrics import GoldExample
+from core.ir import spec_hash
+from core.ir.models import TopologySpec
+from core.optimization.adapter import PromptAdapter
+from core.optimization.config import OptimizationConfig
+from core.optimization.genes import Genome, PromptGene
+from core.runtime.tracing import ModelUsage
+from core.search.result import CandidateRecord, OptimizationResult, RunDetails
+
+__all__ = ["OptimizationRunner"]
+
+
+class _Silent:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def log(self, message: str) -> None:
+        self.lines.append(message)
+
+
+class OptimizationRunner:
+    """Evolves the prompt genes of `genome` over topology `spec` with GEPA.
+
+    Args:
+        config: GEPA's knobs (`OptimizationConfig`).
+        genome: prompt genes only, each `"<agent>.system_prompt"` of an agent `spec` runs.
+        evaluator: runs the topology (registries, score function, pricer).
+        spec: the topology (phase 1's winner), kept fixed.
+        reflection_model: a pydantic-ai `Model` or `"provider:model"` string.
+
+    Raises:
+        OptimizationError: a gene that is not a `PromptGene` (only prompts are evolved here).
+    """
+
+    def __init__(
+        self,
+        config: OptimizationConfig,
+        *,
+        genome: Genome,
+        evaluator: TopologyEvaluator,
+        spec: TopologySpec,
+        reflection_model: Model | str,
+    ) -> None:
+        others = [g.name for g in genome.genes if not isinstance(g, PromptGene)]
+        if others:
+            raise OptimizationError(
+                f"only PromptGenes are evolved by OptimizationRunner; not prompts: {others}"
+            )
+        self._config = config
+        self._genome = genome
+        self._evaluator = evaluator
+        self._spec = spec
+        self._log = _Silent()
+        self._reflector: Agent[None, str] = Agent(reflection_model, name="gepa_reflection")
+        self._reflection_usage = ModelUsage(model_name=model_name(reflection_model))
+
+    async def _reflect(self, prompt: str) -> str:
+        result = await self._reflector.run(prompt)
+        usage = result.usage
+        self._reflection_usage.add(
+            ModelUsage(
+                model_name=self._reflection_usage.model_name,
+                requests=usage.requests,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+            )
+        )
+        return result.output
+
+    async def optimize(
+        self,
+        *,
+        trainset: Sequence[GoldExample],
+        valset: Sequence[GoldExample] | None = None,
+    ) -> OptimizationResult:
+        """Run GEPA; the result has the topology search's shape, genes mapped to prompt texts.
+
+        `history` has one record per GEPA candidate (0 = the seed prompts) scored on the
+        validation set (`valset`, else `trainset`); `raw` holds `strategy="gepa"`,
+        `candidates` (gene name -> text each), `best_idx`, `log` (GEPA's log lines), `start_accuracy`, `end_accuracy`
+        and `budget_used` (`metric_calls`, `model_requests`, `cost_usd`,
+        `reflection_requests`, `reflection_cost_usd`, USD). `pareto_candidates` holds only the
+        winner for now (GEPA's per-example front is not mapped yet).
+        """
+        loop = asyncio.get_running_loop()
+        adapter = PromptAdapter(self._evaluator, self._spec, self._genome, loop)
+        val = list(valset) if valset is not None else list(trainset)
+
+        def reflection_lm(prompt: Any) -> str:
+            return asyncio.run_coroutine_threadsafe(self._reflect(str(prompt)), loop).result()
+
+        result = await asyncio.to_thread(  # pyright: ignore[reportUnknownArgumentType]
+            gepa_optimize,  # pyright: ignore[reportUnknownArgumentType]
+            seed_candidate=self._genome.encode(),
+            trainset=list(trainset),
+            valset=val,
+            adapter=cast("Any", adapter),  # gepa's Protocol types propose_new_texts as a proposer
+            reflection_lm=reflection_lm,
+            logger=self._log,
+            **self._config.gepa_kwargs(),
+        )
+        base = spec_hash(self._spec)
+        history: list[CandidateRecord] = []
+        accuracies: list[float] = []
+        for idx, candidate in enumerate(result.candidates):
+            ev = await self._evaluator.evaluate(
+                self._spec, val, prompt_overrides=self._genome.prompt_overrides(candidate)
+            )
+            accuracies.append(ev.accuracy)
+            parents = [p for p in result.parents[idx] if p is not None]
+            history.append(
+                CandidateRecord(
+                    candidate_idx=idx,
+                    generation=-1 if idx == 0 else idx - 1,
+                    parent_idx=parents[0] if parents else None,
+                    operator="seed" if idx == 0 else "gepa_reflection",
+                    spec_hash=prompted_hash(base, self._genome.prompt_overrides(candidate)),
+                    spec_json=self._spec.model_dump_json(),
+                    split="validation",
+                    score=float(result.val_aggregate_scores[idx]),
+                    accuracy=ev.accuracy,
+                    cost_usd=ev.cost_usd,
+                    latency_ms=ev.latency_ms,
+                    n_agents=ev.n_agents,
+                    depth=ev.depth,
+                    valid=ev.valid,
+                )
+            )
+        best = result.best_idx
+        best_candidate = dict(result.candidates[best])
+        quote = self._evaluator.pricer.quote(self._reflection_usage)
+        return OptimizationResult(
+            best_candidate=best_candidate,
+            best_decoded=self._genome.decode(best_candidate),
+            best_score=float(result.val_aggregate_scores[best]),
+            pareto_candidates=[best_candidate],
+            history=history,
+            raw=RunDetails(
+                {
+                    "strategy": "gepa",
+                    "phase": "prompts",
+                    "seed": self._config.seed,
+                    "status": "completed",
+                    "best_idx": best,
+                    "candidates": [dict(c) for c in result.candidates],
+                    "log": list(self._log.lines),
+                    "start_accuracy": accuracies[0],
+                    "end_accuracy": accuracies[best],
+                    "budget_used": {
+                        "metric_calls": adapter.metric_calls,
+                        "model_requests": adapter.model_requests,
+                        "cost_usd": adapter.cost_usd,
+                        "reflection_requests": self._reflection_usage.requests,
+                        "reflection_cost_usd": quote.cost_usd
+                        if math.isfinite(quote.cost_usd)
+                        else math.nan,
+                    },
+                }
+            ),
+        )

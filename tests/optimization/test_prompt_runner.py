@@ -1,0 +1,43 @@
+"""`OptimizationRunner` (issue 16): GEPA finds the prompt fix offline, exact figures."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from test_prompt_adapter import BATCH, FIX, _score, _solver
+
+from core import AgentStepSpec, PipelineSpec, PipelineStepEntry, TopologyEvaluator
+from core.optimization import Genome, OptimizationConfig, PromptGene
+from core.optimization.runner import OptimizationRunner
+
+
+def _reflect(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    return ModelResponse(parts=[TextPart(f"```\nSolve it. {FIX}\n```")])
+
+
+def test_gepa_finds_the_final_answer_line() -> None:
+    solver = Agent(FunctionModel(_solver, model_name="solver-fn"), name="solver")
+    evaluator = TopologyEvaluator(
+        callable_registry={},
+        agent_registry={"solver": lambda: solver},
+        score_fn=_score,
+        timer=lambda: 0.0,
+    )
+    spec = PipelineSpec(steps=[PipelineStepEntry(operation=AgentStepSpec(agent_name="solver"))])
+    runner = OptimizationRunner(
+        OptimizationConfig(max_metric_calls=8, reflection_minibatch_size=2),
+        genome=Genome(genes=(PromptGene(name="solver.system_prompt", initial="Solve it."),)),
+        evaluator=evaluator,
+        spec=spec,
+        reflection_model=FunctionModel(_reflect, model_name="reflect-fn"),
+    )
+    result = asyncio.run(runner.optimize(trainset=BATCH))
+    assert result.best_decoded == {"solver.system_prompt": f"Solve it. {FIX}"}
+    assert (result.raw["start_accuracy"], result.raw["end_accuracy"]) == (0.0, 1.0)
+    assert result.best_score == 1.0
+    assert [r.operator for r in result.history] == ["seed", "gepa_reflection"]
+    used = result.raw["budget_used"]
+    assert (used["metric_calls"], used["reflection_requests"]) == (8, 1)
