@@ -225,7 +225,14 @@ def _check_expected(diffs: Sequence[GeneDiff], expected: Sequence[GeneDiff]) -> 
 
 
 def _result_specs(result: OptimizationResult) -> dict[str, TopologySpec]:
-    specs: dict[str, TopologySpec] = dict(result.best_decoded)
+    specs: dict[str, TopologySpec] = {}
+    for gene, value in result.best_decoded.items():
+        if isinstance(value, str | float | int):
+            raise ApplyError(
+                f"gene {gene!r}: the result holds a prompt or number (prompt evolution), not a "
+                "topology; applying prompt results is not supported yet"
+            )
+        specs[gene] = value
     for gene, text in result.best_candidate.items():
         if gene not in specs:
             try:
