@@ -5,8 +5,10 @@ genes are applied to agents through `core.hydrate.topology_from_spec(prompt_over
 `TopologyEvaluator.evaluate(prompt_overrides=...)`.
 """
 
+from core.optimization.adapter import PromptAdapter
 from core.optimization.config import NEVER_NEST_REASON, OptimizationConfig
 from core.optimization.genes import CategoricalGene, Gene, Genome, PromptGene, ScalarGene
+from core.optimization.runner import OptimizationRunner
 
 __all__ = [
     "NEVER_NEST_REASON",
@@ -14,6 +16,8 @@ __all__ = [
     "Gene",
     "Genome",
     "OptimizationConfig",
+    "OptimizationRunner",
+    "PromptAdapter",
     "PromptGene",
     "ScalarGene",
 ]
