@@ -28,6 +28,7 @@ from gepa.core.adapter import EvaluationBatch
 
 from core.agents.overrides import parse_prompt_target
 from core.agents.prompt import render_prompt
+from core.evaluation._run import example_key
 from core.evaluation.evaluator import TopologyEvaluator
 from core.evaluation.metrics import GoldExample
 from core.ir.models import TopologySpec
@@ -88,7 +89,8 @@ class PromptAdapter:
         """Run the candidate's prompts on `batch`: one output, score and (with
         `capture_traces`) trajectory per example, in order."""
         overrides = self._genome.prompt_overrides(candidate)
-        ev = self._run(self._evaluator.evaluate(self._spec, batch, prompt_overrides=overrides))
+        unique = list({example_key(e): e for e in batch}.values())  # GEPA pads minibatches
+        ev = self._run(self._evaluator.evaluate(self._spec, unique, prompt_overrides=overrides))
         self.metric_calls += len(batch)
         self.model_requests += ev.n_model_requests
         self.cost_usd += ev.fresh_cost_usd
@@ -97,7 +99,7 @@ class PromptAdapter:
         trajectories: list[dict[str, Any]] = []
         by_id = {r.example_id: r for r in ev.results if r.trial == 0}
         for example in batch:
-            result = by_id.get(example.id or "")
+            result = by_id.get(example_key(example))
             if result is None:  # rejected before running: every example fails alike
                 output, score, error = "", 0.0, ev.reason or "rejected"
                 spans: list[dict[str, Any]] = []
