@@ -30,7 +30,9 @@ def _score(output: Any, example: GoldExample) -> float:
     return 1.0 if str(output).endswith(f"Answer: {example.expected}") else 0.0
 
 
-def _adapter(loop: asyncio.AbstractEventLoop) -> PromptAdapter:
+def world() -> tuple[TopologyEvaluator, PipelineSpec, Genome]:
+    """The one-agent topology of these tests: its evaluator, spec and prompt genome (the runner's
+    test uses it too)."""
     solver = Agent(FunctionModel(_solver, model_name="solver-fn"), name="solver")
     evaluator = TopologyEvaluator(
         callable_registry={},
@@ -40,6 +42,11 @@ def _adapter(loop: asyncio.AbstractEventLoop) -> PromptAdapter:
     )
     spec = PipelineSpec(steps=[PipelineStepEntry(operation=AgentStepSpec(agent_name="solver"))])
     genome = Genome(genes=(PromptGene(name="solver.system_prompt", initial="Solve it."),))
+    return evaluator, spec, genome
+
+
+def _adapter(loop: asyncio.AbstractEventLoop) -> PromptAdapter:
+    evaluator, spec, genome = world()
     return PromptAdapter(evaluator, spec, genome, loop)
 
 

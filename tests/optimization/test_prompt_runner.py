@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from test_prompt_adapter import BATCH, FIX, _score, _solver
+from test_prompt_adapter import BATCH, FIX, world
 
-from core import AgentStepSpec, PipelineSpec, PipelineStepEntry, TopologyEvaluator
-from core.optimization import Genome, OptimizationConfig, PromptGene
+from core.optimization import OptimizationConfig
 from core.optimization.runner import OptimizationRunner
 
 
@@ -19,17 +17,10 @@ def _reflect(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 
 def test_gepa_finds_the_final_answer_line() -> None:
-    solver = Agent(FunctionModel(_solver, model_name="solver-fn"), name="solver")
-    evaluator = TopologyEvaluator(
-        callable_registry={},
-        agent_registry={"solver": lambda: solver},
-        score_fn=_score,
-        timer=lambda: 0.0,
-    )
-    spec = PipelineSpec(steps=[PipelineStepEntry(operation=AgentStepSpec(agent_name="solver"))])
+    evaluator, spec, genome = world()
     runner = OptimizationRunner(
         OptimizationConfig(max_metric_calls=8, reflection_minibatch_size=2),
-        genome=Genome(genes=(PromptGene(name="solver.system_prompt", initial="Solve it."),)),
+        genome=genome,
         evaluator=evaluator,
         spec=spec,
         reflection_model=FunctionModel(_reflect, model_name="reflect-fn"),
