@@ -3,8 +3,11 @@
 A cache maps a request's goal to a topology that served it (issue 15, runtime contract 5). Every
 cache implements the `TopologyCache` protocol:
 
-- `await cache.lookup(goal) -> CacheHit | None`: the cached spec with its similarity to `goal`
-  (cosine in [-1, 1]; 1.0 for an exact key match) and its reliability in [0, 1];
+- `await cache.lookup(goal) -> TopologySpec | None`: the cached spec (the reference guide's
+  form: "hit returns the prior spec");
+- `await cache.lookup_hit(goal) -> CacheHit | None`: the same lookup with the hit's details:
+  the spec, its similarity to `goal` (cosine in [-1, 1]; 1.0 for an exact key match), its
+  reliability in [0, 1] and the key it is stored under (the designer and the studio use it);
 - `await cache.store(goal, spec, success)`: `success=True` adds (or refreshes) the entry of
   `goal`; `success=False` decays the entry that served `goal` (a failed run or a bad verdict);
 - `cache.stats`: a `CacheStats` of its counters (hits, misses, stores, decays).
@@ -111,8 +114,12 @@ class TopologyCache(Protocol):
         """The counters."""
         ...
 
-    async def lookup(self, goal: str) -> CacheHit | None:
-        """The cached topology for `goal`, or None."""
+    async def lookup(self, goal: str) -> Any:
+        """The cached `TopologySpec` for `goal`, or None."""
+        ...
+
+    async def lookup_hit(self, goal: str) -> CacheHit | None:
+        """The cached topology for `goal` with its similarity and reliability, or None."""
         ...
 
     async def store(self, goal: str, spec: Any, success: bool) -> None:
@@ -126,6 +133,12 @@ def _check_spec(spec: Any) -> Any:
         return _SPEC_ADAPTER.validate_python(spec)
     except Exception as exc:
         raise ValueError(f"cache store: spec is not a valid TopologySpec: {exc}") from exc
+
+
+async def _spec_only(cache: TopologyCache, goal: str) -> Any:
+    """`cache.lookup_hit(goal)`'s spec, or None (one lookup, counted once)."""
+    hit = await cache.lookup_hit(goal)
+    return None if hit is None else hit.spec
 
 
 def _check_floor(name: str, value: float) -> float:
@@ -145,7 +158,11 @@ class NoCache:
         """The counters (only misses and stores move)."""
         return self._stats
 
-    async def lookup(self, goal: str) -> CacheHit | None:
+    async def lookup(self, goal: str) -> Any:
+        """The cached `TopologySpec` of `lookup_hit(goal)`, or None."""
+        return await _spec_only(self, goal)
+
+    async def lookup_hit(self, goal: str) -> CacheHit | None:
         """Always None (counts a miss)."""
         normalise_goal(goal)
         self._stats.misses += 1
@@ -199,7 +216,11 @@ class InMemoryLRU:
     def __len__(self) -> int:
         return len(self._entries)
 
-    async def lookup(self, goal: str) -> CacheHit | None:
+    async def lookup(self, goal: str) -> Any:
+        """The cached `TopologySpec` of `lookup_hit(goal)`, or None."""
+        return await _spec_only(self, goal)
+
+    async def lookup_hit(self, goal: str) -> CacheHit | None:
         """The entry of exactly this normalised goal (similarity 1.0), unless it is below
         `min_reliability`; a hit becomes the most recently used."""
         key = normalise_goal(goal)
@@ -311,7 +332,11 @@ class MemoryStoreCache:
                 return ours
             k *= 4
 
-    async def lookup(self, goal: str) -> CacheHit | None:
+    async def lookup(self, goal: str) -> Any:
+        """The cached `TopologySpec` of `lookup_hit(goal)`, or None."""
+        return await _spec_only(self, goal)
+
+    async def lookup_hit(self, goal: str) -> CacheHit | None:
         """The most similar entry with similarity >= `threshold` and reliability >=
         `min_reliability`, or None."""
         normalised = normalise_goal(goal)

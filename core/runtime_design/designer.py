@@ -2,7 +2,7 @@
 
 `await designer.design(goal) -> DesignResult`, in this order (issue 15, runtime contract 5):
 
-1. **Cache.** `cache.lookup(goal)`. With `verify_on_hit=True` (the default) the hit's spec is
+1. **Cache.** `cache.lookup_hit(goal)`. With `verify_on_hit=True` (the default) the hit's spec is
    checked against the registries *as they are now* (`core.hydrate.validate_names`): a spec
    naming an agent or callable that is no longer registered (renamed, removed) is not
    returned; the entry is decayed (`cache.store(goal, spec, success=False)`) and the request
@@ -228,7 +228,7 @@ class RuntimeTopologyDesigner:
                 fallback names unknown things).
             ValueError, TypeError: `goal` is empty or not a string (from the cache).
         """
-        hit = await self.cache.lookup(goal)
+        hit = await self.cache.lookup_hit(goal)
         rejected: CacheHit | None = None
         if hit is not None:
             if not self.verify_on_hit or not self.unknown_names(hit.spec):

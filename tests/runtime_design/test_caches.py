@@ -48,7 +48,7 @@ def test_every_cache_is_a_topology_cache() -> None:
 def test_no_cache_never_hits_and_counts() -> None:
     cache = NoCache()
     run(cache.store("q", SPEC_A, True))
-    assert run(cache.lookup("q")) is None
+    assert run(cache.lookup_hit("q")) is None
     run(cache.store("q", SPEC_A, False))
     assert cache.stats == CacheStats(hits=0, misses=1, stores=1, decays=0)
 
@@ -56,10 +56,10 @@ def test_no_cache_never_hits_and_counts() -> None:
 def test_lru_hit_is_exact_on_the_normalised_goal() -> None:
     cache = InMemoryLRU(4)
     run(cache.store("Weather  today", SPEC_A, True))
-    assert run(cache.lookup("weather today")) == CacheHit(
+    assert run(cache.lookup_hit("weather today")) == CacheHit(
         spec=SPEC_A, similarity=1.0, reliability=1.0, key="weather today"
     )
-    assert run(cache.lookup("weather tomorrow")) is None
+    assert run(cache.lookup_hit("weather tomorrow")) is None
     assert cache.stats == CacheStats(hits=1, misses=1, stores=1, decays=0)
     assert cache.stats.hit_rate == 0.5
 
@@ -69,7 +69,7 @@ def test_lru_evicts_the_least_recently_used_goal() -> None:
     for goal in ("a", "b", "c"):
         run(cache.store(goal, SPEC_A, True))
     assert cache.keys() == ["a", "b", "c"]
-    assert run(cache.lookup("a")) is not None  # a becomes the most recent
+    assert run(cache.lookup_hit("a")) is not None  # a becomes the most recent
     assert cache.keys() == ["b", "c", "a"]
     run(cache.store("d", SPEC_B, True))  # evicts b
     assert cache.keys() == ["c", "a", "d"]
@@ -77,9 +77,9 @@ def test_lru_evicts_the_least_recently_used_goal() -> None:
     assert cache.keys() == ["a", "d", "c"]
     run(cache.store("e", SPEC_A, True))  # evicts a
     assert cache.keys() == ["d", "c", "e"]
-    assert run(cache.lookup("a")) is None
-    assert run(cache.lookup("b")) is None
-    hit = run(cache.lookup("c"))
+    assert run(cache.lookup_hit("a")) is None
+    assert run(cache.lookup_hit("b")) is None
+    hit = run(cache.lookup_hit("c"))
     assert hit is not None and hit.spec == SPEC_B
     assert cache.keys() == ["d", "e", "c"]
     assert cache.stats == CacheStats(hits=2, misses=2, stores=6, decays=0)
@@ -92,11 +92,11 @@ def test_lru_failure_decays_until_the_entry_stops_surfacing() -> None:
     for value in expected:
         run(cache.store("Q", SPEC_A, False))
         assert cache.reliability("q") == pytest.approx(value, rel=1e-12)
-        hit = run(cache.lookup("q"))
+        hit = run(cache.lookup_hit("q"))
         assert hit is not None and hit.reliability == pytest.approx(value, rel=1e-12)
     run(cache.store("q", SPEC_A, False))
     assert cache.reliability("q") == pytest.approx(0.2401, rel=1e-12)
-    assert run(cache.lookup("q")) is None
+    assert run(cache.lookup_hit("q")) is None
     # a failure for a goal it does not hold changes nothing
     run(cache.store("other", SPEC_A, False))
     assert cache.keys() == ["q"]
@@ -104,7 +104,7 @@ def test_lru_failure_decays_until_the_entry_stops_surfacing() -> None:
     # a success moves it up one step of the moving average: 0.2401 * 0.7 + 0.3
     run(cache.store("q", SPEC_A, True))
     assert cache.reliability("q") == pytest.approx(0.2401 * DECAY_FACTOR + 0.3, rel=1e-12)
-    assert run(cache.lookup("q")) is not None
+    assert run(cache.lookup_hit("q")) is not None
 
 
 def test_bad_arguments_are_refused_with_their_name() -> None:
@@ -114,3 +114,17 @@ def test_bad_arguments_are_refused_with_their_name() -> None:
         InMemoryLRU(2, min_reliability=1.5)
     with pytest.raises(ValueError, match="spec is not a valid TopologySpec"):
         run(InMemoryLRU(2).store("q", {"kind": "nope"}, True))
+
+
+def test_lookup_returns_the_spec_and_lookup_hit_its_details() -> None:
+    cache = InMemoryLRU(4)
+    run(cache.store("Weather today", SPEC_A, True))
+    assert run(cache.lookup("weather  TODAY")) == SPEC_A  # the guide's form: the prior spec
+    assert run(cache.lookup("weather tomorrow")) is None
+    assert run(cache.lookup_hit("weather today")) == CacheHit(
+        spec=SPEC_A, similarity=1.0, reliability=1.0, key="weather today"
+    )
+    assert cache.stats == CacheStats(hits=2, misses=1, stores=1, decays=0)  # each counted once
+    none = NoCache()
+    assert (run(none.lookup("q")), run(none.lookup_hit("q"))) == (None, None)
+    assert none.stats == CacheStats(misses=2)

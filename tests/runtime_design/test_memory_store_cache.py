@@ -64,24 +64,24 @@ def test_it_is_a_topology_cache(cache: MemoryStoreCache) -> None:
 
 def test_a_hit_above_the_threshold_and_a_miss_below_it(cache: MemoryStoreCache) -> None:
     run(cache.store("Add two  numbers", SPEC_A, True))
-    exact = run(cache.lookup("add two numbers"))
+    exact = run(cache.lookup_hit("add two numbers"))
     assert exact is not None
     assert exact.spec == SPEC_A
     assert exact.similarity == pytest.approx(1.0, abs=1e-6)
     assert exact.reliability == 1.0
     assert exact.key == "add two numbers"
-    near = run(cache.lookup("sum two numbers"))  # cosine 0.96 >= 0.85
+    near = run(cache.lookup_hit("sum two numbers"))  # cosine 0.96 >= 0.85
     assert near is not None and near.spec == SPEC_A
     assert near.similarity == pytest.approx(0.96, abs=1e-6)
-    assert run(cache.lookup("multiply two numbers")) is None  # cosine 0.8 < 0.85
-    assert run(cache.lookup("unrelated")) is None  # cosine 0.6
+    assert run(cache.lookup_hit("multiply two numbers")) is None  # cosine 0.8 < 0.85
+    assert run(cache.lookup_hit("unrelated")) is None  # cosine 0.6
     assert cache.stats == CacheStats(hits=2, misses=2, stores=1, decays=0)
 
 
 def test_the_threshold_is_the_callers(cache: MemoryStoreCache) -> None:
     loose = MemoryStoreCache(cache.memory_store, threshold=0.75)
     run(loose.store("add two numbers", SPEC_A, True))
-    hit = run(loose.lookup("multiply two numbers"))  # 0.8 >= 0.75
+    hit = run(loose.lookup_hit("multiply two numbers"))  # 0.8 >= 0.75
     assert hit is not None and hit.similarity == pytest.approx(0.8, abs=1e-6)
 
 
@@ -105,15 +105,15 @@ def test_decay_over_repeated_failures_until_the_entry_stops_surfacing(
     run(cache.store("add two numbers", SPEC_A, True))
     for expected in (0.7, 0.49, 0.343):
         run(cache.store("add two numbers", SPEC_A, False))
-        hit = run(cache.lookup("add two numbers"))
+        hit = run(cache.lookup_hit("add two numbers"))
         assert hit is not None
         assert hit.reliability == pytest.approx(expected, rel=1e-12)
     run(cache.store("add two numbers", SPEC_A, False))
     (entry,) = cache.entries()
     assert entry.reliability == pytest.approx(0.2401, rel=1e-12)
     assert (entry.uses, entry.successes) == (5, 1)
-    assert run(cache.lookup("add two numbers")) is None
-    assert run(cache.lookup("sum two numbers")) is None
+    assert run(cache.lookup_hit("add two numbers")) is None
+    assert run(cache.lookup_hit("sum two numbers")) is None
     assert cache.stats == CacheStats(hits=3, misses=2, stores=1, decays=4)
 
 
@@ -121,7 +121,7 @@ def test_a_failure_after_a_similar_hit_decays_the_entry_that_served_it(
     cache: MemoryStoreCache,
 ) -> None:
     run(cache.store("add two numbers", SPEC_A, True))
-    hit = run(cache.lookup("sum two numbers"))
+    hit = run(cache.lookup_hit("sum two numbers"))
     assert hit is not None
     run(cache.store("sum two numbers", hit.spec, False))
     (entry,) = cache.entries()
@@ -138,12 +138,12 @@ def test_a_failure_after_a_similar_hit_decays_the_entry_that_served_it(
 def test_namespaces_and_other_memories_are_kept_apart(cache: MemoryStoreCache) -> None:
     store = cache.memory_store
     run(store.remember(MemoryEntry(memory_type="semantic", key="fact", content="add two numbers")))
-    assert run(cache.lookup("add two numbers")) is None
+    assert run(cache.lookup_hit("add two numbers")) is None
     other = MemoryStoreCache(store, namespace="other")
     run(other.store("add two numbers", SPEC_B, True))
-    assert run(cache.lookup("add two numbers")) is None
+    assert run(cache.lookup_hit("add two numbers")) is None
     run(cache.store("add two numbers", SPEC_A, True))
-    mine, theirs = run(cache.lookup("add two numbers")), run(other.lookup("add two numbers"))
+    mine, theirs = run(cache.lookup_hit("add two numbers")), run(other.lookup_hit("add two numbers"))
     assert mine is not None and mine.spec == SPEC_A
     assert theirs is not None and theirs.spec == SPEC_B
     assert [e.key for e in cache.entries()] == ["topology_cache:add two numbers"]
@@ -171,7 +171,7 @@ def test_contents_survive_a_reopen_of_the_file_in_another_process(tmp_path: Path
         from core.runtime_design import MemoryStoreCache
         with DuckDBMemoryStore({str(path)!r}) as store:
             cache = MemoryStoreCache(store)
-            hit = asyncio.run(cache.lookup("what is 12  times 3?"))
+            hit = asyncio.run(cache.lookup_hit("what is 12  times 3?"))
             print(json.dumps(hit.model_dump(mode="json")))
             asyncio.run(cache.store("what is 12 times 3?", hit.spec, False))
         """
@@ -192,3 +192,10 @@ def test_contents_survive_a_reopen_of_the_file_in_another_process(tmp_path: Path
         (entry,) = MemoryStoreCache(store).entries()
         assert entry.reliability == pytest.approx(0.49, rel=1e-12)
         assert (entry.uses, entry.successes) == (3, 1)
+
+
+def test_lookup_returns_the_similar_entrys_spec(cache: MemoryStoreCache) -> None:
+    run(cache.store("add two numbers", SPEC_A, True))
+    assert run(cache.lookup("sum two numbers")) == SPEC_A  # cosine 0.96
+    assert run(cache.lookup("multiply two numbers")) is None  # cosine 0.8
+    assert cache.stats == CacheStats(hits=1, misses=1, stores=1, decays=0)
