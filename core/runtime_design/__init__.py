@@ -1,4 +1,5 @@
-"""Runtime topology design (issue 15): caches of topologies per goal and the runtime designer."""
+"""Runtime topology design (issue 15): caches of topologies per goal, the runtime designer and
+the topology orchestrator that runs a designed topology per request and learns from it."""
 
 from core.runtime_design.caches import (
     DECAY_FACTOR,
@@ -16,6 +17,11 @@ from core.runtime_design.designer import (
     RuntimeDesignError,
     RuntimeTopologyDesigner,
 )
+from core.runtime_design.orchestrator import (
+    OutputJudge,
+    TopologyExecutionResult,
+    TopologyOrchestrator,
+)
 
 __all__ = [
     "DECAY_FACTOR",
@@ -26,8 +32,11 @@ __all__ = [
     "LibraryEntry",
     "MemoryStoreCache",
     "NoCache",
+    "OutputJudge",
     "RuntimeDesignError",
     "RuntimeTopologyDesigner",
     "TopologyCache",
+    "TopologyExecutionResult",
+    "TopologyOrchestrator",
     "normalise_goal",
 ]

@@ -143,7 +143,10 @@ def test_namespaces_and_other_memories_are_kept_apart(cache: MemoryStoreCache) -
     run(other.store("add two numbers", SPEC_B, True))
     assert run(cache.lookup_hit("add two numbers")) is None
     run(cache.store("add two numbers", SPEC_A, True))
-    mine, theirs = run(cache.lookup_hit("add two numbers")), run(other.lookup_hit("add two numbers"))
+    mine, theirs = (
+        run(cache.lookup_hit("add two numbers")),
+        run(other.lookup_hit("add two numbers")),
+    )
     assert mine is not None and mine.spec == SPEC_A
     assert theirs is not None and theirs.spec == SPEC_B
     assert [e.key for e in cache.entries()] == ["topology_cache:add two numbers"]
