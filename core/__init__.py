@@ -205,6 +205,19 @@ if TYPE_CHECKING:
         PydanticAIEmbedder,
         next_reliability,
     )
+    from core.optimization import (
+        DEFAULT_REFLECTION_MODEL,
+        NEVER_NEST_REASON,
+        CategoricalGene,
+        Evaluator,
+        Gene,
+        Genome,
+        OptimizationConfig,
+        OptimizationRunner,
+        PromptAdapter,
+        PromptGene,
+        ScalarGene,
+    )
     from core.problems import (
         CACHE_ENV,
         CALLABLE_ROLES,
@@ -656,6 +669,17 @@ _LAZY: dict[str, str] = {
     "SubAgentEvalResult": "core.compound",
     "SubAgentResult": "core.compound",
     "SubAgentTool": "core.compound",
+    "CategoricalGene": "core.optimization",
+    "DEFAULT_REFLECTION_MODEL": "core.optimization",
+    "Evaluator": "core.optimization",
+    "Gene": "core.optimization",
+    "Genome": "core.optimization",
+    "NEVER_NEST_REASON": "core.optimization",
+    "OptimizationConfig": "core.optimization",
+    "OptimizationRunner": "core.optimization",
+    "PromptAdapter": "core.optimization",
+    "PromptGene": "core.optimization",
+    "ScalarGene": "core.optimization",
 }
 
 # reference-library names not provided here, with their replacements (issue 13)
@@ -720,6 +744,10 @@ def __getattr__(name: str) -> Any:
         import core.compound as _compound
 
         module = _compound
+    elif where == "core.optimization":
+        import core.optimization as _optimization
+
+        module = _optimization
     else:  # pragma: no cover - the table above only names these modules
         raise AttributeError(name)
     value = getattr(module, name)
@@ -767,6 +795,7 @@ __all__ = [
     "CallableRole",
     "CandidateEvaluation",
     "CandidateRecord",
+    "CategoricalGene",
     "CheckResult",
     "Continue",
     "CostEstimator",
@@ -775,6 +804,7 @@ __all__ = [
     "DEFAULT_MAX_DEPTH",
     "DEFAULT_MAX_NODES",
     "DEFAULT_OBJECTIVES",
+    "DEFAULT_REFLECTION_MODEL",
     "DatasetConfig",
     "DatasetError",
     "DegenerateSeedError",
@@ -789,6 +819,7 @@ __all__ = [
     "EvalResult",
     "EvaluationCache",
     "EvaluationError",
+    "Evaluator",
     "EvaluatorConfig",
     "EventBus",
     "EventHandler",
@@ -802,17 +833,19 @@ __all__ = [
     "FallbackReason",
     "FunctionStep",
     "FunctionStepSpec",
+    "Gene",
     "GeneDiff",
     "GeneratedToolSpec",
+    "Genome",
     "GlobalState",
     "GoldConfig",
     "GoldExample",
     "HashedNgramEmbedder",
     "Hook",
     "HookAbortError",
-    "HookError",
     "HookContext",
     "HookDecision",
+    "HookError",
     "HookRecord",
     "HookRunner",
     "HydrationError",
@@ -846,6 +879,7 @@ __all__ = [
     "ModelUsage",
     "ModelsConfig",
     "MutationContext",
+    "NEVER_NEST_REASON",
     "NODE_TYPES",
     "NameInfo",
     "NodeChange",
@@ -855,8 +889,10 @@ __all__ = [
     "ObjectiveLike",
     "OperationSpec",
     "Operator",
+    "OptimizationConfig",
     "OptimizationError",
     "OptimizationResult",
+    "OptimizationRunner",
     "PROBLEMS_ENV",
     "PROBLEM_FILE",
     "Parallel",
@@ -878,6 +914,8 @@ __all__ = [
     "Progress",
     "ProgressCallback",
     "ProgressReporter",
+    "PromptAdapter",
+    "PromptGene",
     "Proposal",
     "ProposalRecord",
     "PydanticAIEmbedder",
@@ -910,6 +948,7 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "SandboxResult",
+    "ScalarGene",
     "SchemaLimits",
     "SchemaVersionError",
     "ScoreFn",
@@ -957,10 +996,10 @@ __all__ = [
     "UnknownNamesError",
     "VersionRecord",
     "agent_model_name",
+    "agents_in",
     "aggregate_score",
     "apply_result",
     "apply_specs",
-    "agents_in",
     "as_agent_registry",
     "as_callable_registry",
     "as_eval_result",

@@ -43,6 +43,7 @@ def test_core_all_is_the_union_of_the_subpackages() -> None:
     import core.hydrate
     import core.ir
     import core.memory
+    import core.optimization
     import core.problems
     import core.runtime
     import core.search
@@ -52,7 +53,7 @@ def test_core_all_is_the_union_of_the_subpackages() -> None:
     for mod in (
         core.errors, core.ir, core.runtime, core.agents, core.hydrate,
         core.evaluation, core.search, core.storage, core.problems,
-        core.memory, core.autonomy, core.compound,
+        core.memory, core.autonomy, core.compound, core.optimization,
     ):  # fmt: skip
         union.update(mod.__all__)
         for name in mod.__all__:

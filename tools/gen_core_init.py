@@ -22,6 +22,7 @@ SUBPACKAGES = [
     "core.memory",
     "core.autonomy",
     "core.compound",
+    "core.optimization",
 ]
 
 REPLACED = {

@@ -4,6 +4,11 @@
 thread (`asyncio.to_thread`) while this event loop stays free; the `PromptAdapter` and the
 reflection LM submit their coroutines back to this loop (`asyncio.run_coroutine_threadsafe`).
 
+Reference-library form: `OptimizationRunner(config, genome=..., evaluator=Evaluator(agent_factory=...,
+score_fn=...), api_key=...)`: the topology comes from the `Evaluator`'s factory, and the
+reflection model defaults to `DEFAULT_REFLECTION_MODEL`, built with `api_key` (handed to its
+provider, never kept or logged), exactly as `MetaAgentSearch` builds its designer's model.
+
 The reflection model is any pydantic-ai model (or `"provider:model"` string): GEPA's
 `reflection_lm` (a callable `prompt -> str`) is a pydantic-ai `Agent` run per call, its usage
 priced by the evaluator's `Pricer` like every other model call (`raw["budget_used"]`).
@@ -18,7 +23,9 @@ from typing import Any, cast
 
 from gepa.api import optimize as gepa_optimize  # pyright: ignore[reportUnknownVariableType]
 from pydantic_ai import Agent
-from pydantic_ai.models import Model
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.models import Model, infer_model
+from pydantic_ai.providers import infer_provider_class
 
 from core.agents.usage import model_name
 from core.errors import OptimizationError
@@ -28,11 +35,15 @@ from core.ir import spec_hash
 from core.ir.models import TopologySpec
 from core.optimization.adapter import PromptAdapter
 from core.optimization.config import OptimizationConfig
+from core.optimization.evaluator import Evaluator
 from core.optimization.genes import Genome, PromptGene
 from core.runtime.tracing import ModelUsage
 from core.search.result import CandidateRecord, OptimizationResult, RunDetails
 
-__all__ = ["OptimizationRunner"]
+__all__ = ["DEFAULT_REFLECTION_MODEL", "OptimizationRunner"]
+
+DEFAULT_REFLECTION_MODEL = "openai:gpt-4.1"
+"""The reflection model when none is given (the reference guide's meta-agent model)."""
 
 
 class _Silent:
@@ -49,12 +60,19 @@ class OptimizationRunner:
     Args:
         config: GEPA's knobs (`OptimizationConfig`).
         genome: prompt genes only, each `"<agent>.system_prompt"` of an agent `spec` runs.
-        evaluator: runs the topology (registries, score function, pricer).
+        evaluator: runs the topology: a `TopologyEvaluator` (then give `spec`) or an
+            `Evaluator` (the topology is its `agent_factory`'s; leave `spec` out).
         spec: the topology (phase 1's winner), kept fixed.
-        reflection_model: a pydantic-ai `Model` or `"provider:model"` string.
+        reflection_model: a pydantic-ai `Model` or `"provider:model"` string; default
+            `DEFAULT_REFLECTION_MODEL`.
+        api_key: the key for a `"provider:model"` reflection model, handed to its provider when
+            the model is built (here); None: the provider's environment variable.
 
     Raises:
-        OptimizationError: a gene that is not a `PromptGene` (only prompts are evolved here).
+        OptimizationError: a gene that is not a `PromptGene` (only prompts are evolved here);
+            no `spec` with a `TopologyEvaluator`, or one as well as an `Evaluator`'s; the
+            `Evaluator`'s topology is not one; the reflection model cannot be built (e.g. no
+            API key: the message names the model and what to set).
     """
 
     def __init__(
@@ -62,10 +80,24 @@ class OptimizationRunner:
         config: OptimizationConfig,
         *,
         genome: Genome,
-        evaluator: TopologyEvaluator,
-        spec: TopologySpec,
-        reflection_model: Model | str,
+        evaluator: TopologyEvaluator | Evaluator,
+        spec: TopologySpec | None = None,
+        reflection_model: Model | str | None = None,
+        api_key: str | None = None,
     ) -> None:
+        if isinstance(evaluator, Evaluator):
+            if spec is not None:
+                raise OptimizationError(
+                    "give the topology once: an Evaluator's agent_factory gives it, so leave "
+                    "spec= out"
+                )
+            spec = evaluator.topology()
+            evaluator = evaluator.topology_evaluator
+        elif spec is None:
+            raise OptimizationError(
+                "OptimizationRunner with a TopologyEvaluator needs spec= (the topology whose "
+                "prompts evolve)"
+            )
         others = [g.name for g in genome.genes if not isinstance(g, PromptGene)]
         if others:
             raise OptimizationError(
@@ -76,8 +108,11 @@ class OptimizationRunner:
         self._evaluator = evaluator
         self._spec = spec
         self._log = _Silent()
-        self._reflector: Agent[None, str] = Agent(reflection_model, name="gepa_reflection")
-        self._reflection_usage = ModelUsage(model_name=model_name(reflection_model))
+        chosen = reflection_model if reflection_model is not None else DEFAULT_REFLECTION_MODEL
+        self._reflector: Agent[None, str] = Agent(
+            _build_model(chosen, api_key), name="gepa_reflection"
+        )
+        self._reflection_usage = ModelUsage(model_name=model_name(chosen))
 
     async def _reflect(self, prompt: str) -> str:
         result = await self._reflector.run(prompt)
@@ -183,3 +218,30 @@ class OptimizationRunner:
                 }
             ),
         )
+
+
+def _build_model(model: Model | str, api_key: str | None) -> Model:
+    """`model` built (never called); a string's provider gets `api_key` when one is given.
+
+    Raises:
+        OptimizationError: pydantic-ai cannot build it (unknown model or provider, missing key,
+            a provider that takes no key), naming the model.
+    """
+    if not isinstance(model, str):
+        return model
+    try:
+        if api_key is None:
+            return infer_model(model)
+
+        def provider(name: str) -> Any:
+            return infer_provider_class(name)(api_key=api_key)  # pyright: ignore[reportCallIssue]
+
+        return infer_model(model, provider_factory=provider)
+    except TypeError as exc:
+        raise OptimizationError(
+            f"reflection model {model!r}: its provider does not take an api_key (configure it "
+            "through its environment variables instead)"
+        ) from exc
+    except (UserError, ValueError, ImportError) as exc:
+        text = " ".join(str(exc).split())
+        raise OptimizationError(f"reflection model {model!r} cannot be built: {text}") from exc

@@ -1,8 +1,10 @@
 """topology-optimization-guide.txt, every code example, with `from core import ...`.
 
 Runtime topology design (`RuntimeTopologyDesigner`, `MemoryStoreCache`, `TopologyOrchestrator`)
-is issue #15 and two-phase prompt evolution (`PromptGene`, `OptimizationRunner`) issue #16:
-those examples are strict xfails until the parts land.
+is issue #15: those examples are strict xfails until the parts land. Two-phase prompt evolution
+(`PromptGene`, `OptimizationRunner`, `Evaluator`; issue #16) runs offline: phase 2's `cot` is a
+function model correct only when its prompt asks for upper case, and the reflection model a
+function model proposing that.
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ from typing import Any
 
 import pytest
 from pydantic import TypeAdapter
-from reference_fakes import ScriptedDesigner, answering
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from reference_fakes import ScriptedDesigner, answering, last_prompt
 
 from core import (
     AgentStepSpec,
@@ -188,21 +193,43 @@ def test_memory_store_cache_over_a_local_memory_store(tmp_path: Any) -> None:
     assert asyncio.run(cache.lookup("weather today")) == spec
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue #16: two-phase prompts (PromptGene, OptimizationRunner)"
-)
+UPPER_FIX = "Answer in upper case."
+
+
+def _prompted_cot(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Phase 2's `cot`: upper-cases its input only when its instructions ask for upper case."""
+    text = last_prompt(messages)
+    return ModelResponse(
+        parts=[TextPart(text.upper() if UPPER_FIX in (info.instructions or "") else text)]
+    )
+
+
+def _reflection(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    return ModelResponse(parts=[TextPart(f"```\nThink step by step. {UPPER_FIX}\n```")])
+
+
 def test_two_phase_topology_then_prompts() -> None:
     import core
 
     topology_result, _ = _run()
     winning_topology = topology_result.best_decoded["main"]
+    callable_registry, _, gold_set = _world()
+    cot = Agent(FunctionModel(_prompted_cot, model_name="cot-fn"), name="cot")
     prompt_genes = [core.PromptGene(name="cot.system_prompt", initial="Think step by step.")]
     prompt_runner = core.OptimizationRunner(
-        core.OptimizationConfig(),
+        core.OptimizationConfig(max_metric_calls=8, reflection_minibatch_size=2),
         genome=core.Genome(genes=prompt_genes),
-        evaluator=core.Evaluator(agent_factory=lambda: winning_topology, score_fn=score_fn),
+        evaluator=core.Evaluator(
+            agent_factory=lambda: winning_topology,
+            score_fn=score_fn,
+            # our topologies name their agents and functions: the factory's spec needs these
+            callable_registry=callable_registry,
+            agent_registry={"cot": lambda: cot},
+        ),
+        reflection_model=FunctionModel(_reflection, model_name="reflect-fn"),  # offline
         api_key="unused",
     )
-    _, _, gold_set = _world()
     final_result = asyncio.run(prompt_runner.optimize(trainset=gold_set))
+    assert final_result.best_decoded == {"cot.system_prompt": f"Think step by step. {UPPER_FIX}"}
+    assert (final_result.raw["start_accuracy"], final_result.raw["end_accuracy"]) == (0.0, 1.0)
     assert final_result.best_score >= topology_result.best_score
