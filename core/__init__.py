@@ -278,6 +278,23 @@ if TYPE_CHECKING:
         normalize_route_name,
         record_usage,
     )
+    from core.runtime_design import (
+        DECAY_FACTOR,
+        CacheHit,
+        CacheStats,
+        DesignResult,
+        InMemoryLRU,
+        LibraryEntry,
+        MemoryStoreCache,
+        NoCache,
+        OutputJudge,
+        RuntimeDesignError,
+        RuntimeTopologyDesigner,
+        TopologyCache,
+        TopologyExecutionResult,
+        TopologyOrchestrator,
+        normalise_goal,
+    )
     from core.search import (
         DEFAULT_OBJECTIVES,
         OBJECTIVE_NAMES,
@@ -680,6 +697,21 @@ _LAZY: dict[str, str] = {
     "PromptAdapter": "core.optimization",
     "PromptGene": "core.optimization",
     "ScalarGene": "core.optimization",
+    "CacheHit": "core.runtime_design",
+    "CacheStats": "core.runtime_design",
+    "DECAY_FACTOR": "core.runtime_design",
+    "DesignResult": "core.runtime_design",
+    "InMemoryLRU": "core.runtime_design",
+    "LibraryEntry": "core.runtime_design",
+    "MemoryStoreCache": "core.runtime_design",
+    "NoCache": "core.runtime_design",
+    "OutputJudge": "core.runtime_design",
+    "RuntimeDesignError": "core.runtime_design",
+    "RuntimeTopologyDesigner": "core.runtime_design",
+    "TopologyCache": "core.runtime_design",
+    "TopologyExecutionResult": "core.runtime_design",
+    "TopologyOrchestrator": "core.runtime_design",
+    "normalise_goal": "core.runtime_design",
 }
 
 # reference-library names not provided here, with their replacements (issue 13)
@@ -748,6 +780,10 @@ def __getattr__(name: str) -> Any:
         import core.optimization as _optimization
 
         module = _optimization
+    elif where == "core.runtime_design":
+        import core.runtime_design as _runtime_design
+
+        module = _runtime_design
     else:  # pragma: no cover - the table above only names these modules
         raise AttributeError(name)
     value = getattr(module, name)
@@ -790,6 +826,8 @@ __all__ = [
     "CALLABLE_ROLES",
     "COMPOSITE_KINDS",
     "CONSTRAINTS_HEADER",
+    "CacheHit",
+    "CacheStats",
     "CallableRegistry",
     "CallableRegistryLike",
     "CallableRole",
@@ -801,6 +839,7 @@ __all__ = [
     "CostEstimator",
     "CostQuote",
     "DATASETS_ENV",
+    "DECAY_FACTOR",
     "DEFAULT_MAX_DEPTH",
     "DEFAULT_MAX_NODES",
     "DEFAULT_OBJECTIVES",
@@ -809,6 +848,7 @@ __all__ = [
     "DatasetError",
     "DegenerateSeedError",
     "DenyAll",
+    "DesignResult",
     "Direction",
     "DuckDBMemoryStore",
     "DuckDBRunStore",
@@ -850,6 +890,7 @@ __all__ = [
     "HookRunner",
     "HydrationError",
     "InMemoryEvaluationCache",
+    "InMemoryLRU",
     "IngestError",
     "IngestReport",
     "InlineAgentFactory",
@@ -857,6 +898,7 @@ __all__ = [
     "JournalWriteError",
     "KINDS",
     "LatencySource",
+    "LibraryEntry",
     "LoopResult",
     "MAX_DEPTH_CEILING",
     "MCPDiscovery",
@@ -866,6 +908,7 @@ __all__ = [
     "MemoryEntry",
     "MemoryHit",
     "MemoryStore",
+    "MemoryStoreCache",
     "MemoryType",
     "MergeFn",
     "MergeStrategy",
@@ -882,6 +925,7 @@ __all__ = [
     "NEVER_NEST_REASON",
     "NODE_TYPES",
     "NameInfo",
+    "NoCache",
     "NodeChange",
     "OBJECTIVE_NAMES",
     "OPERATORS",
@@ -893,6 +937,7 @@ __all__ = [
     "OptimizationError",
     "OptimizationResult",
     "OptimizationRunner",
+    "OutputJudge",
     "PROBLEMS_ENV",
     "PROBLEM_FILE",
     "Parallel",
@@ -942,6 +987,8 @@ __all__ = [
     "RunRecord",
     "RunStatus",
     "RunStore",
+    "RuntimeDesignError",
+    "RuntimeTopologyDesigner",
     "SPEC_LIMITS_CONTEXT_KEY",
     "STRATEGIES",
     "STRATEGY_NAMES",
@@ -984,9 +1031,12 @@ __all__ = [
     "TaskDecomposition",
     "ToolRegistry",
     "ToolSpec",
+    "TopologyCache",
     "TopologyDesign",
     "TopologyEvaluator",
+    "TopologyExecutionResult",
     "TopologyGene",
+    "TopologyOrchestrator",
     "TopologyRegistry",
     "TopologySpec",
     "TopologyStudioError",
@@ -1047,6 +1097,7 @@ __all__ = [
     "next_reliability",
     "node_at",
     "non_dominated_sort",
+    "normalise_goal",
     "normalize_route_name",
     "objective_directions",
     "objective_matrix",

@@ -46,6 +46,7 @@ def test_core_all_is_the_union_of_the_subpackages() -> None:
     import core.optimization
     import core.problems
     import core.runtime
+    import core.runtime_design
     import core.search
     import core.storage
 
@@ -54,6 +55,7 @@ def test_core_all_is_the_union_of_the_subpackages() -> None:
         core.errors, core.ir, core.runtime, core.agents, core.hydrate,
         core.evaluation, core.search, core.storage, core.problems,
         core.memory, core.autonomy, core.compound, core.optimization,
+        core.runtime_design,
     ):  # fmt: skip
         union.update(mod.__all__)
         for name in mod.__all__:

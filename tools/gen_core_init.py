@@ -23,6 +23,7 @@ SUBPACKAGES = [
     "core.autonomy",
     "core.compound",
     "core.optimization",
+    "core.runtime_design",
 ]
 
 REPLACED = {

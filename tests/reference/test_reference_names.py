@@ -1,6 +1,6 @@
-"""Every public name the five reference docs document is importable from `core` (issue 13),
-except the parts other issues build (strict xfails naming them) and the names we deliberately
-do not provide, whose `AttributeError` names the replacement. docs/reference-compat.md lists
+"""Every public name the five reference docs document is importable from `core` (issue 13; the
+runtime design names since issue 15, the two-phase prompt names since issue 16), except the
+names we deliberately do not provide, whose `AttributeError` names the replacement. docs/reference-compat.md lists
 the same names with their status."""
 
 from __future__ import annotations
@@ -34,14 +34,10 @@ DOCUMENTED = [
     "SubAgentTool", "SubAgentResult", "SubAgentEvalResult",
     # topology-optimization-guide.txt, two-phase prompts (issue 16)
     "PromptGene", "Genome", "OptimizationRunner", "OptimizationConfig", "Evaluator",
+    # topology-optimization-guide.txt, runtime topology design (issue 15)
+    "RuntimeTopologyDesigner", "TopologyOrchestrator", "TopologyCache", "NoCache",
+    "InMemoryLRU", "MemoryStoreCache",
 ]  # fmt: skip
-
-LATER = {
-    "issue #15: runtime topology design": [
-        "RuntimeTopologyDesigner", "TopologyOrchestrator", "TopologyCache", "NoCache",
-        "InMemoryLRU", "MemoryStoreCache",
-    ],
-}  # fmt: skip
 
 REPLACED = {
     "SubprocessSandbox": "core.BubblewrapSandbox",
@@ -56,15 +52,6 @@ def test_every_documented_name_is_importable_from_core() -> None:
     missing = [n for n in DOCUMENTED if n not in core.__all__]
     assert missing == []
     for name in DOCUMENTED:
-        assert getattr(core, name) is not None, name
-
-
-@pytest.mark.parametrize(
-    "issue",
-    [pytest.param(issue, marks=pytest.mark.xfail(strict=True, reason=issue)) for issue in LATER],
-)
-def test_names_of_parts_other_issues_build(issue: str) -> None:
-    for name in LATER[issue]:
         assert getattr(core, name) is not None, name
 
 
