@@ -318,3 +318,39 @@ def test_bad_arguments_are_refused_with_their_name() -> None:
         TopologyOrchestrator(orchestrator.designer, output_judge=3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="empty"):
         run(orchestrator.execute("  "))
+
+
+def test_concurrent_requests_keep_their_own_traces_and_costs() -> None:
+    class Echo:
+        """`solver` answering its prompt reversed after a pause, so the runs interleave."""
+
+        async def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            prompt = str(messages[-1].parts[-1].content)  # type: ignore[union-attr]
+            await asyncio.sleep(0.01 if prompt == "slow" else 0.0)
+            return ModelResponse(parts=[TextPart(prompt[::-1])], usage=SOLVER_USAGE)
+
+    echo = Echo()
+    cache = InMemoryLRU(8)
+    runtime = RuntimeTopologyDesigner(
+        Designer().agent,
+        {},
+        {"solver": lambda: Agent(FunctionModel(echo, model_name="solver"))},
+        cache=cache,
+    )
+    for goal in ("slow", "fast"):
+        run(cache.store(goal, spec_of("solver"), True))
+    orchestrator = TopologyOrchestrator(runtime, pricer=PRICER)
+
+    async def both() -> list[TopologyExecutionResult]:
+        return list(
+            await asyncio.gather(orchestrator.execute("slow"), orchestrator.execute("fast"))
+        )
+
+    slow, fast = run(both())
+    assert (slow.output, fast.output) == ("wols", "tsaf")
+    for result, goal in ((slow, "slow"), (fast, "fast")):
+        assert [(s["name"], s["input_summary"]) for s in result.trace] == [
+            ("pipeline", goal),
+            ("solver", goal),
+        ]
+        assert (result.cost_usd, result.tokens, result.requests) == (0.25, 375, 1)
