@@ -4,9 +4,11 @@ the graph, static metrics; save as a new version (a proposal) and evaluate on a 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable
 from typing import Any, cast
 
+import pandas as pd
 import streamlit as st
 
 from core.errors import SpecError
@@ -15,6 +17,7 @@ from studio._st_common import get_manager, guard, page, show_error, store_banner
 from studio._st_render import drilldown, graph
 from studio.drafts import Draft, DraftStore, new_draft_id
 from studio.views.candidate import parse_stored_spec
+from studio.views.compare import paired_test
 from studio.views.drilldown import answer_row, gold_cases, trace_detail
 from studio.views.editor import (
     EDITABLE_FIELDS,
@@ -41,6 +44,12 @@ from studio.views.editor import (
     validate_text,
     wrap_node,
 )
+from studio.views.editor_eval import (
+    CalibrationSample,
+    agent_names_of,
+    calibrate_cost,
+    parent_comparison,
+)
 from studio.views.history import EditHistory
 from studio.views.tables import evaluation_table
 
@@ -60,14 +69,21 @@ def _show_text(text: str) -> None:
     ss["ed_json_errors"] = []
 
 
-def _set_spec(spec: Any, source: str | None = None) -> None:
-    """Make `spec` the working copy, as one undoable step."""
+def _set_spec(spec: Any, source: str | None = None, parent: tuple[str, int] | None = None) -> None:
+    """Make `spec` the working copy, as one undoable step.
+
+    A load (`source` given) also sets the evaluations' parent: the candidate it came from
+    (`parent`, from the inspector), else whichever run measured the loaded topology (its hash
+    is kept in `ed_origin_hash` and looked up at Evaluate).
+    """
     text = spec_to_text(cast(TopologySpec, assign_ids(spec)))
     hist = ss.get("ed_hist")
     ss["ed_hist"] = EditHistory(text) if hist is None else hist.push(text)
     _show_text(text)
     if source is not None:
         ss["ed_source"] = source
+        ss["ed_parent"] = parent
+        ss["ed_origin_hash"] = spec_hash(cast(TopologySpec, spec))
 
 
 def _msg(kind: str, text: str) -> None:
@@ -120,7 +136,13 @@ incoming = ss.pop("editor_incoming", None)
 if incoming:
     spec_in, problem_text = parse_stored_spec(incoming.get("spec_json"))
     if spec_in is not None:
-        _set_spec(spec_in, incoming.get("source", "inspector"))
+        raw_parent = incoming.get("parent")
+        parent_in = (
+            (str(raw_parent[0]), int(raw_parent[1]))
+            if isinstance(raw_parent, list | tuple) and len(raw_parent) == 2  # type: ignore[arg-type]
+            else None
+        )
+        _set_spec(spec_in, incoming.get("source", "inspector"), parent_in)
         ss["ed_name"] = incoming.get("name") or ss.get("ed_name", "topology")
     elif problem_text:
         st.error(problem_text)
@@ -216,14 +238,22 @@ if do_undo or do_redo:
 left, right = st.columns([3, 2])
 
 
-def _measured(spec_: TopologySpec) -> str | None:
-    """The measured cost of this topology (same spec hash) in the store's recent runs."""
+_archives_now: dict[str, Any] | None = None
+
+
+def _recent_archives() -> dict[str, Any]:
+    """The archives of the problem's 20 newest runs, newest first (read once per page run; {}
+    when the store cannot be read: the banner says why)."""
+    global _archives_now
+    if _archives_now is not None:
+        return _archives_now
+    _archives_now = {}
     if problem is None:
-        return None
+        return _archives_now
     try:
         runs = manager.store.list_runs()
         if len(runs) == 0:
-            return None
+            return _archives_now
         mine = [
             (str(started), str(run_id))
             for run_id, prob, started in zip(
@@ -232,10 +262,59 @@ def _measured(spec_: TopologySpec) -> str | None:
             if prob == problem.name
         ]
         newest = [run_id for _, run_id in sorted(mine, reverse=True)[:20]]
-        archives = {run_id: manager.store.archive(run_id) for run_id in newest}
+        _archives_now = {run_id: manager.store.archive(run_id) for run_id in newest}
     except Exception:  # noqa: BLE001 (a store problem must not hide the editor; the banner says)
+        _archives_now = {}
+    return _archives_now
+
+
+def _samples(calls: dict[str, float]) -> list[CalibrationSample]:
+    """Measured topologies of the recent runs (validation figures, at most 300), for the cost
+    calibration.
+
+    Specs are content-addressed, so their texts are kept in the session once read.
+    """
+    assert problem is not None
+    cache: dict[str, str | None] = ss.setdefault("ed_spec_texts", {})
+    registered = set(agents)
+    out: list[CalibrationSample] = []
+    for run_id, frame in _recent_archives().items():
+        if frame is None or len(frame) == 0:
+            continue
+        rows = frame.loc[frame["objective_split"] == "validation"]
+        for h, usd, idx in zip(
+            rows["spec_hash"], rows["cost_usd"], rows["candidate_idx"], strict=True
+        ):
+            # each run's measurement counts (the same topology measured twice is two samples)
+            if not isinstance(h, str) or len(out) >= 300:
+                continue
+            if usd is None or not math.isfinite(float(usd)):
+                continue
+            if h not in cache:
+                try:
+                    cache[h] = manager.store.get_spec(h)
+                except Exception:  # noqa: BLE001 (a missing spec is one sample fewer)
+                    cache[h] = None
+            spec_i, _ = parse_stored_spec(cache[h])
+            if spec_i is None:
+                continue
+            est_i = estimate_cost(spec_i, problem.prices, agent_names=agents or None, calls=calls)
+            out.append(
+                CalibrationSample(
+                    est_i.usd_per_example,
+                    float(usd),
+                    agent_names_of(spec_i) & registered,
+                    f"{run_id} #{idx}",
+                )
+            )
+    return out
+
+
+def _measured(spec_: TopologySpec) -> str | None:
+    """The measured cost of this topology (same spec hash) in the store's recent runs."""
+    if problem is None:
         return None
-    found = measured_cost(archives, spec_hash(spec_))
+    found = measured_cost(_recent_archives(), spec_hash(spec_))
     if found is None:
         return None
     return (
@@ -245,21 +324,32 @@ def _measured(spec_: TopologySpec) -> str | None:
     )
 
 
+def _n_runs(n: int) -> str:
+    return "the newest run" if n == 1 else f"the {n} newest runs"
+
+
 def _cost_text(spec_: TopologySpec) -> str:
-    """The measured cost when a run evaluated this topology, then the static estimate."""
-    prices = problem.prices if problem is not None else {}
-    calls = calls_per_request(problem.config.params) if problem is not None else {}
-    est = estimate_cost(spec_, prices, agent_names=agents or None, calls=calls)
-    line = (
-        f"Static estimate: {compact_value('usd', est.usd_per_example)} per example ("
-        f"{est.assumptions}; prices from the problem's table"
+    """The measured cost when a run evaluated this topology, then the static estimate
+    calibrated against measured costs of the same agents (or no estimate: `calibrate_cost`)."""
+    if problem is None:
+        return "No cost estimate: the problem (its prices) could not be loaded."
+    calls = calls_per_request(problem.config.params)
+    est = estimate_cost(spec_, problem.prices, agent_names=agents or None, calls=calls)
+    cal = calibrate_cost(
+        est.usd_per_example,
+        agent_names_of(spec_) & set(agents),
+        _samples(calls),
+        where=f"{_n_runs(len(_recent_archives()))} of {problem.name}",
+    )
+    rule = (
+        f"Static rule: {est.assumptions}; prices from the problem's table"
         + (f"; unpriced: {', '.join(est.unpriced)}" if est.unpriced else "")
-        + ")."
+        + "."
     )
     measured = _measured(spec_)
     if measured is None:
-        return f"**{line}** No run has measured this exact topology yet."
-    return f"{measured}\n\n{line}"
+        return f"**{cal.text}** No run has measured this exact topology yet.\n\n{rule}"
+    return f"{measured}\n\n{cal.text}\n\n{rule}"
 
 
 # ---- left: tree + node form + actions, or the JSON tab ------------------------------------------
@@ -474,6 +564,74 @@ with right:
                 st.metric(label, compact_value(key, metrics[key]), width="content")
         st.markdown(_cost_text(spec))
 
+
+def _parent() -> tuple[str, int] | None:
+    """The candidate the working copy was edited from: the inspector's, else the newest
+    measurement of the loaded topology (by its hash) in the problem's recent runs."""
+    explicit = ss.get("ed_parent")
+    if explicit is not None:
+        return (str(explicit[0]), int(explicit[1]))
+    origin = ss.get("ed_origin_hash")
+    found = measured_cost(_recent_archives(), str(origin)) if origin else None
+    return None if found is None else (found.run_id, found.candidate_idx)
+
+
+def _parent_section(ev: Any) -> None:
+    """Where the evaluation is stored, and its change from the parent on the same examples."""
+    run_id = ss.get("ed_eval_run")
+    parent = ss.get("ed_eval_parent")
+    links = st.container(horizontal=True, key="ed_eval_links")
+    if run_id:
+        links.page_link(
+            page("live"), label=f"Stored as run {run_id}", query_params={"run": str(run_id)}
+        )
+    if parent is None:
+        st.caption("Not compared: the working copy was not loaded from a candidate a run measured.")
+        return
+    p_run, p_idx = parent
+    try:
+        parent_ex = manager.store.candidate_examples(p_run, p_idx, split=str(ev.split))
+    except Exception as exc:  # noqa: BLE001 (shown in the page)
+        show_error(exc)
+        return
+    mine = pd.DataFrame(
+        [
+            {
+                "split": r.split,
+                "example_id": r.example_id,
+                "accuracy": r.accuracy,
+                "cost_usd": r.cost_usd,
+                "latency_ms": r.latency_ms,
+            }
+            for r in ev.results
+        ],
+        columns=["split", "example_id", "accuracy", "cost_usd", "latency_ms"],
+    )
+    cmp = parent_comparison(parent_ex, mine, str(ev.split))
+    st.markdown(f"**Compared with its parent, run {p_run} candidate {p_idx}**")
+    if cmp.n_paired == 0:
+        st.caption(f"The parent was never scored on these {ev.split} examples: nothing to pair.")
+        return
+    st.caption(
+        f"On the {cmp.n_paired} {cmp.split} examples both were scored on"
+        + (f" ({cmp.n_only_this} more only here)" if cmp.n_only_this else "")
+        + ": the parent's figures are taken on the same examples."
+    )
+    st.dataframe(cmp.table, key="ed_parent_deltas")
+    c = cmp.counts
+    st.caption(
+        f"{c['wrong_to_right']} wrong to right, {c['right_to_wrong']} right to wrong, "
+        f"{c['both_right']} both right, {c['both_wrong']} both wrong. "
+        + paired_test(c, "the parent", "this topology").text
+    )
+    if run_id:
+        links.page_link(
+            page("compare"),
+            label="Compare with the parent",
+            query_params={"items": f"{p_run}:{p_idx},{run_id}:0"},
+        )
+
+
 # ---- save and evaluate ------------------------------------------------------------------------
 
 st.divider()
@@ -523,8 +681,23 @@ with s2:
                 )
             ss["ed_eval_result"] = ev
             ss["ed_eval_of"] = ss.get("ed_spec")
+            ss["ed_eval_run"] = None
+            ss["ed_eval_parent"] = _parent()
         except Exception as exc:  # noqa: BLE001 (shown in the page)
             show_error(exc)
+        else:
+            # stored as a run of its own, so Live and Compare show it (issue 12, item 12); a
+            # store that cannot take it leaves the result on screen, with the reason
+            try:
+                ss["ed_eval_run"] = manager.record_evaluation(
+                    problem.name,
+                    spec,
+                    ev,
+                    parent=ss["ed_eval_parent"],
+                    source=str(ss.get("ed_source") or ""),
+                )
+            except Exception as exc:  # noqa: BLE001 (shown in the page)
+                st.warning(f"The evaluation is shown but was not stored: {exc}")
 
 # the results take the page's full width: four numbers do not fit half of it at 1000 px
 ev = ss.get("ed_eval_result")
@@ -559,6 +732,7 @@ if ev is not None:
                 else ""
             )
         )
+    _parent_section(ev)
     if ev.results:
         st.dataframe(evaluation_table(ev.results), hide_index=True, key="ed_eval_rows")
         by_id = {r.example_id: r for r in ev.results}

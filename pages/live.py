@@ -490,6 +490,8 @@ with tab_inspect:
                     "spec_json": view.spec.model_dump_json(),
                     "name": target,
                     "source": f"run {run_id} candidate {sel}",
+                    # the editor compares its evaluations with this candidate
+                    "parent": [run_id, int(sel)],
                 }
                 st.switch_page(page("editor"))
             if propose and view.spec is not None:

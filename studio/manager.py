@@ -41,6 +41,7 @@ import asyncio
 import getpass
 import json
 import logging
+import math
 import os
 import re
 import threading
@@ -769,6 +770,163 @@ class StudioManager:
         # with traces: the editor's drill-down shows each example's route and steps
         evaluator = problem.evaluator().with_options(capture_traces=True)
         return asyncio.run(evaluator.evaluate(spec, examples, split=split))
+
+    def record_evaluation(
+        self,
+        problem_name: str,
+        spec: TopologySpec,
+        evaluation: CandidateEvaluation,
+        *,
+        parent: tuple[str, int] | None = None,
+        source: str = "",
+        now: float | None = None,
+    ) -> str:
+        """Store an evaluation made outside a search (the editor's) as a run of its own.
+
+        The run has strategy `"editor"` and one candidate, 0, with its per-example results
+        (and traces), so Live and Compare show it like any run's candidate; a run journal is
+        written (as a search writes one, so a database another process holds loses nothing)
+        and ingested now.
+
+        Args:
+            problem_name: the problem it was evaluated on.
+            spec: the topology evaluated.
+            evaluation: `evaluate`'s result for `spec`.
+            parent: `(run_id, candidate_idx)` of the candidate the topology was edited from,
+                recorded as `RunStarted.config["parent"]` (see `editor_parent`).
+            source: where the working copy came from, in words (the candidate's `thought`).
+            now: the events' timestamp, s since the epoch (default: the clock).
+
+        Returns:
+            The new run's id.
+
+        Raises:
+            StoreError: the journal cannot be written.
+        """
+        from core.search.events import (
+            ArchiveSnapshot,
+            CandidateEvaluated,
+            CandidateProposed,
+            ExampleEvaluated,
+            RunFinished,
+            RunStarted,
+        )
+
+        ts = time.time() if now is None else now
+        run_id = new_run_id(ts)
+        h = evaluation.spec_hash or spec_hash(spec)
+        score = evaluation.aggregate_score
+        valid = bool(evaluation.valid) and math.isfinite(score)
+        config: dict[str, Any] = {"source": source, "n_validation": evaluation.n_examples}
+        if parent is not None:
+            config["parent"] = {"run_id": parent[0], "candidate_idx": int(parent[1])}
+        seq = iter(range(1 << 62))
+        common = {"run_id": run_id, "ts": ts}
+        events: list[SearchEvent] = [
+            RunStarted(
+                **common,
+                seq=next(seq),
+                problem=problem_name,
+                strategy="editor",
+                seed=0,
+                config=config,
+            ),
+            CandidateProposed(
+                **common,
+                seq=next(seq),
+                candidate_idx=0,
+                generation=-1,
+                spec_hash=h,
+                spec_json=spec.model_dump_json(),
+                operator="editor",
+                thought=source,
+            ),
+        ]
+        for r in evaluation.results:
+            events.append(
+                ExampleEvaluated(
+                    **common,
+                    seq=next(seq),
+                    candidate_idx=0,
+                    spec_hash=h,
+                    split=r.split,
+                    example_id=r.example_id,
+                    trial=r.trial,
+                    accuracy=r.accuracy,
+                    cost_usd=r.cost_usd,
+                    latency_ms=r.latency_ms,
+                    input_tokens=r.bundle.input_tokens,
+                    output_tokens=r.bundle.output_tokens,
+                    requests=r.requests,
+                    status=r.status,
+                    error=r.error,
+                    output_summary=r.output_summary,
+                    cached=r.cached,
+                    trace=r.trace,
+                )
+            )
+        events += [
+            CandidateEvaluated(
+                **common,
+                seq=next(seq),
+                candidate_idx=0,
+                spec_hash=h,
+                split=evaluation.split,
+                n_examples=evaluation.n_examples,
+                accuracy=evaluation.accuracy,
+                cost_usd=evaluation.cost_usd,
+                latency_ms=evaluation.latency_ms,
+                n_agents=evaluation.n_agents or 0,
+                depth=evaluation.depth or 0,
+                aggregate_score=score,
+                valid=valid,
+                invalid_reason=None if valid else (evaluation.reason or "non_finite_score"),
+                error_rate=evaluation.error_rate,
+                blank_rate=evaluation.blank_rate,
+                stdev=evaluation.stdev,
+            ),
+            ArchiveSnapshot(
+                **common,
+                seq=next(seq),
+                generation=0,
+                entries=[0],
+                front=[0] if valid else [],
+                best_idx=0 if valid else None,
+                best_score=score if valid else None,
+                n_evaluations=len(evaluation.results),
+                cost_usd_total=sum(r.cost_usd for r in evaluation.results),
+            ),
+            RunFinished(
+                **common,
+                seq=next(seq),
+                status="completed",
+                reason=f"evaluated in the editor on {evaluation.n_examples} "
+                f"{evaluation.split} examples",
+                best_idx=0 if valid else None,
+            ),
+        ]
+        journal = RunJournal.create(journal_path(self.db_path, run_id))
+        try:
+            for event in events:
+                journal.append(event)
+        finally:
+            journal.close()
+        self.refresh()
+        return run_id
+
+    def editor_parent(self, run_id: str) -> tuple[str, int] | None:
+        """The candidate an editor run (`record_evaluation`) was edited from, as
+        `(run_id, candidate_idx)`; None for another run or one without a recorded parent."""
+        record = self.store.get_run(run_id)
+        if record is None or record.strategy != "editor":
+            return None
+        parent = (record.config or {}).get("parent")
+        if not isinstance(parent, Mapping):
+            return None
+        run, idx = parent.get("run_id"), parent.get("candidate_idx")  # type: ignore[union-attr]
+        if not isinstance(run, str) or not isinstance(idx, int):
+            return None
+        return run, idx
 
     # ---- proposals, approvals, registry -----------------------------------------------------
 
