@@ -28,6 +28,13 @@ it is NaN when some model is unpriced under `Pricer(unknown="error")` (named in
 `unpriced_models`). Tokens are prompt plus completion tokens of the same calls. Times are wall
 clock ms from `clock` (seconds; default `time.perf_counter`); `model_ms` is the run's
 critical-path model time when its models record any (replay models do), else None.
+
+With a `bus` (`core.EventBus`), each request publishes, in order: `topology.designed`
+(`goal`, `source`, `cache_hit`, and for a hit its `key`, `similarity` and `reliability`; for a
+fallback the design's `error`), `topology.cache_stored` (`goal`, `success`) when the cache
+learned from the request, and `topology.executed` (`goal`, `source`, `success`, `error`,
+`verdict`, `cost_usd`, `tokens`, `duration_ms`); `execute` awaits the bus's async handlers
+before it returns.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,6 +51,9 @@ from core.hydrate import topology_from_spec
 from core.ir.models import TopologySpec
 from core.runtime.tracing import capture_trace, critical_path_ms
 from core.runtime_design.designer import DesignResult, RuntimeTopologyDesigner
+
+if TYPE_CHECKING:
+    from core.autonomy.events import EventBus
 
 __all__ = ["OutputJudge", "TopologyExecutionResult", "TopologyOrchestrator"]
 
@@ -71,7 +81,7 @@ class TopologyExecutionResult(BaseModel):
     `"judged_wrong: ..."` for a False verdict, `"output_judge_error: ..."` for a judge that
     raised or did not answer a bool; None on success."""
     duration_ms: float = Field(ge=0.0)
-    """Wall time of the whole request (design plus run), ms."""
+    """Wall time of the whole request (design, run, judge and cache update), ms."""
     cost_usd: float
     """Cost of every model call of the request (design plus run), USD; NaN when a model is
     unpriced under `Pricer(unknown="error")`."""
@@ -121,6 +131,7 @@ class TopologyOrchestrator:
         pricer: prices every model call; default `Pricer()` (genai-prices; pydantic-ai's
             `FunctionModel`/`TestModel` free; other unpriced models make the cost NaN).
         clock: wall clock in seconds (default `time.perf_counter`); tests pass a fake one.
+        bus: an `EventBus` that receives each request's events (see the module docstring).
 
     Raises:
         TypeError: `designer` is not a `RuntimeTopologyDesigner`, or `output_judge` is given
@@ -134,6 +145,7 @@ class TopologyOrchestrator:
         *,
         pricer: Pricer | None = None,
         clock: Callable[[], float] | None = None,
+        bus: EventBus | None = None,
     ) -> None:
         if not isinstance(designer, RuntimeTopologyDesigner):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(
@@ -149,6 +161,7 @@ class TopologyOrchestrator:
         self.output_judge = output_judge
         self.pricer = pricer if pricer is not None else Pricer()
         self._clock: Callable[[], float] = clock if clock is not None else time.perf_counter
+        self.bus = bus
 
     async def execute(self, goal: str, input: Any = None) -> TopologyExecutionResult:  # noqa: A002 (the reference name)
         """Serve one request (see the module docstring).
@@ -168,6 +181,7 @@ class TopologyOrchestrator:
         start = clock()
         design = await self.designer.design(goal)
         designed = clock()
+        self._designed(design)
         output: Any = None
         error: str | None = None
         with capture_trace() as trace:
@@ -190,6 +204,8 @@ class TopologyOrchestrator:
         success = error is None
         if design.source != "fallback" and not judge_failed:
             await self.designer.cache.store(goal, design.spec, success)
+            self._emit("topology.cache_stored", goal=goal, success=success)
+        finished = clock()
 
         run_usage = list(trace.usage_by_model().values())
         usages = [u for u in (*design.usage, *run_usage) if u.requests or u.input_tokens]
@@ -197,14 +213,14 @@ class TopologyOrchestrator:
         design_quote = self.pricer.total(u for u in design.usage if u.requests or u.input_tokens)
         input_tokens = sum(u.input_tokens for u in usages)
         output_tokens = sum(u.output_tokens for u in usages)
-        return TopologyExecutionResult(
+        result = TopologyExecutionResult(
             goal=goal,
             spec=design.spec,
             output=output,
             cache_hit=design.source == "cache",
             success=success,
             error=error,
-            duration_ms=_ms(start, ran),
+            duration_ms=_ms(start, finished),
             cost_usd=quote.cost_usd,
             tokens=input_tokens + output_tokens,
             trace=trace.to_list(),
@@ -220,6 +236,39 @@ class TopologyOrchestrator:
             requests=sum(u.requests for u in usages),
             unpriced_models=list(quote.unpriced),
         )
+        self._emit(
+            "topology.executed",
+            goal=goal,
+            source=result.source,
+            success=result.success,
+            error=result.error,
+            verdict=result.verdict,
+            cost_usd=result.cost_usd,
+            tokens=result.tokens,
+            duration_ms=result.duration_ms,
+        )
+        if self.bus is not None:
+            await self.bus.drain()
+        return result
+
+    def _emit(self, topic: str, **payload: Any) -> None:
+        if self.bus is not None:
+            self.bus.emit(topic, payload)
+
+    def _designed(self, design: DesignResult) -> None:
+        if self.bus is None:
+            return
+        payload: dict[str, Any] = {
+            "goal": design.goal,
+            "source": design.source,
+            "cache_hit": design.source == "cache",
+        }
+        hit = design.cache_hit
+        if hit is not None:
+            payload.update(key=hit.key, similarity=hit.similarity, reliability=hit.reliability)
+        if design.error is not None:
+            payload["error"] = design.error
+        self._emit("topology.designed", **payload)
 
     async def _judge(self, goal: str, output: Any) -> tuple[bool | None, str | None]:
         """`(verdict, error)`: `(True, None)`, `(False, "judged_wrong: ...")`, or

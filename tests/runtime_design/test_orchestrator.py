@@ -16,6 +16,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
+from core.autonomy.events import EventBus
 from core.evaluation.pricing import ModelPrice, Pricer
 from core.ir.design import TopologyDesign
 from core.ir.models import TopologySpec
@@ -229,7 +230,9 @@ def test_the_result_fields() -> None:
     designer, solver = Designer(spec_of("solver", fn="shout")), Solver("four")
     orchestrator, _ = world(designer, solver)
     orchestrator = TopologyOrchestrator(
-        orchestrator.designer, pricer=PRICER, clock=clock(10.0, 10.5, 12.25, 20.0, 20.125, 21.0)
+        orchestrator.designer,
+        pricer=PRICER,
+        clock=clock(10.0, 10.5, 12.25, 12.5, 20.0, 20.125, 21.0, 21.0),
     )
     cold: TopologyExecutionResult = run(orchestrator.execute("What is 2+2?", input="2+2"))
     assert solver.prompts == ["2+2"]
@@ -245,7 +248,7 @@ def test_the_result_fields() -> None:
         None,
         None,
     )
-    assert (cold.design_ms, cold.run_ms, cold.duration_ms) == (500.0, 1750.0, 2250.0)
+    assert (cold.design_ms, cold.run_ms, cold.duration_ms) == (500.0, 1750.0, 2500.0)
     assert cold.model_ms is None  # FunctionModels record no model time
     # design 500 in x $1/1k + 125 out x $2/1k = $0.75; solver 250 x $0.5/1k + 125 x $1/1k = $0.25
     assert (cold.design_cost_usd, cold.cost_usd) == (0.75, 1.0)
@@ -354,3 +357,54 @@ def test_concurrent_requests_keep_their_own_traces_and_costs() -> None:
             ("solver", goal),
         ]
         assert (result.cost_usd, result.tokens, result.requests) == (0.25, 375, 1)
+
+
+def test_each_request_publishes_its_events_on_the_bus() -> None:
+    bus = EventBus()
+    seen: list[str] = []
+
+    async def slow_handler(event: Any) -> None:
+        await asyncio.sleep(0)
+        seen.append(event.topic)
+
+    bus.subscribe("topology.*", slow_handler)
+    solver = Solver("5")
+    base, cache = world(Designer(), solver)
+    orchestrator = TopologyOrchestrator(
+        base.designer, output_judge=lambda goal, out: out == "4", pricer=PRICER, bus=bus
+    )
+    run(cache.store("q", spec_of("solver"), True))
+    run(orchestrator.execute("q"))
+    solver.answer = "4"
+    run(orchestrator.execute("q"))
+    events = [(e.topic, dict(e.payload)) for e in bus.history]
+    durations = [p["duration_ms"] for t, p in events if t == "topology.executed"]
+    hit = {"goal": "q", "source": "cache", "cache_hit": True, "key": "q", "similarity": 1.0}
+    executed = {"goal": "q", "source": "cache", "cost_usd": 0.25, "tokens": 375}
+    assert events == [
+        ("topology.designed", {**hit, "reliability": 1.0}),
+        ("topology.cache_stored", {"goal": "q", "success": False}),
+        (
+            "topology.executed",
+            {
+                **executed,
+                "success": False,
+                "error": "judged_wrong: the output_judge rejected the output",
+                "verdict": False,
+                "duration_ms": durations[0],
+            },
+        ),
+        ("topology.designed", {**hit, "reliability": pytest.approx(0.7, rel=1e-12)}),
+        ("topology.cache_stored", {"goal": "q", "success": True}),
+        (
+            "topology.executed",
+            {
+                **executed,
+                "success": True,
+                "error": None,
+                "verdict": True,
+                "duration_ms": durations[1],
+            },
+        ),
+    ]
+    assert seen == [topic for topic, _ in events]  # execute awaited the async handler
