@@ -235,6 +235,8 @@ class _SearchSetup:
         """`call cache: N hits of M calls (x%), K new model calls`, once the run ended."""
         self.interrupted = False
         """True once a Ctrl-C (SIGINT) asked the search to stop, in whichever phase."""
+        self.result: OptimizationResult | None = None
+        """The search's result once it ran (phase 2 of `--then-prompts` starts from it)."""
 
 
 def _create_journal(db: Path, run_id: str) -> RunJournal:
@@ -668,7 +670,7 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
     try:
         with setup.journal:
             try:
-                run_cli_search(setup, out)
+                setup.result = run_cli_search(setup, out)
             except (TopologyStudioError, UserError) as exc:
                 failed = exc
     except KeyboardInterrupt:
@@ -715,14 +717,30 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
 
 def cmd_search(args: argparse.Namespace, out: Output) -> int:
     """`search PROBLEM [...]` or `search PROBLEM --resume RUN`."""
+    from studio._cli_prompts import prompt_phase_from_args, run_prompt_phase
+
     db = resolve_db_path(args.db)
+    phase = prompt_phase_from_args(args)  # refused before the search when it cannot run
     _check_store(db)
     setup = _resume_setup(args, db, out) if args.resume else _new_setup(args, db)
     setup.db = db
     setup.use_call_cache = not getattr(args, "no_call_cache", False)
     if setup.note:
         out.line(setup.note)
-    return _run_and_report(setup, db, out)
+    code = _run_and_report(setup, db, out)
+    if phase is None or code != ExitCode.OK or setup.result is None:
+        return code
+    try:
+        run_prompt_phase(setup.problem, setup.result, setup.run_id, phase, db, out)
+    except TopologyStudioError as exc:
+        out.error(f"phase 2 (prompts): {exc}")
+        return ExitCode.FAILED
+    except KeyboardInterrupt:
+        raise CliInterrupted(
+            f"interrupted in phase 2: the search run {setup.run_id} is recorded; phase 2 "
+            "records nothing until it ends, so run it again"
+        ) from None
+    return ExitCode.OK
 
 
 def demo_data(out: Output) -> Problem:

@@ -258,6 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip the held-out test evaluation of the validation front",
     )
+    from studio._cli_prompts import add_prompt_arguments
+
+    add_prompt_arguments(p)
     p.add_argument(
         "--traces",
         action="store_true",

@@ -40,7 +40,7 @@ from core.optimization.genes import Genome, PromptGene
 from core.runtime.tracing import ModelUsage
 from core.search.result import CandidateRecord, OptimizationResult, RunDetails
 
-__all__ = ["DEFAULT_REFLECTION_MODEL", "OptimizationRunner"]
+__all__ = ["DEFAULT_REFLECTION_MODEL", "OptimizationRunner", "build_reflection_model"]
 
 DEFAULT_REFLECTION_MODEL = "openai:gpt-4.1"
 """The reflection model when none is given (the reference guide's meta-agent model)."""
@@ -110,7 +110,7 @@ class OptimizationRunner:
         self._log = _Silent()
         chosen = reflection_model if reflection_model is not None else DEFAULT_REFLECTION_MODEL
         self._reflector: Agent[None, str] = Agent(
-            _build_model(chosen, api_key), name="gepa_reflection"
+            build_reflection_model(chosen, api_key), name="gepa_reflection"
         )
         self._reflection_usage = ModelUsage(model_name=model_name(chosen))
 
@@ -220,7 +220,7 @@ class OptimizationRunner:
         )
 
 
-def _build_model(model: Model | str, api_key: str | None) -> Model:
+def build_reflection_model(model: Model | str, api_key: str | None = None) -> Model:
     """`model` built (never called); a string's provider gets `api_key` when one is given.
 
     Raises:

@@ -1,0 +1,352 @@
+"""`search PROBLEM --then-prompts`: phase 2 of the two-phase workflow, GEPA on the winner.
+
+After the topology search (phase 1) ends, `OptimizationRunner` evolves the system prompts of the
+winning topology's agents (`core.optimization.genome_for`: one `PromptGene` per agent, seeded
+with the prompt it runs now) on the problem's validation split, with a budget of
+`--prompt-budget` metric calls (one metric call = one candidate run on one example).
+
+Recording: phase 2 is its own run in the run store, with its own journal and run id, linked to
+the search: its `run_started` has `strategy="gepa"` and `config.phase = "prompts"`,
+`config.parent_run_id = <the search's run id>`. Each GEPA candidate is a candidate of that run
+(`candidate_proposed` with the winner's spec and, as its `thought`, the candidate's prompt texts;
+`candidate_evaluated` on the validation split), so `runs`, `show` and the studio's pages show
+phase 2 as they show any run; the events are written when GEPA has finished (not live), and
+phase 2 cannot be resumed (an interrupted phase 2 records nothing: run it again).
+
+Reflection model: GEPA's reflection proposes new prompt texts, which no replayed model can do
+(a replay problem's models only replay recorded answers), so `--then-prompts` needs
+`--reflection-model provider:model`; `test` (pydantic-ai's `TestModel`) runs offline, proposing
+a fixed text. The model is built before phase 1 starts, so a model that cannot be built (no API
+key) is refused before anything runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from studio._cli_common import CliUsageError
+
+if TYPE_CHECKING:  # the parser is built without these (they load pydantic-ai and gepa)
+    from pydantic_ai.models import Model
+
+    from core.ir import TopologySpec
+    from core.optimization import Genome, OptimizationConfig
+    from core.problems import Problem
+    from core.search.result import OptimizationResult
+    from core.vocab.events import SearchEvent
+    from studio._cli_output import Output
+
+__all__ = [
+    "DEFAULT_PROMPT_BUDGET",
+    "PromptPhase",
+    "add_prompt_arguments",
+    "prompt_phase_from_args",
+    "run_prompt_phase",
+]
+
+DEFAULT_PROMPT_BUDGET = 150
+"""`--prompt-budget` when not given: GEPA's metric calls (`OptimizationConfig`'s default)."""
+
+
+def add_prompt_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--then-prompts`, `--reflection-model`, `--prompt-budget` on the `search` parser."""
+    parser.add_argument(
+        "--then-prompts",
+        action="store_true",
+        help="phase 2: after the search, evolve the winning topology's prompts with GEPA "
+        "(recorded as its own run, linked to the search)",
+    )
+    parser.add_argument(
+        "--reflection-model",
+        metavar="PROVIDER:MODEL",
+        help="--then-prompts: the model that proposes new prompts (e.g. openai:gpt-4.1-mini; "
+        "'test' is pydantic-ai's offline TestModel)",
+    )
+    parser.add_argument(
+        "--prompt-budget",
+        type=int,
+        metavar="N",
+        help=f"--then-prompts: GEPA's budget in metric calls (default {DEFAULT_PROMPT_BUDGET})",
+    )
+
+
+class PromptPhase:
+    """Phase 2's settings, checked before phase 1 runs."""
+
+    def __init__(self, reflection_model: str, model: Model, budget: int) -> None:
+        self.reflection_model = reflection_model
+        """As given (`provider:model`)."""
+        self.model = model
+        """Built (never called yet)."""
+        self.budget = budget
+        """Metric calls."""
+
+
+def prompt_phase_from_args(args: argparse.Namespace) -> PromptPhase | None:
+    """Phase 2's settings from the command line; None without `--then-prompts`.
+
+    Raises:
+        CliUsageError: `--reflection-model` or `--prompt-budget` without `--then-prompts`;
+            `--then-prompts` without `--reflection-model` (no offline reflection exists: the
+            line says what to give); a budget below 1; a model that cannot be built (named).
+    """
+    from core.errors import OptimizationError
+    from core.optimization.runner import build_reflection_model
+
+    model_text: str | None = getattr(args, "reflection_model", None)
+    budget: int | None = getattr(args, "prompt_budget", None)
+    if not getattr(args, "then_prompts", False):
+        given = [
+            f for f, v in (("--reflection-model", model_text), ("--prompt-budget", budget)) if v
+        ]
+        if given:
+            raise CliUsageError(f"{' and '.join(given)} need --then-prompts (phase 2)")
+        return None
+    if not model_text:
+        raise CliUsageError(
+            "--then-prompts needs --reflection-model PROVIDER:MODEL: GEPA's reflection model "
+            "writes the new prompts, and no offline model can (a replay problem's models only "
+            "replay recorded answers); give e.g. --reflection-model openai:gpt-4.1-mini (its "
+            "API key in the environment), or --reflection-model test (pydantic-ai's TestModel, "
+            "offline, proposes a fixed text)"
+        )
+    if budget is not None and budget < 1:
+        raise CliUsageError(f"--prompt-budget must be at least 1 metric call, got {budget}")
+    try:
+        model = build_reflection_model(model_text)
+    except OptimizationError as exc:
+        raise CliUsageError(f"--reflection-model: {exc}") from exc
+    return PromptPhase(model_text, model, budget if budget is not None else DEFAULT_PROMPT_BUDGET)
+
+
+def _winner(problem: Problem, result: OptimizationResult) -> TopologySpec:
+    from core.errors import OptimizationError
+    from core.ir import parse_topology
+
+    value = result.best_decoded.get(problem.name)
+    if value is None and len(result.best_decoded) == 1:
+        value = next(iter(result.best_decoded.values()))
+    if isinstance(value, str):
+        return parse_topology(value)
+    if value is None or isinstance(value, int | float):
+        raise OptimizationError(f"the search's result holds no topology for {problem.name!r}")
+    return value
+
+
+def _num(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
+def _prompt_lines(candidate: dict[str, str]) -> str:
+    return "\n".join(f"{name}: {text}" for name, text in candidate.items())
+
+
+def _events(
+    run_id: str,
+    parent: str,
+    problem: Problem,
+    phase: PromptPhase,
+    config: OptimizationConfig,
+    genome: Genome,
+    n_val: int,
+    result: OptimizationResult,
+    started_at: float,
+) -> list[SearchEvent]:
+    from core.vocab.events import (
+        ArchiveSnapshot,
+        CandidateEvaluated,
+        CandidateProposed,
+        RunFinished,
+        RunStarted,
+    )
+
+    raw = result.raw
+    used: dict[str, Any] = raw["budget_used"]
+    candidates: list[dict[str, str]] = raw["candidates"]
+    now = time.time()
+    events: list[SearchEvent] = [
+        RunStarted(
+            run_id=run_id,
+            seq=0,
+            ts=started_at,
+            problem=problem.name,
+            strategy="gepa",
+            seed=config.seed,
+            config={
+                "phase": "prompts",
+                "parent_run_id": parent,
+                "genes": list(genome.names),
+                "reflection_model": phase.reflection_model,
+                "optimization": config.model_dump(),
+                "budget": {"max_metric_calls": phase.budget},
+                "n_validation": n_val,
+            },
+            problem_config=problem.to_dict(),
+        )
+    ]
+    for record in result.history:
+        idx = record.candidate_idx
+        events.append(
+            CandidateProposed(
+                run_id=run_id,
+                seq=len(events),
+                ts=now,
+                candidate_idx=idx,
+                generation=record.generation,
+                spec_hash=record.spec_hash,
+                spec_json=record.spec_json,
+                parent_idx=record.parent_idx,
+                operator=record.operator,
+                thought=_prompt_lines(candidates[idx]),
+            )
+        )
+        events.append(
+            CandidateEvaluated(
+                run_id=run_id,
+                seq=len(events),
+                ts=now,
+                candidate_idx=idx,
+                spec_hash=record.spec_hash,
+                split="validation",
+                n_examples=n_val,
+                accuracy=_num(record.accuracy),
+                cost_usd=_num(record.cost_usd),
+                latency_ms=_num(record.latency_ms),
+                n_agents=record.n_agents or 0,
+                depth=record.depth or 0,
+                aggregate_score=_num(record.score),
+                valid=record.valid,
+            )
+        )
+    best: int = raw["best_idx"]
+    reflection_usd = used["reflection_cost_usd"]
+    usd = used["cost_usd"] + (reflection_usd if math.isfinite(reflection_usd) else 0.0)
+    events.append(
+        ArchiveSnapshot(
+            run_id=run_id,
+            seq=len(events),
+            ts=now,
+            generation=max(r.generation for r in result.history),
+            entries=[r.candidate_idx for r in result.history],
+            front=[best],
+            best_idx=best,
+            best_score=result.best_score,
+            n_evaluations=used["metric_calls"],
+            cost_usd_total=usd,
+        )
+    )
+    events.append(
+        RunFinished(
+            run_id=run_id,
+            seq=len(events),
+            ts=now,
+            status="completed",
+            reason=f"prompt budget of {phase.budget} metric calls reached",
+            best_idx=best,
+            budget_used={
+                "evaluations": float(len(result.history)),
+                "metric_calls": float(used["metric_calls"]),
+                "usd": usd,
+                "wall_s": now - started_at,
+                "model_requests": float(used["model_requests"]),
+                "reflection_requests": float(used["reflection_requests"]),
+            },
+        )
+    )
+    return events
+
+
+def run_prompt_phase(
+    problem: Problem,
+    result: OptimizationResult,
+    parent_run_id: str,
+    phase: PromptPhase,
+    db: Path,
+    out: Output,
+    *,
+    seed: int | None = None,
+) -> str:
+    """Phase 2 on the winner of `result`: GEPA, then its run recorded and printed.
+
+    Prints the start and end accuracy (validation split), the metric calls against the budget,
+    the model requests (task and reflection) and the best prompt of each agent.
+
+    Returns:
+        Phase 2's run id.
+
+    Raises:
+        OptimizationError: the winner runs no agent, or an agent without a prompt (named).
+    """
+    import asyncio
+
+    from core.errors import OptimizationError
+    from core.optimization import OptimizationConfig, OptimizationRunner
+    from core.optimization.seeds import genome_for
+    from core.storage import RunJournal, journal_path, new_run_id
+    from studio._cli_output import fmt_float
+
+    winner = _winner(problem, result)
+    evaluator = problem.evaluator()
+    genome = genome_for(winner, problem.agent_registry)
+    val = list(problem.splits.get("validation", []))
+    if not val:
+        raise OptimizationError(f"problem {problem.name} has no validation examples for phase 2")
+    config = OptimizationConfig(
+        max_metric_calls=phase.budget, seed=problem.search.seed if seed is None else seed
+    )
+    runner = OptimizationRunner(
+        config, genome=genome, evaluator=evaluator, spec=winner, reflection_model=phase.model
+    )
+    out.heading("Phase 2: prompts (GEPA)")
+    out.line(
+        f"evolving {', '.join(genome.names)} of the winning topology on {len(val)} validation "
+        f"examples, budget {phase.budget} metric calls, reflection model {phase.reflection_model}"
+    )
+    started_at = time.time()
+    prompts = asyncio.run(runner.optimize(trainset=val))
+    run_id = new_run_id()
+    path = journal_path(db, run_id)
+    with RunJournal.create(path) as journal:
+        for event in _events(
+            run_id, parent_run_id, problem, phase, config, genome, len(val), prompts, started_at
+        ):
+            journal.append(event)
+    _ingest(db, out)
+    used = prompts.raw["budget_used"]
+    rows: list[tuple[str, Any]] = [
+        ("run", run_id),
+        ("parent run", parent_run_id),
+        ("start accuracy", fmt_float(prompts.raw["start_accuracy"], 4)),
+        ("end accuracy", fmt_float(prompts.raw["end_accuracy"], 4)),
+        ("metric calls", f"{used['metric_calls']} of {phase.budget}"),
+        (
+            "model requests",
+            f"{used['model_requests']} task + {used['reflection_requests']} reflection",
+        ),
+        ("candidates", str(len(prompts.history))),
+    ]
+    for name, text in prompts.best_candidate.items():
+        shown = " ".join(str(text).split())
+        rows.append((name, shown if len(shown) <= 100 else shown[:97] + "..."))
+    rows.append(("show", f"topology-studio show {run_id} --db {db}"))
+    out.kv(rows)
+    return run_id
+
+
+def _ingest(db: Path, out: Output) -> None:
+    from core.errors import StoreBusyError
+    from core.storage import open_store
+
+    try:
+        store = open_store(db)
+    except StoreBusyError:
+        out.note(f"note: {db} is held by another process: it ingests phase 2's journal")
+        return
+    try:
+        store.ingest()
+    finally:
+        store.close()

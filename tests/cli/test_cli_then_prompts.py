@@ -1,0 +1,122 @@
+"""`search PROBLEM --then-prompts` (issue 16): phase 2, GEPA on the winner, as its own run
+linked to the search; its refusals are one clear line before anything runs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from cli_text import kv
+
+from core.storage import DuckDBRunStore
+from studio.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+DATASETS = os.environ.get("TOPOLOGY_STUDIO_DATASETS") or str(REPO.parent / "shared" / "datasets")
+
+# phase 1: 2 candidate evaluations on 10 validation problems; phase 2: 12 metric calls
+TINY = [
+    "--seed", "1",
+    "--max-evaluations", "2",
+    "--minibatch-size", "5",
+    "--set", "gold.validation_size=10",
+    "--time-scale", "0",
+    "--no-test",
+]  # fmt: skip
+
+
+@pytest.fixture
+def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    monkeypatch.setenv("TOPOLOGY_STUDIO_DATASETS", DATASETS)
+    monkeypatch.setenv("TOPOLOGY_STUDIO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("TOPOLOGY_STUDIO_DB", str(tmp_path / "runs.duckdb"))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _error(argv: list[str], capsys: pytest.CaptureFixture[str], isolated: Path) -> str:
+    code = main(argv)
+    cap = capsys.readouterr()
+    assert (code, cap.out) == (2, "")
+    assert not (isolated / "runs.duckdb.journals").exists()  # refused before the search
+    (line,) = cap.err.splitlines()
+    return line
+
+
+def test_then_prompts_without_a_reflection_model_is_refused(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = _error(["search", "gsm8k_replay", *TINY, "--then-prompts"], capsys, isolated)
+    assert line == (
+        "topology-studio: error: --then-prompts needs --reflection-model PROVIDER:MODEL: GEPA's "
+        "reflection model writes the new prompts, and no offline model can (a replay problem's "
+        "models only replay recorded answers); give e.g. --reflection-model openai:gpt-4.1-mini "
+        "(its API key in the environment), or --reflection-model test (pydantic-ai's TestModel, "
+        "offline, proposes a fixed text)"
+    )
+
+
+def test_phase_2_options_need_then_prompts(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = _error(
+        ["search", "gsm8k_replay", "--reflection-model", "test", "--prompt-budget", "5"],
+        capsys,
+        isolated,
+    )
+    assert line == (
+        "topology-studio: error: --reflection-model and --prompt-budget need --then-prompts "
+        "(phase 2)"
+    )
+
+
+def test_bad_budget_and_unbuildable_model_are_refused_before_the_search(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["search", "gsm8k_replay", "--then-prompts", "--reflection-model"]
+    line = _error([*argv, "test", "--prompt-budget", "0"], capsys, isolated)
+    assert line == "topology-studio: error: --prompt-budget must be at least 1 metric call, got 0"
+    line = _error([*argv, "openai:gpt-4.1-mini"], capsys, isolated)
+    assert line.startswith(
+        "topology-studio: error: --reflection-model: reflection model 'openai:gpt-4.1-mini' "
+        "cannot be built: "
+    )
+    assert "OPENAI_API_KEY" in line
+
+
+def test_two_phases_record_a_linked_prompt_run(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["search", "gsm8k_replay", *TINY, "--then-prompts", "--reflection-model", "test"]
+    code = main([*argv, "--prompt-budget", "12"])
+    out = capsys.readouterr().out
+    assert code == 0
+    text = out.split("== Phase 2: prompts (GEPA) ==")[1]
+    phase2 = {
+        key: kv(text, key)
+        for key in (
+            "run", "parent run", "start accuracy", "end accuracy", "metric calls",
+            "model requests", "175b_finetuning.system_prompt",
+        )
+    }  # fmt: skip
+    assert (phase2["start accuracy"], phase2["end accuracy"]) == ("0.4000", "0.4000")
+    # GEPA stops at the first iteration boundary past the budget: the seed on the 10 validation
+    # problems, then one reflection step (3 minibatch runs before and 3 after the new prompt)
+    assert phase2["metric calls"] == "16 of 12"
+    assert phase2["model requests"] == "16 task + 1 reflection"
+    assert phase2["175b_finetuning.system_prompt"] == ""  # the replay agent has no instructions
+    store = DuckDBRunStore(str(isolated / "runs.duckdb"))
+    try:
+        run = store.get_run(phase2["run"])
+        parent = store.get_run(phase2["parent run"])
+    finally:
+        store.close()
+    assert run is not None and parent is not None
+    assert (run.strategy, run.status, run.best_idx) == ("gepa", "completed", 0)
+    assert run.config["phase"] == "prompts"
+    assert run.config["parent_run_id"] == parent.run_id
+    assert run.config["genes"] == ["175b_finetuning.system_prompt"]
+    assert run.config["budget"] == {"max_metric_calls": 12}
+    assert parent.strategy == "evolutionary"
