@@ -163,12 +163,17 @@ class TopologyOrchestrator:
         self._clock: Callable[[], float] = clock if clock is not None else time.perf_counter
         self.bus = bus
 
-    async def execute(self, goal: str, input: Any = None) -> TopologyExecutionResult:  # noqa: A002 (the reference name)
+    async def execute(
+        self, goal: str, input: Any = None, **design_options: Any
+    ) -> TopologyExecutionResult:
         """Serve one request (see the module docstring).
 
         Args:
             goal: the request, as the designer and the cache see it.
             input: what the topology runs on; None: the goal itself.
+            design_options: passed to `designer.design(goal, ...)`, e.g. a `LibraryDesigner`'s
+                per-request `budget_usd=` (USD) and `latency_ms=` (ms); a designer that takes
+                none raises `TypeError` for them.
 
         Returns:
             The `TopologyExecutionResult`; a failed run is reported in it, never raised.
@@ -179,7 +184,7 @@ class TopologyOrchestrator:
         """
         clock = self._clock
         start = clock()
-        design = await self.designer.design(goal)
+        design = await self.designer.design(goal, **design_options)
         designed = clock()
         self._designed(design)
         output: Any = None

@@ -23,6 +23,7 @@ from core.ir.models import TopologySpec
 from core.runtime_design import (
     CacheStats,
     InMemoryLRU,
+    LibraryEntry,
     RuntimeDesignError,
     RuntimeTopologyDesigner,
     TopologyExecutionResult,
@@ -408,3 +409,21 @@ def test_each_request_publishes_its_events_on_the_bus() -> None:
         ),
     ]
     assert seen == [topic for topic, _ in events]  # execute awaited the async handler
+
+
+def test_design_options_reach_a_library_designer() -> None:
+    from core.runtime_design.library import LibraryDesigner
+
+    cheap = LibraryEntry(spec=spec_of("solver"), accuracy=0.5, cost_usd=0.001, latency_ms=10.0)
+    best = LibraryEntry(
+        spec=spec_of("solver", fn="shout"), accuracy=0.9, cost_usd=0.01, latency_ms=20.0
+    )
+    designer = LibraryDesigner([cheap, best], {"shout": str.upper}, {"solver": Solver().factory})
+    orchestrator = TopologyOrchestrator(designer, pricer=PRICER)
+    unlimited = run(orchestrator.execute("q"))
+    assert (unlimited.spec, unlimited.output, unlimited.cost_usd) == (best.spec, "4", 0.25)
+    limited = run(orchestrator.execute("q", budget_usd=0.005))
+    assert (limited.spec, limited.source, limited.design_cost_usd) == (cheap.spec, "designer", 0.0)
+    plain = TopologyOrchestrator(RuntimeTopologyDesigner(Designer().agent, {}, {}))
+    with pytest.raises(TypeError, match="budget_usd"):
+        run(plain.execute("q", budget_usd=0.005))
