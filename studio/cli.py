@@ -8,6 +8,7 @@ topology-studio runs | show RUN | diff RUN CANDIDATE | apply RUN CANDIDATE [--to
 topology-studio studio [--port N] | demo [--no-ui]
 topology-studio store rebuild [--force]
 topology-studio solve "GOAL" --planner provider:model|demo [--model M] | roster
+topology-studio library RUN --out LIB.json | serve-topology PROBLEM --library LIB.json [--requests FILE|-]
 ```
 
 Results go to stdout (rich tables on a terminal, plain two-space columns otherwise, so scripts
@@ -407,6 +408,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=_port)
     p.add_argument("--seed", type=int, metavar="N", default=1)
     _add_db(p)
+    from studio._cli_library import add_parsers as add_library_parsers
+
+    add_library_parsers(
+        sub,
+        add_db=_add_db,
+        add_problem_overrides=_add_problem_overrides,
+        positive_int=_positive_int,
+    )
     for command in sub.choices.values():
         _add_debug(command)
     return parser
@@ -449,6 +458,10 @@ def _handler(
         from studio import _cli_solve
 
         return _cli_solve.cmd_solve if command == "solve" else _cli_solve.cmd_roster
+    if command in ("library", "serve-topology"):
+        from studio import _cli_library
+
+        return _cli_library.cmd_library if command == "library" else _cli_library.cmd_serve_topology
     if command == "store":
         from studio import _cli_store
 

@@ -1,0 +1,486 @@
+"""`library RUN --out lib.json` and `serve-topology PROBLEM --library lib.json`: runtime topology
+design from the shell (issue 15, items 4 and 6), with no model key.
+
+`library` writes the run's validated Pareto front (`core.runtime_design.seed_library_from_run`)
+as a library file and prints its entries.
+
+`serve-topology` serves requests, one JSON object per line from `--requests FILE` or standard
+input (`-`, the default): `{"question": "...", "budget_usd": 0.01, "latency_ms": 2000}` (the
+limits optional, per request; USD and ms per request). For each, a `LibraryDesigner` over the
+library picks a topology (the cache first: `InMemoryLRU(--cache-size)` on the normalised
+question, so a repeated question reuses what served it), the problem's evaluator runs it on
+the question (the gold example with that exact question text when the problem has one, so the
+answer is scored; else the bare question, unscored), and the outcome is stored back into the
+cache (a run with status ok is a success; an error, a blank or an invalid run decays the
+entry). One line per request on stdout: line number, spec hash (12 hex), library entry, cache
+hit, answer, correct (1/0, `-` unscored), cost USD, latency ms, status. The totals follow: hit
+rate, and served accuracy, cost and latency against running the library's best single
+topology (its best measured accuracy: `LibraryDesigner.choose()`) on the same requests.
+
+A bad line (not JSON, not an object, no question, a bad limit, an unknown field) is one
+`topology-studio: error: requests line N: ...` line on stderr; the other lines are still served,
+and the exit code is then 2 (else 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from studio._cli_common import CliUsageError, ExitCode, resolve_db_path
+from studio._cli_output import Output, fmt_float
+
+if TYPE_CHECKING:
+    from core.evaluation import TopologyEvaluator
+    from core.evaluation.metrics import GoldExample
+    from core.problems import Problem
+    from core.runtime_design.library import LibraryDesigner
+
+__all__ = [
+    "REQUEST_FIELDS",
+    "Request",
+    "ServeReport",
+    "Served",
+    "add_parsers",
+    "cmd_library",
+    "cmd_serve_topology",
+    "parse_request",
+    "serve_requests",
+]
+
+REQUEST_FIELDS = ("question", "budget_usd", "latency_ms")
+"""The fields of a request line."""
+
+_ANSWER = re.compile(r'^\{"answer":("(?:[^"\\]|\\.)*"|[^,}"]+)')
+
+
+def add_parsers(
+    sub: Any,
+    *,
+    add_db: Callable[[argparse.ArgumentParser], None],
+    add_problem_overrides: Callable[[argparse.ArgumentParser], None],
+    positive_int: Callable[[str], int],
+) -> None:
+    """Register `library` and `serve-topology` on the command line's subparsers."""
+    p = sub.add_parser("library", help="write a run's validated front as a seed library file")
+    p.add_argument("run", metavar="RUN", help="a run id (a unique prefix is enough)")
+    p.add_argument("--out", required=True, metavar="LIB.json", help="the library file to write")
+    add_db(p)
+
+    p = sub.add_parser(
+        "serve-topology",
+        help="serve JSON-line requests with topologies picked from a seed library (no model)",
+    )
+    p.add_argument("problem", metavar="PROBLEM")
+    p.add_argument(
+        "--library", required=True, metavar="LIB.json", help="a file written by 'library RUN'"
+    )
+    p.add_argument(
+        "--requests",
+        default="-",
+        metavar="FILE",
+        help='JSON lines {"question": ..., "budget_usd": ..., "latency_ms": ...} '
+        "(default '-': standard input)",
+    )
+    p.add_argument(
+        "--cache-size",
+        type=positive_int,
+        default=1000,
+        metavar="N",
+        help="questions the topology cache keeps (default 1000)",
+    )
+    add_problem_overrides(p)
+
+
+# ---- library ----------------------------------------------------------------------------------
+
+
+def cmd_library(args: argparse.Namespace, out: Output) -> int:
+    """`library RUN --out LIB.json`: the run's validated front as a library file."""
+    from core.ir import spec_hash
+    from core.runtime_design.seed import library_to_json, seed_library_from_run
+    from studio._cli_runs import resolve_run_id
+    from studio._cli_store import open_cli_store
+
+    with open_cli_store(resolve_db_path(args.db), out) as store:
+        run_id = resolve_run_id(store, args.run)
+        entries = seed_library_from_run(store, run_id)
+    target = Path(args.out).expanduser()
+    try:
+        target.write_text(library_to_json(entries, run_id=run_id), encoding="utf-8")
+    except OSError as exc:
+        raise CliUsageError(f"cannot write the library {target}: {exc.strerror or exc}") from exc
+    out.table(
+        ("entry", "label", "spec", "accuracy", "cost_usd", "latency_ms"),
+        [
+            (
+                str(i),
+                e.label or "-",
+                spec_hash(e.spec)[:12],
+                fmt_float(e.accuracy, 4),
+                fmt_float(e.cost_usd, 6),
+                fmt_float(e.latency_ms, 1),
+            )
+            for i, e in enumerate(entries, start=1)
+        ],
+        right=("entry", "accuracy", "cost_usd", "latency_ms"),
+    )
+    out.line(
+        f"(run {run_id}: {len(entries)} entries of its validation front; per problem: accuracy "
+        "= share correct, cost_usd in USD, latency_ms in ms)"
+    )
+    out.kv([("library", str(target))])
+    return ExitCode.OK
+
+
+# ---- serve-topology -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request line: the question and its optional limits (USD, ms per request)."""
+
+    line: int
+    question: str
+    budget_usd: float | None = None
+    latency_ms: float | None = None
+
+
+def _limit(item: dict[str, Any], name: str) -> float | None:
+    value = item.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a number, got {json.dumps(value)}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def parse_request(text: str, line: int) -> Request:
+    """One request line as a `Request`.
+
+    Raises:
+        ValueError: not JSON, not an object, no non-empty string `question`, a limit that is
+            not a finite number >= 0, or a field outside `REQUEST_FIELDS` (the message says
+            which; the caller adds the line number).
+    """
+    try:
+        item: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc.msg} at column {exc.colno})") from exc
+    if not isinstance(item, dict):
+        raise ValueError(f"expected a JSON object, got {type(item).__name__}")
+    fields: dict[str, Any] = item  # pyright: ignore[reportUnknownVariableType]
+    unknown = sorted(k for k in fields if k not in REQUEST_FIELDS)
+    if unknown:
+        raise ValueError(
+            f"unknown field(s) {', '.join(unknown)} (a request has {', '.join(REQUEST_FIELDS)})"
+        )
+    question = fields.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError('"question" must be a non-empty string')
+    return Request(line, question, _limit(fields, "budget_usd"), _limit(fields, "latency_ms"))
+
+
+@dataclass(frozen=True)
+class Served:
+    """One request served: what was chosen, how it ran, and what choosing cost in time."""
+
+    request: Request
+    spec_hash: str
+    entry: int | None
+    """1-based library entry of the spec, None when the cache served a spec outside it."""
+    cache_hit: bool
+    reason: str
+    answer: str
+    status: str
+    error: str | None
+    accuracy: float | None
+    """The score in [0, 1], None when the question matched no gold example (unscored)."""
+    cost_usd: float
+    latency_ms: float
+    overhead_ms: float
+    """Wall time of the design (cache lookup or the rule) plus the cache store, ms."""
+    best_accuracy: float | None
+    best_cost_usd: float
+    best_latency_ms: float
+
+
+@dataclass
+class ServeReport:
+    """Every request served and the totals."""
+
+    served: list[Served] = field(default_factory=list[Served])
+    best_entry: int = 1
+    """1-based library entry of the best single topology (the baseline)."""
+    hits: int = 0
+    lookups: int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        """Cache hits / requests served (0.0 for none)."""
+        return self.hits / self.lookups if self.lookups else 0.0
+
+
+def _answer(summary: str) -> str:
+    match = _ANSWER.match(summary)
+    if match is not None:
+        value: Any = json.loads(match.group(1)) if match.group(1).startswith('"') else None
+        return str(value) if value is not None else match.group(1)
+    summary = " ".join(summary.split())
+    return summary if len(summary) <= 40 else summary[:39] + "…"
+
+
+def _question_of(example: GoldExample) -> str | None:
+    value = example.input
+    if isinstance(value, str):
+        return value
+    question = getattr(value, "question", None)
+    return question if isinstance(question, str) else None
+
+
+def gold_by_question(problem: Problem) -> dict[str, tuple[str, GoldExample]]:
+    """Question text -> (split, gold example), over every split (the first example wins)."""
+    found: dict[str, tuple[str, GoldExample]] = {}
+    for split, examples in problem.splits.items():
+        for example in examples:
+            question = _question_of(example)
+            if question is not None:
+                found.setdefault(question, (split, example))
+    return found
+
+
+def _figures(result: Any, scored: bool) -> tuple[float | None, float, float]:
+    """(accuracy, cost USD, latency ms) of one run: accuracy None when unscored, 0.0 for a
+    scored run that did not give a finite score (rejected, invalid); NaN figures when the spec
+    was rejected (nothing ran)."""
+    if result is None:
+        return (0.0 if scored else None), math.nan, math.nan
+    accuracy: float | None = None
+    if scored:
+        accuracy = float(result.accuracy) if math.isfinite(result.accuracy) else 0.0
+    return accuracy, float(result.cost_usd), float(result.latency_ms)
+
+
+async def serve_requests(
+    problem: Problem,
+    designer: LibraryDesigner,
+    requests: Iterable[Request],
+    *,
+    evaluator: TopologyEvaluator | None = None,
+    on_served: Callable[[Served], None] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> ServeReport:
+    """Serve each request with `designer` on `problem` (see the module docstring).
+
+    Returns:
+        The `ServeReport`; a run that failed is in it (its status and error), never raised.
+    """
+    from core.evaluation.metrics import GoldExample
+    from core.ir import spec_hash
+
+    evaluator = evaluator if evaluator is not None else problem.evaluator()
+    gold = gold_by_question(problem)
+    best = designer.choose()
+    report = ServeReport(best_entry=best.index + 1)
+    best_hash = spec_hash(best.entry.spec)
+
+    async def run(spec: Any, request: Request) -> Any:
+        matched = gold.get(request.question)
+        if matched is not None:
+            split, example = matched
+        else:
+            split, example = (
+                "request",
+                GoldExample(input=request.question, id=f"request-{request.line}"),
+            )
+        evaluation = await evaluator.evaluate(spec, [example], split=split)
+        if evaluation.rejected:
+            return None, evaluation.reason, matched is not None
+        return evaluation.results[0], None, matched is not None
+
+    for request in requests:
+        start = clock()
+        design = await designer.design(
+            request.question, budget_usd=request.budget_usd, latency_ms=request.latency_ms
+        )
+        chosen = clock()
+        result, rejected, scored = await run(design.spec, request)
+        ran = clock()
+        ok = result is not None and result.status == "ok"
+        await designer.cache.store(request.question, design.spec, ok)
+        stored = clock()
+        report.lookups += 1
+        report.hits += design.source == "cache"
+        digest = spec_hash(design.spec)
+        if digest == best_hash:
+            best_result = result
+        else:
+            best_result, _, _ = await run(best.entry.spec, request)
+        entry = designer.entry_index(design.spec)
+
+        accuracy, cost, latency = _figures(result, scored)
+        b_accuracy, b_cost, b_latency = _figures(best_result, scored)
+        served = Served(
+            request=request,
+            spec_hash=digest,
+            entry=None if entry is None else entry + 1,
+            cache_hit=design.source == "cache",
+            reason=design.thought,
+            answer="" if result is None else _answer(result.output_summary),
+            status="rejected" if result is None else str(result.status),
+            error=rejected if result is None else result.error,
+            accuracy=accuracy,
+            cost_usd=cost,
+            latency_ms=latency,
+            overhead_ms=((chosen - start) + (stored - ran)) * 1000.0,
+            best_accuracy=b_accuracy,
+            best_cost_usd=b_cost,
+            best_latency_ms=b_latency,
+        )
+        report.served.append(served)
+        if on_served is not None:
+            on_served(served)
+    return report
+
+
+def read_requests(lines: Iterable[str], on_error: Callable[[int, str], None]) -> list[Request]:
+    """The good requests of `lines` (1-based line numbers; blank lines skipped); each bad
+    line is reported as `on_error(line_number, why)`."""
+    good: list[Request] = []
+    for n, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            good.append(parse_request(text, n))
+        except ValueError as exc:
+            on_error(n, str(exc))
+    return good
+
+
+def _mean(values: Sequence[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return math.fsum(finite) / len(finite) if finite else math.nan
+
+
+def _open_requests(name: str) -> IO[str]:
+    if name == "-":
+        return sys.stdin
+    try:
+        return Path(name).expanduser().open(encoding="utf-8")
+    except OSError as exc:
+        raise CliUsageError(f"cannot read the requests {name}: {exc.strerror or exc}") from exc
+
+
+def _row(s: Served) -> tuple[str, ...]:
+    correct = "-" if s.accuracy is None else fmt_float(s.accuracy, 0)
+    return (
+        str(s.request.line),
+        s.spec_hash[:12],
+        "-" if s.entry is None else str(s.entry),
+        "hit" if s.cache_hit else "miss",
+        s.answer or "-",
+        correct,
+        fmt_float(s.cost_usd, 6),
+        fmt_float(s.latency_ms, 1),
+        s.status,
+    )
+
+
+HEADER = ("line", "spec", "entry", "cache", "answer", "correct", "cost_usd", "latency_ms", "status")
+
+
+def print_totals(report: ServeReport, out: Output) -> None:
+    """The totals of a serve (hit rate; served against the best single topology)."""
+    served = report.served
+    scored = [s for s in served if s.accuracy is not None]
+    n = len(served)
+    acc = _mean([s.accuracy for s in scored if s.accuracy is not None])
+    best_acc = _mean([s.best_accuracy for s in scored if s.best_accuracy is not None])
+    out.heading("Totals")
+    out.kv(
+        [
+            ("requests", n),
+            ("cache_hit_rate", f"{fmt_float(report.hit_rate, 4)} ({report.hits} of {n})"),
+            ("scored", f"{len(scored)} (questions with a gold answer)"),
+            (
+                "served",
+                f"accuracy {fmt_float(acc, 4)}, cost ${fmt_float(math.fsum(s.cost_usd for s in served if math.isfinite(s.cost_usd)), 6)}, "
+                f"latency {fmt_float(_mean([s.latency_ms for s in served]), 1)} ms per request",
+            ),
+            (
+                f"best_single (entry {report.best_entry})",
+                f"accuracy {fmt_float(best_acc, 4)}, cost ${fmt_float(math.fsum(s.best_cost_usd for s in served if math.isfinite(s.best_cost_usd)), 6)}, "
+                f"latency {fmt_float(_mean([s.best_latency_ms for s in served]), 1)} ms per request",
+            ),
+            (
+                "overhead",
+                f"{fmt_float(_mean([s.overhead_ms for s in served]), 3)} ms per request (design + cache)",
+            ),
+        ]
+    )
+
+
+def cmd_serve_topology(args: argparse.Namespace, out: Output) -> int:
+    """`serve-topology PROBLEM --library LIB.json [--requests FILE|-]` (see the module docstring)."""
+    import asyncio
+
+    from core.problems import load_problem
+    from core.runtime_design import InMemoryLRU
+    from core.runtime_design.library import LibraryDesigner
+    from core.runtime_design.seed import load_library
+    from studio._cli_search import _problem_overrides  # pyright: ignore[reportPrivateUsage]
+
+    entries = load_library(args.library)
+    problem = load_problem(args.problem, overrides=_problem_overrides(args))
+    try:
+        designer = LibraryDesigner(
+            entries,
+            problem.callable_registry,
+            problem.agent_registry,
+            cache=InMemoryLRU(args.cache_size),
+        )
+    except ValueError as exc:
+        raise CliUsageError(
+            f"the library {args.library} does not fit {problem.name}: {exc}"
+        ) from exc
+    bad: list[int] = []
+
+    def on_error(n: int, why: str) -> None:
+        bad.append(n)
+        out.error(f"requests line {n}: {why}")
+
+    source = _open_requests(args.requests)
+    try:
+        requests = read_requests(source, on_error)
+    finally:
+        if source is not sys.stdin:
+            source.close()
+    rows: list[tuple[str, ...]] = []
+
+    def on_served(s: Served) -> None:
+        rows.append(_row(s))
+        if s.status != "ok":
+            out.note(f"requests line {s.request.line}: {s.status}: {s.error}")
+
+    report = asyncio.run(serve_requests(problem, designer, requests, on_served=on_served))
+    out.table(HEADER, rows, right=("line", "entry", "correct", "cost_usd", "latency_ms"))
+    out.line(
+        "(per request: spec = hash of the topology run, entry = its library entry, cache = hit "
+        "when the topology cache served it; correct 1/0 against the gold answer, - when the "
+        "question has none; cost_usd in USD, latency_ms in ms)"
+    )
+    print_totals(report, out)
+    if bad:
+        out.note(f"{len(bad)} bad request line(s) skipped: {', '.join(map(str, bad))}")
+        return ExitCode.USAGE
+    return ExitCode.OK
