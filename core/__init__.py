@@ -326,6 +326,7 @@ if TYPE_CHECKING:
         Progress,
         ProgressCallback,
         ProgressReporter,
+        PromptDiff,
         Proposal,
         RandomConfig,
         RandomSearch,
@@ -365,6 +366,7 @@ if TYPE_CHECKING:
         strategy_config_class,
         unpack_topology_output,
         view_indices,
+        word_diff,
     )
     from core.storage import (
         DuckDBRunStore,
@@ -546,6 +548,7 @@ _LAZY: dict[str, str] = {
     "Progress": "core.search",
     "ProgressCallback": "core.search",
     "ProgressReporter": "core.search",
+    "PromptDiff": "core.search",
     "Proposal": "core.search",
     "ROLES": "core.search",
     "RandomConfig": "core.search",
@@ -588,6 +591,7 @@ _LAZY: dict[str, str] = {
     "strategy_config_class": "core.search",
     "unpack_topology_output": "core.search",
     "view_indices": "core.search",
+    "word_diff": "core.search",
     "DuckDBRunStore": "core.storage",
     "IngestError": "core.storage",
     "IngestReport": "core.storage",
@@ -960,6 +964,7 @@ __all__ = [
     "ProgressCallback",
     "ProgressReporter",
     "PromptAdapter",
+    "PromptDiff",
     "PromptGene",
     "Proposal",
     "ProposalRecord",
@@ -1145,4 +1150,5 @@ __all__ = [
     "unpack_topology_output",
     "validate_names",
     "view_indices",
+    "word_diff",
 ]

@@ -25,7 +25,6 @@ from pathlib import Path
 import duckdb
 
 from core.agents.call_cache import CallRecord, InMemoryCallCache
-from core.errors import is_query_interrupt
 
 __all__ = ["DuckDBCallCache", "call_cache_path"]
 
@@ -129,7 +128,7 @@ class DuckDBCallCache(InMemoryCallCache):
             # DuckDB checks for Ctrl-C while it scans the batch and raises a bare
             # RuntimeError('Query interrupted'): it is the user's interrupt, not a failure
             # (the batch is not stored; its records stay pending in memory)
-            if not is_query_interrupt(exc):
+            if "interrupted" not in str(exc).lower():
                 raise
             raise KeyboardInterrupt from exc
         self._pending.clear()

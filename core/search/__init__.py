@@ -48,6 +48,7 @@ from core.search.pareto import (
     objective_directions,
     pareto_front_mask,
 )
+from core.search.prompt_diff import PromptDiff, word_diff
 from core.search.registry import Approval, TopologyRegistry, VersionRecord
 from core.search.result import (
     CandidateRecord,
@@ -118,6 +119,7 @@ __all__ = [
     "Progress",
     "ProgressCallback",
     "ProgressReporter",
+    "PromptDiff",
     "Proposal",
     "RandomConfig",
     "RandomSearch",
@@ -153,4 +155,5 @@ __all__ = [
     "strategy_config_class",
     "unpack_topology_output",
     "view_indices",
+    "word_diff",
 ]

@@ -23,6 +23,14 @@ mapping and object: the same content, ids included) and the result still propose
 Without `expected`, the diff made inside the call is the base. Nothing is written unless every
 gene passes its checks; a mapping or object whose assignment fails part-way is restored.
 Unchanged genes are never written.
+
+Prompt results (phase 2, `core.optimization.OptimizationRunner`: `best_decoded` maps
+`"<agent>.system_prompt"` genes to texts) are applied to the one topology they were evolved on,
+`topology=` (the target's key, attribute path or registry name; inferred when the target holds
+exactly one topology): the texts become the `system_prompt`s of that topology's inline
+`AgentSpec`s (`core.search.prompt_diff.with_prompts`; a registered agent is refused by name), and
+the result is one `GeneDiff` for the topology whose `prompts` hold each prompt's word-level diff,
+written (or not) exactly as a topology result's.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from core.errors import ApplyError, SpecError, StaleTargetError
 from core.ir import TopologySpec, parse_topology
 from core.ir.diff import NodeChange, structural_diff, unified_json_diff
 from core.ir.models import NODE_TYPES
+from core.search.prompt_diff import PromptDiff, with_prompts
 from core.search.registry import Approval, TopologyRegistry
 from core.search.result import OptimizationResult
 
@@ -73,6 +82,9 @@ class GeneDiff(BaseModel):
     """True when this call wrote the gene (never in a dry run, never when unchanged)."""
     new_version: int | None = None
     """Registry targets: the version the write created."""
+    prompts: tuple[PromptDiff, ...] = ()
+    """Prompt results: one word-level diff per prompt gene, in the result's order (`unified`
+    shows the same change in the spec's JSON); empty for a topology result."""
 
 
 def _content_hash(spec: TopologySpec) -> str:
@@ -229,8 +241,8 @@ def _result_specs(result: OptimizationResult) -> dict[str, TopologySpec]:
     for gene, value in result.best_decoded.items():
         if isinstance(value, str | float | int):
             raise ApplyError(
-                f"gene {gene!r}: the result holds a prompt or number (prompt evolution), not a "
-                "topology; applying prompt results is not supported yet"
+                f"gene {gene!r}: the result holds a number, not a topology or a prompt; only "
+                "prompt genes and topologies can be applied"
             )
         specs[gene] = value
     for gene, text in result.best_candidate.items():
@@ -242,6 +254,69 @@ def _result_specs(result: OptimizationResult) -> dict[str, TopologySpec]:
     return specs
 
 
+def _is_prompt_result(result: OptimizationResult) -> bool:
+    return any(isinstance(v, str) for v in result.best_decoded.values())
+
+
+def _current_topology(target: Any, topology: str | None) -> tuple[str, TopologySpec]:
+    """The name and current spec of the topology a prompt result applies to."""
+    if topology is None:
+        if isinstance(target, TopologyRegistry):
+            names = target.names()
+        elif isinstance(target, Mapping):
+            names = [str(k) for k in cast(Mapping[str, Any], target)]
+        else:
+            names = []
+        if len(names) != 1:
+            held = f" (the target holds: {', '.join(names)})" if names else ""
+            raise ApplyError(
+                "a prompt result applies to the one topology its prompts were evolved on: "
+                f"give topology=NAME{held}"
+            )
+        topology = names[0]
+    if isinstance(target, TopologyRegistry):
+        if target.current_version(topology) is None:
+            raise ApplyError(f"topology {topology!r} is not in the registry")
+        return topology, target.current(topology)[1]
+    if isinstance(target, Mapping):
+        slot = _mapping_slot(cast(Mapping[str, Any], target), topology)
+    else:
+        slot = _object_slot(target, topology)
+    spec, _ = _read_value(topology, slot.value)
+    if spec is None:
+        raise ApplyError(f"topology {topology!r}: the target holds no spec to apply prompts to")
+    return topology, spec
+
+
+def _apply_prompts(
+    result: OptimizationResult,
+    target: Any,
+    dry_run: bool,
+    topology: str | None,
+    **options: Any,
+) -> list[GeneDiff]:
+    numbers = [g for g, v in result.best_decoded.items() if not isinstance(v, str)]
+    if numbers:
+        raise ApplyError(
+            f"genes {numbers}: a prompt result's other genes (numbers, categories) have no place "
+            "in a topology; only its prompt genes can be applied"
+        )
+    prompts = {g: str(v) for g, v in result.best_decoded.items()}
+    name, current = _current_topology(target, topology)
+    approved: Sequence[GeneDiff] | None = options.get("expected")
+    if not dry_run and approved is not None:
+        # the spec to write is made from the target's current one: a moved target is stale
+        for d in approved:
+            if d.gene_name == name and d.base_hash != _content_hash(current):
+                raise StaleTargetError(
+                    f"gene {name!r}: the target changed since the diff was made; nothing was "
+                    "written (make the diff again)"
+                )
+    new_spec, prompt_diffs = with_prompts(name, current, prompts)
+    diffs = apply_specs({name: new_spec}, target, dry_run, **options)
+    return [d.model_copy(update={"prompts": tuple(prompt_diffs)}) for d in diffs]
+
+
 def apply_result(
     result: OptimizationResult,
     target: Any,
@@ -250,27 +325,38 @@ def apply_result(
     expected: Sequence[GeneDiff] | None = None,
     approval: Approval | None = None,
     note: str = "",
+    topology: str | None = None,
 ) -> list[GeneDiff]:
     """Diff a result's winning topologies against `target` and, unless `dry_run`, write them.
 
     Args:
-        result: the search's result; its `best_decoded` specs (gene name -> spec) are applied.
+        result: the search's result; its `best_decoded` specs (gene name -> spec) are applied;
+            or a prompt result (gene name -> prompt text), applied into `topology`.
         target: a mapping, an object or a `TopologyRegistry` (see the module docstring).
         dry_run: True (the default) only diffs: the target is never modified.
         expected: the diffs an earlier dry run showed and the user approved; the write refuses
             if the target or the result moved since (see the module docstring).
         approval: who approved (recorded by a registry with the version it writes).
         note: where the specs came from, recorded by a registry (e.g. `"run 3f2a"`).
+        topology: prompt results only: the target's name for the topology the prompts were
+            evolved on (default: the target's only topology).
 
     Returns:
-        One `GeneDiff` per gene, in the result's gene order.
+        One `GeneDiff` per gene, in the result's gene order; for a prompt result, one for
+        `topology`, its `prompts` holding each prompt's word-level diff.
 
     Raises:
         ApplyError: a gene's place is missing in the target, holds something that is not a
-            spec, or cannot be assigned (a mapping or object is then restored).
+            spec, or cannot be assigned (a mapping or object is then restored); prompt results:
+            no `topology` and not exactly one in the target, a prompt for a registered agent or
+            an agent the topology does not run (named), or genes that are not prompts.
         StaleTargetError: the target changed since the diff was made; nothing was written.
         ValueError: two gene names resolve onto one attribute of an object target.
     """
+    if _is_prompt_result(result):
+        return _apply_prompts(
+            result, target, dry_run, topology, expected=expected, approval=approval, note=note
+        )
     return apply_specs(
         _result_specs(result),
         target,
