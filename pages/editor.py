@@ -698,6 +698,9 @@ with s2:
                 )
             except Exception as exc:  # noqa: BLE001 (shown in the page)
                 st.warning(f"The evaluation is shown but was not stored: {exc}")
+            else:
+                # drawn again with the stored run read: the cost above is now the measured one
+                st.rerun()
 
 # the results take the page's full width: four numbers do not fit half of it at 1000 px
 ev = ss.get("ed_eval_result")

@@ -835,7 +835,7 @@ class StudioManager:
                 **common,
                 seq=next(seq),
                 candidate_idx=0,
-                generation=-1,
+                generation=0,
                 spec_hash=h,
                 spec_json=spec.model_dump_json(),
                 operator="editor",

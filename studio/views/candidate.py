@@ -90,7 +90,8 @@ class CandidateView:
 
 def _value(row: dict[str, Any], key: str) -> Any:
     v = row.get(key)
-    if v is None or (isinstance(v, float) and math.isnan(v)):
+    # pd.NA too: an archive's nullable integer columns (parent_idx) hold it, not None
+    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
         return None
     return v
 

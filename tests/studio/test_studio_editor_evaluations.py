@@ -142,6 +142,11 @@ def test_an_evaluation_from_the_inspector_is_stored_and_compared_with_its_candid
         "5 paired examples: this topology is right on 2 more of the 2 examples where they "
         "differ; two-sided p = 0.5, not enough to call either better (p >= 0.05)."
     ) in text
+    # the cost panel was drawn again with the stored run: this topology is measured now
+    assert (
+        f"**Measured cost per example: $1.48** (mean over 5 validation examples, run {new_run} "
+        "candidate 0)."
+    ) in text
     links = {str(p.label): p for p in at.get("page_link")}
     assert f"Stored as run {new_run}" in links
     assert "Compare with the parent" in links
@@ -188,3 +193,21 @@ def test_the_stored_evaluation_calibrates_the_next_estimate(editor: AppTest) -> 
     assert "**Measured cost per example: $0.000883** (mean over 8 validation examples" in text
     assert "Calibrated estimate: $0.0010 per example" in text
     assert "the median measured / static ratio of 3 topologies using only these agents" in text
+
+
+def test_the_stored_evaluation_reads_as_an_editor_candidate_in_the_inspector(
+    parent_run: str, studio_env: Path
+) -> None:
+    from studio.views.candidate import candidate_view
+
+    manager = StudioManager(studio_env, registry_root=studio_env.parent / "registry")
+    try:
+        archive = manager.store.archive(parent_run)
+        row = archive.iloc[0]
+        # no parent candidate in its own run: parent_idx is pd.NA, which once raised TypeError
+        view = candidate_view(row, manager.store.get_spec(str(row["spec_hash"])))
+    finally:
+        manager.close()
+    assert view.title == "candidate 0 (generation 0, editor)"
+    assert view.thought == "test"
+    assert view.metrics["accuracy"] == 0.25  # 2 of the first 8 right (0042, 0048)
