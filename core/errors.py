@@ -38,9 +38,11 @@ TopologyStudioError
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 __all__ = [
+    "is_query_interrupt",
     "ApplyError",
     "AutonomyError",
     "BudgetError",
@@ -320,3 +322,22 @@ class HookError(AutonomyError):
 class SandboxError(AutonomyError):
     """No sandbox can start here, so a generated tool is refused (there is no unsandboxed
     fallback); the message says what is missing and how to install it."""
+
+
+# ---- a Ctrl-C that reached DuckDB ------------------------------------------------------------
+# DuckDB checks for a pending SIGINT while it runs a query and stops the query; the Python client
+# then raises `duckdb.InterruptException`, or, while it converts or scans a result, a bare
+# `RuntimeError('Query interrupted')` (duckdb 1.x and 2.0). Either is the user's interrupt, not a
+# failure of the store: callers turn it back into an interrupt (exit 130 with the resume hint).
+
+
+def is_query_interrupt(exc: BaseException) -> bool:
+    """True if `exc` is DuckDB's report of a Ctrl-C during a query: an `InterruptException`, or a
+    `RuntimeError` whose message says the query was interrupted. Never imports DuckDB (the
+    command line's `--help` does not load it): if it is not loaded, no query ran."""
+    duckdb = sys.modules.get("duckdb")
+    if duckdb is None:
+        return False
+    if isinstance(exc, duckdb.InterruptException):
+        return True
+    return type(exc) is RuntimeError and "query interrupted" in str(exc).lower()

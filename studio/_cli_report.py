@@ -7,7 +7,7 @@ Pure formatting over the store's DataFrames (`RunStore.archive`, `list_runs`) an
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from core.ir import TopologySpec
 from core.ir.diff import NodeChange
@@ -22,6 +22,7 @@ from core.ir.models import (
     RefinementLoopSpec,
     RouterSpec,
 )
+from core.storage.queries import is_missing
 from studio._cli_output import Output, fmt_float
 
 if TYPE_CHECKING:
@@ -29,13 +30,35 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FRONT_COLUMNS",
+    "TEST_FRONT_LABEL",
+    "Table",
+    "table_records",
     "front_legend",
     "front_table",
     "print_changes",
     "print_front",
     "print_spec",
+    "print_test_front",
     "structure_line",
 ]
+
+Table: TypeAlias = "pd.DataFrame | Sequence[Mapping[str, Any]]"
+"""A table the report prints: a store's DataFrame, or its rows as dicts (`RunStore.archive_records`,
+which the end-of-search report uses so pandas is never imported)."""
+
+TEST_FRONT_LABEL: Final = "held-out test: reported only, never used for selection"
+"""How every view of test scores is labelled (issue 10, item 7)."""
+
+
+def table_records(table: Table) -> list[dict[str, Any]]:
+    """`table`'s rows as dicts, a missing value (NaN, NA, NaT) as None; a DataFrame is converted
+    with its own `to_dict`, rows as dicts are copied, so this never imports pandas."""
+    to_dict = getattr(table, "to_dict", None)
+    rows: Sequence[Mapping[str, Any]] = (
+        to_dict("records") if callable(to_dict) else table  # pyright: ignore[reportAssignmentType]
+    )
+    return [{str(k): None if is_missing(v) else v for k, v in row.items()} for row in rows]
+
 
 FRONT_COLUMNS: tuple[str, ...] = (
     "candidate",
@@ -70,16 +93,7 @@ _SHORT = {
 
 
 def _opt(value: Any) -> Any:
-    if value is None:
-        return None
-    try:
-        import pandas as pd  # here: `search` prints a structure line long before any table
-
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
-        pass
-    return value
+    return None if is_missing(value) else value
 
 
 def _int(value: Any) -> str:
@@ -87,7 +101,7 @@ def _int(value: Any) -> str:
     return "-" if v is None else str(int(v))
 
 
-def front_table(archive: pd.DataFrame) -> list[list[str]]:
+def front_table(archive: Table) -> list[list[str]]:
     """The rows of the printed front: the archive rows `on_front`, by candidate index, one row
     per distinct set of figures.
 
@@ -100,9 +114,7 @@ def front_table(archive: pd.DataFrame) -> list[list[str]]:
     share one row: the best one if it is among them, else the first; the others are listed in
     `same_as` (`-` when none). `best` is `*` on the run's best entry.
     """
-    if archive.empty:
-        return []
-    records = [r for r in archive.to_dict("records") if bool(r["on_front"])]
+    records = [r for r in table_records(archive) if bool(r["on_front"])]
     records.sort(key=lambda r: int(r["candidate_idx"]))
     groups: dict[tuple[str, ...], list[dict[Any, Any]]] = {}
     for rec in records:
@@ -174,7 +186,7 @@ def _words(row: list[str]) -> list[str]:
 
 
 def print_front(
-    out: Output, archive: pd.DataFrame, *, title: str = "Pareto front", legend: str | None = None
+    out: Output, archive: Table, *, title: str = "Pareto front", legend: str | None = None
 ) -> None:
     """Print the front table (or a line saying it is empty), then `legend` if given.
 
@@ -277,4 +289,61 @@ def print_changes(out: Output, changes: Sequence[NodeChange]) -> None:
             ]
             for c in changes
         ],
+    )
+
+
+def print_test_front(out: Output, test_front: Table) -> None:
+    """The validation front's candidates with their held-out test scores, labelled so a test
+    score is never mistaken for what chose them (`TEST_FRONT_LABEL`)."""
+    out.heading(f"Test front ({TEST_FRONT_LABEL})")
+    rows = table_records(test_front)
+    if not rows:
+        out.line("(no validation front)")
+        return
+    scored = [r for r in rows if r["test_n_examples"]]
+    if not scored:
+        out.line("(not evaluated on the test split)")
+        return
+    table: list[list[str]] = []
+    for r in rows:
+        tested = bool(r["test_n_examples"])
+        table.append(
+            [
+                str(r["candidate_idx"]),
+                fmt_float(r["accuracy"], 4),
+                fmt_float(r["cost_usd"], 6),
+                fmt_float(r["test_accuracy"], 4) if tested else "-",
+                fmt_float(r["test_cost_usd"], 6) if tested else "-",
+                fmt_float(r["test_latency_ms"], 1) if tested else "-",
+                fmt_float(r["test_aggregate_score"], 4) if tested else "-",
+                ("*" if r["on_test_front"] else "") if tested else "not scored",
+            ]
+        )
+    out.table(
+        (
+            "candidate",
+            "val_accuracy",
+            "val_cost_usd",
+            "test_accuracy",
+            "test_cost_usd",
+            "test_latency_ms",
+            "test_score",
+            "test_front",
+        ),
+        table,
+        right=(
+            "candidate",
+            "val_accuracy",
+            "val_cost_usd",
+            "test_accuracy",
+            "test_cost_usd",
+            "test_latency_ms",
+            "test_score",
+        ),
+    )
+    n = max(int(r["test_n_examples"]) for r in scored)
+    out.line(
+        f"({len(scored)} of {len(rows)} validation-front candidates scored once on the {n} "
+        "held-out test problems; * = no other of them is at least as good on test on all "
+        "objectives and better on one. The front and the best are chosen on validation only.)"
     )

@@ -34,7 +34,8 @@ import pandas as pd  # pyright: ignore[reportMissingTypeStubs]
 
 from core.storage import RunStore
 from studio._cli_common import CliUsageError, ExitCode, resolve_db_path
-from studio._cli_output import Output, fmt_float
+from studio._cli_output import Output
+from studio._cli_report import TEST_FRONT_LABEL, print_test_front
 from studio._cli_store import open_cli_store
 
 __all__ = [
@@ -52,8 +53,6 @@ __all__ = [
 RUN_DOCUMENT_FORMAT: Final = "topology-studio.run/1"
 """The `format` key of `show --json`'s document."""
 
-TEST_FRONT_LABEL: Final = "held-out test: reported only, never used for selection"
-"""How every view of test scores is labelled (issue 10, item 7)."""
 
 EXPORT_FORMATS: Final = ("csv", "json", "parquet")
 """The formats `export` writes."""
@@ -220,60 +219,3 @@ def cmd_export(args: argparse.Namespace, out: Output) -> int:
     for name, path in zip(EXPORT_TABLES, written, strict=True):
         out.line(f"{name}: {path} ({len(tables[name])} rows)")
     return ExitCode.OK
-
-
-def print_test_front(out: Output, test_front: pd.DataFrame) -> None:
-    """The validation front's candidates with their held-out test scores, labelled so a test
-    score is never mistaken for what chose them (`TEST_FRONT_LABEL`)."""
-    out.heading(f"Test front ({TEST_FRONT_LABEL})")
-    if test_front.empty:
-        out.line("(no validation front)")
-        return
-    rows = _rows(test_front)
-    scored = [r for r in rows if r["test_n_examples"]]
-    if not scored:
-        out.line("(not evaluated on the test split)")
-        return
-    table: list[list[str]] = []
-    for r in rows:
-        tested = bool(r["test_n_examples"])
-        table.append(
-            [
-                str(r["candidate_idx"]),
-                fmt_float(r["accuracy"], 4),
-                fmt_float(r["cost_usd"], 6),
-                fmt_float(r["test_accuracy"], 4) if tested else "-",
-                fmt_float(r["test_cost_usd"], 6) if tested else "-",
-                fmt_float(r["test_latency_ms"], 1) if tested else "-",
-                fmt_float(r["test_aggregate_score"], 4) if tested else "-",
-                ("*" if r["on_test_front"] else "") if tested else "not scored",
-            ]
-        )
-    out.table(
-        (
-            "candidate",
-            "val_accuracy",
-            "val_cost_usd",
-            "test_accuracy",
-            "test_cost_usd",
-            "test_latency_ms",
-            "test_score",
-            "test_front",
-        ),
-        table,
-        right=(
-            "candidate",
-            "val_accuracy",
-            "val_cost_usd",
-            "test_accuracy",
-            "test_cost_usd",
-            "test_latency_ms",
-            "test_score",
-        ),
-    )
-    n = max(int(r["test_n_examples"]) for r in scored)
-    out.line(
-        f"({len(scored)} of {len(rows)} validation-front candidates scored once on the {n} "
-        "held-out test problems; * = no other of them is at least as good on test on all "
-        "objectives and better on one. The front and the best are chosen on validation only.)"
-    )

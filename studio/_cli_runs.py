@@ -10,8 +10,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from core.errors import SpecError, StoreError
 from core.ir import TopologySpec, parse_topology, spec_hash
 from core.ir.diff import structural_diff, unified_json_diff
@@ -19,10 +17,18 @@ from core.ir.limits import MAX_DEPTH_CEILING, SpecLimits
 from core.search.apply import apply_specs
 from core.search.registry import Approval, TopologyRegistry
 from core.storage import IngestError, RunStore
+from core.storage.queries import is_missing
 from studio._cli_common import CliUsageError, ExitCode, resolve_db_path
 from studio._cli_output import Output, fmt_float
-from studio._cli_report import front_legend, print_changes, print_front, print_spec
-from studio._cli_results import print_test_front
+from studio._cli_report import (
+    Table,
+    front_legend,
+    print_changes,
+    print_front,
+    print_spec,
+    print_test_front,
+    table_records,
+)
 from studio._cli_store import open_cli_store
 
 __all__ = [
@@ -41,10 +47,7 @@ _READ_LIMITS = SpecLimits(max_depth=MAX_DEPTH_CEILING, max_nodes=100_000)
 
 
 def _ts(value: Any) -> str:
-    try:
-        if value is None or pd.isna(value):
-            return "-"
-    except (TypeError, ValueError):
+    if is_missing(value):
         return "-"
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(value)))
 
@@ -76,17 +79,17 @@ def candidate_spec(store: RunStore, run_id: str, candidate: int) -> TopologySpec
     Raises:
         CliUsageError: the run has no such candidate, or it was not a valid spec.
     """
-    archive = store.archive(run_id, include_unevaluated=True)
-    rows = archive[archive["candidate_idx"] == candidate] if not archive.empty else archive
-    if rows.empty:
+    archive = store.archive_records(run_id, include_unevaluated=True)
+    rows = [r for r in archive if r["candidate_idx"] == candidate]
+    if not rows:
         n = len(archive)
         raise CliUsageError(
             f"run {run_id} has no candidate {candidate} (it has {n} candidate(s): 0..{n - 1})"
         )
-    spec_hash = str(rows.iloc[0]["spec_hash"] or "")
+    spec_hash = str(rows[0]["spec_hash"] or "")
     text = store.get_spec(spec_hash) if spec_hash else None
     if not text:
-        reason = rows.iloc[0].get("reason")
+        reason = rows[0].get("reason")
         raise CliUsageError(
             f"candidate {candidate} of run {run_id} is not a valid spec"
             + (f" ({reason})" if isinstance(reason, str) and reason else "")
@@ -112,19 +115,18 @@ so the total is larger once the front is re-scored and tested)."""
 _MAX_LISTED = 5
 
 
-def errors_line(archive: pd.DataFrame) -> str:
+def errors_line(archive: Table) -> str:
     """The summary's `errors` value: which candidates had example runs that raised, and how
     often (`error_rate`, the share of the candidate's example runs), highest first.
 
     e.g. `none`, or `2 of 10 candidates: 3 (30.0% of its example runs), 7 (10.0%)`; past 5
     candidates, `and N more`. `archive` is `RunStore.archive(run_id)` (one row a candidate).
     """
-    if archive.empty or "error_rate" not in archive:
-        return "none"
+    records = table_records(archive)
     rates: list[tuple[float, int]] = []
-    for rec in archive.to_dict("records"):
+    for rec in records:
         rate = rec.get("error_rate")
-        if rate is not None and not pd.isna(rate) and float(rate) > 0:
+        if rate is not None and float(rate) > 0:
             rates.append((float(rate), int(rec["candidate_idx"])))
     if not rates:
         return "none"
@@ -132,7 +134,7 @@ def errors_line(archive: pd.DataFrame) -> str:
     listed = [f"{idx} ({100 * rate:.1f}%)" for rate, idx in rates[:_MAX_LISTED]]
     listed[0] = listed[0].replace("%)", "% of its example runs)")
     more = f", and {len(rates) - _MAX_LISTED} more" if len(rates) > _MAX_LISTED else ""
-    return f"{len(rates)} of {len(archive)} candidates: {', '.join(listed)}{more}"
+    return f"{len(rates)} of {len(records)} candidates: {', '.join(listed)}{more}"
 
 
 def print_run(store: RunStore, run_id: str, out: Output) -> dict[str, Any]:
@@ -149,7 +151,9 @@ def print_run(store: RunStore, run_id: str, out: Output) -> dict[str, Any]:
     if run is None:
         raise CliUsageError(f"no run {run_id!r} in the database")
     # the front and the winner on the full validation split only: compare like with like
-    archive = store.archive(run_id, split="validation")
+    # rows as dicts, not DataFrames: the report runs at the end of a search, and pandas with
+    # pyarrow would add about 70 MiB to the process's peak (issue 17, item 7)
+    archive = store.archive_records(run_id, split="validation")
     out.heading(f"Run {run_id}")
     used = run.budget_used
     pairs: list[tuple[str, Any]] = [
@@ -164,7 +168,7 @@ def print_run(store: RunStore, run_id: str, out: Output) -> dict[str, Any]:
             f"{fmt_float(used.get('usd'), 6)} ({COST_TOTAL_NOTE})" if used else "-",
         ),
         ("wall_s", fmt_float(used.get("wall_s"), 1) if used else "-"),
-        ("errors", errors_line(store.archive(run_id))),
+        ("errors", errors_line(store.archive_records(run_id))),
     ]
     skipped = store.list_ingest_errors(run_id)
     if skipped:
@@ -177,20 +181,20 @@ def print_run(store: RunStore, run_id: str, out: Output) -> dict[str, Any]:
         n_validation if isinstance(n_validation, int) else None,
     )
     print_front(out, archive, title="Pareto front (validation)", legend=legend)
-    print_test_front(out, store.test_front(run_id))
-    best = archive[archive["is_best"].astype(bool)] if not archive.empty else archive
+    print_test_front(out, store.test_front_records(run_id))
+    best = [r for r in archive if bool(r["is_best"])]
     figures: dict[str, Any] = {"best_idx": None, "test_accuracy": None}
-    if best.empty:
+    if not best:
         out.line("no valid best candidate")
         return figures
-    row = best.iloc[0]
+    row = best[0]
     idx = int(row["candidate_idx"])
     figures["best_idx"] = idx
     out.heading(f"Best topology (candidate {idx})")
     print_spec(out, candidate_spec(store, run_id, idx))
-    test_acc = row.get("test_accuracy")
-    test_score = row.get("test_aggregate_score")
-    if test_acc is not None and not pd.isna(test_acc):
+    test_acc: Any = row.get("test_accuracy")
+    test_score: Any = row.get("test_aggregate_score")
+    if not is_missing(test_acc):
         figures["test_accuracy"] = float(test_acc)
         out.line(
             f"held-out test: accuracy {fmt_float(test_acc, 4)}, score "
@@ -221,8 +225,8 @@ def cmd_runs(args: argparse.Namespace, out: Output) -> int:
                     str(int(r["n_candidates"] or 0)),
                     str(int(r["n_evaluations"] or 0)),
                     fmt_float(r["cost_usd"], 6),
-                    "-" if pd.isna(r["best_idx"]) else str(int(r["best_idx"])),
-                    fmt_float(None if pd.isna(r["best_score"]) else r["best_score"], 4),
+                    "-" if is_missing(r["best_idx"]) else str(int(r["best_idx"])),
+                    fmt_float(None if is_missing(r["best_score"]) else r["best_score"], 4),
                 ]
             )
         out.table(
@@ -333,10 +337,7 @@ def _apply_step(name: str) -> None:
 
 
 def _none_if_na(value: Any) -> Any:
-    try:
-        return None if value is None or pd.isna(value) else value
-    except (TypeError, ValueError):
-        return value
+    return None if is_missing(value) else value
 
 
 def _recover_registry(registry: TopologyRegistry, store: RunStore, out: Output) -> None:

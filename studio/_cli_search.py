@@ -37,6 +37,7 @@ from core.errors import (
     StoreBusyError,
     StoreError,
     TopologyStudioError,
+    is_query_interrupt,
 )
 from core.evaluation.call_cache import DuckDBCallCache, call_cache_path
 from core.evaluation.evaluator import CandidateEvaluation, ExampleResult, TopologyEvaluator
@@ -678,8 +679,11 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
         if _drop_if_empty(setup):
             raise
         raise CliInterrupted(_resume_hint(setup, db)) from None
-    except BaseException:
-        _drop_if_empty(setup)
+    except BaseException as exc:
+        if _drop_if_empty(setup):
+            raise
+        if is_query_interrupt(exc):  # the second Ctrl-C reached a DuckDB query
+            raise CliInterrupted(_resume_hint(setup, db)) from None
         raise
     if failed is not None and _drop_if_empty(setup):
         raise CliUsageError(str(failed)) from failed
@@ -701,6 +705,10 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
         if setup.call_cache_line is not None:
             out.line(setup.call_cache_line)
     except KeyboardInterrupt:
+        raise CliInterrupted(_resume_hint(setup, db)) from None
+    except RuntimeError as exc:  # a Ctrl-C that reached the ingest's DuckDB query
+        if not is_query_interrupt(exc):
+            raise
         raise CliInterrupted(_resume_hint(setup, db)) from None
     except StoreError as exc:  # e.g. the database was replaced while the search ran
         raise CliUsageError(

@@ -48,7 +48,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from core.errors import TopologyStudioError
+from core.errors import TopologyStudioError, is_query_interrupt
 from studio._cli_common import DB_ENV, CliInterrupted, CliUsageError, ExitCode
 from studio._cli_output import Output
 
@@ -531,13 +531,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help and --version print, then exit through argparse
         return exc.code if isinstance(exc.code, int) else ExitCode.OK
     except Exception as exc:  # noqa: BLE001 (never a traceback without --debug)
-        out.error(
-            f"internal error: {type(exc).__name__}: {exc} (run the command again with --debug "
-            "for the traceback)"
-        )
-        if debug:
-            traceback.print_exc(file=out.stderr)
-        return ExitCode.FAILED
+        if is_query_interrupt(exc):
+            out.error("interrupted")  # a Ctrl-C that reached a DuckDB query
+            return ExitCode.INTERRUPTED
+        return _internal_error(exc, out, debug=debug)
+
+
+def _internal_error(exc: BaseException, out: Output, *, debug: bool) -> int:
+    """Report an unexpected error in one line (the traceback with `--debug`); exit code 1."""
+    out.error(
+        f"internal error: {type(exc).__name__}: {exc} (run the command again with --debug "
+        "for the traceback)"
+    )
+    if debug:
+        traceback.print_exception(exc, file=out.stderr)
+    return ExitCode.FAILED
 
 
 if __name__ == "__main__":  # pragma: no cover

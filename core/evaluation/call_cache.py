@@ -25,6 +25,7 @@ from pathlib import Path
 import duckdb
 
 from core.agents.call_cache import CallRecord, InMemoryCallCache
+from core.errors import is_query_interrupt
 
 __all__ = ["DuckDBCallCache", "call_cache_path"]
 
@@ -128,7 +129,7 @@ class DuckDBCallCache(InMemoryCallCache):
             # DuckDB checks for Ctrl-C while it scans the batch and raises a bare
             # RuntimeError('Query interrupted'): it is the user's interrupt, not a failure
             # (the batch is not stored; its records stay pending in memory)
-            if "interrupted" not in str(exc).lower():
+            if not is_query_interrupt(exc):
                 raise
             raise KeyboardInterrupt from exc
         self._pending.clear()

@@ -209,6 +209,38 @@ class RunStore(ABC):
             (front only if valid). Empty (with these columns) for an unknown run.
         """
 
+    def archive_records(
+        self,
+        run_id: str,
+        *,
+        split: str | None = None,
+        objectives: Sequence[Objective] = DEFAULT_OBJECTIVES,
+        include_unevaluated: bool = False,
+    ) -> list[dict[str, Any]]:
+        """`archive`'s rows as plain dicts (same columns and order; a missing value is None).
+
+        For readers that do not need a DataFrame: the DuckDB store answers it without pandas
+        (pandas and pyarrow add about 70 MiB to a process; the CLI's end-of-search report reads
+        the store this way). This default converts `archive`'s frame."""
+        frame = self.archive(
+            run_id, split=split, objectives=objectives, include_unevaluated=include_unevaluated
+        )
+        return [
+            {k: None if queries.is_missing(v) else v for k, v in row.items()}
+            for row in queries.records_of(frame)
+        ]
+
+    def test_front_records(
+        self, run_id: str, *, objectives: Sequence[Objective] = DEFAULT_OBJECTIVES
+    ) -> list[dict[str, Any]]:
+        """`test_front`'s rows as plain dicts (`core.storage.queries.test_front_records`), read
+        through `archive_records`: no pandas in the DuckDB store."""
+        return queries.test_front_records(
+            self.archive_records(run_id, split="validation", objectives=objectives),
+            self.archive_records(run_id, split="test", objectives=objectives),
+            objectives,
+        )
+
     def test_front(
         self, run_id: str, *, objectives: Sequence[Objective] = DEFAULT_OBJECTIVES
     ) -> pd.DataFrame:

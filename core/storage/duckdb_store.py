@@ -892,6 +892,24 @@ class DuckDBRunStore(RunStore):
         )
 
     @_tracked
+    def archive_records(
+        self,
+        run_id: str,
+        *,
+        split: str | None = None,
+        objectives: Sequence[Objective] = DEFAULT_OBJECTIVES,
+        include_unevaluated: bool = False,
+    ) -> list[dict[str, Any]]:
+        self._refresh()
+        return queries.archive_records(
+            self._cur(),
+            run_id,
+            split=split,
+            objectives=objectives,
+            include_unevaluated=include_unevaluated,
+        )
+
+    @_tracked
     def candidate_examples(
         self, run_id: str, candidate_idx: int, *, split: str | None = None, with_trace: bool = False
     ) -> pd.DataFrame:

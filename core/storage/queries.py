@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import duckdb
 import numpy as np
@@ -267,6 +267,8 @@ OBJECTIVE_COLUMNS: Final[frozenset[str]] = frozenset(
 )
 """The archive columns an objective may name."""
 
+_T = TypeVar("_T")
+
 _ARCHIVE_COLUMNS: Final = """
     candidate_idx, generation, parent_idx, operator, thought, candidate_status, reason,
     spec_hash, objective_split, n_examples, accuracy, cost_usd, latency_ms, n_agents, depth,
@@ -284,7 +286,69 @@ def archive(
     objectives: Sequence[Objective] = DEFAULT_OBJECTIVES,
     include_unevaluated: bool = False,
 ) -> pd.DataFrame:
-    """A run's archive with objectives, validity and front membership.
+    """A run's archive as a DataFrame (`_archive`, which documents it)."""
+    return _archive(
+        con,
+        run_id,
+        split=split,
+        objectives=objectives,
+        include_unevaluated=include_unevaluated,
+        fetch=lambda cur: cur.df(),
+    )
+
+
+def archive_records(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    *,
+    split: str | None = None,
+    objectives: Sequence[Objective] = DEFAULT_OBJECTIVES,
+    include_unevaluated: bool = False,
+) -> list[dict[str, Any]]:
+    """`archive`'s rows as plain dicts keyed by column, a missing value (NULL, or a NaN score
+    kept on an invalid row) None, read with `fetchall` so pandas is never imported (it and
+    pyarrow add about 70 MiB to a process: the CLI's end-of-search report reads the store this
+    way)."""
+    rows = _archive(
+        con,
+        run_id,
+        split=split,
+        objectives=objectives,
+        include_unevaluated=include_unevaluated,
+        fetch=fetch_records,
+    )
+    return [{k: None if is_missing(v) else v for k, v in row.items()} for row in rows]
+
+
+def fetch_records(cur: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """The rest of a query's result as dicts keyed by column name (`cursor.description`)."""
+    names = [str(d[0]) for d in cur.description or ()]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def is_missing(value: Any) -> bool:
+    """True for None, a float NaN, pandas' NA and NaT: the values a table reports as missing.
+
+    Tested by `value != value` (true of NaN and NaT only; pandas' NA refuses a truth value), so
+    the check never imports pandas."""
+    if value is None:
+        return True
+    try:
+        return bool(value != value)
+    except (TypeError, ValueError):
+        return True  # pandas.NA: its comparison's truth value is ambiguous
+
+
+def _archive(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    *,
+    split: str | None,
+    objectives: Sequence[Objective],
+    include_unevaluated: bool,
+    fetch: Callable[[duckdb.DuckDBPyConnection], _T],
+) -> _T:
+    """A run's archive with objectives, validity and front membership, read by `fetch`.
 
     Columns and arguments: see `RunStore.archive`. The front is `core.vocab.pareto`'s
     `pareto_front_mask` over the objectives of the valid rows of the most complete split present
@@ -368,16 +432,17 @@ def archive(
                 points[i] = [np.nan if v is None else float(v) for v in row[2:]]
         mask = pareto_front_mask(points, [o.direction for o in objectives])
         front = [int(row[0]) for row, on in zip(rows, mask.tolist(), strict=True) if on]
-        df = _df(
-            con,
-            f"SELECT {_ARCHIVE_COLUMNS} FROM ({sql}) ORDER BY candidate_idx",
-            {**params, "front": front},
+        result = fetch(
+            con.execute(
+                f"SELECT {_ARCHIVE_COLUMNS} FROM ({sql}) ORDER BY candidate_idx",
+                {**params, "front": front},
+            )
         )
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    return df
+    return result
 
 
 def candidate_examples(
@@ -662,19 +727,33 @@ def test_front(
     """
     if validation.empty or "on_front" not in validation.columns:
         return _pandas().DataFrame(columns=list(TEST_FRONT_COLUMNS))
-    tests: dict[int, dict[str, Any]] = {}
-    for r in _records(test):
+    rows = test_front_records(records_of(validation), records_of(test), objectives)
+    return _pandas().DataFrame(rows, columns=list(TEST_FRONT_COLUMNS))
+
+
+def test_front_records(
+    validation: Iterable[Mapping[str, Any]],
+    test: Iterable[Mapping[str, Any]],
+    objectives: Sequence[Objective] = DEFAULT_OBJECTIVES,
+) -> list[dict[str, Any]]:
+    """`test_front`'s rows as dicts keyed by `TEST_FRONT_COLUMNS`, from archive rows as dicts
+    (`archive_records` of the validation and test splits): no pandas. `[]` when the run has no
+    validation front."""
+    tests: dict[int, Mapping[str, Any]] = {}
+    for r in test:
         tests[int(r["candidate_idx"])] = r
     rows: list[dict[str, Any]] = []
-    for r in _records(validation):
+    for r in validation:
         if not bool(r.get("on_front")):
             continue
         t = tests.get(int(r["candidate_idx"]))
         row = {c: r.get(c) for c in TEST_FRONT_COLUMNS[:8]}
-        row["test_n_examples"] = int(t["n_examples"] or 0) if t is not None else 0
+        row["test_n_examples"] = (
+            0 if t is None or is_missing(t["n_examples"]) else int(t["n_examples"])
+        )
         for name in ("accuracy", "cost_usd", "latency_ms", "aggregate_score"):
-            value = t.get(name) if t is not None else None
-            row[f"test_{name}"] = math.nan if value is None else float(value)
+            value: Any = t.get(name) if t is not None else None
+            row[f"test_{name}"] = math.nan if is_missing(value) else float(value)
         row["test_valid"] = bool(t.get("valid")) if t is not None else False
         rows.append(row)
     rows.sort(key=lambda row: (float(row["cost_usd"]), int(row["candidate_idx"])))
@@ -685,10 +764,10 @@ def test_front(
     mask = pareto_front_mask(points, [o.direction for o in objectives])
     for row, on in zip(rows, mask.tolist(), strict=True):
         row["on_test_front"] = bool(on)
-    return _pandas().DataFrame(rows, columns=list(TEST_FRONT_COLUMNS))
+    return rows
 
 
-def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+def records_of(df: pd.DataFrame) -> list[dict[str, Any]]:
     """The rows of a frame as dicts keyed by column name (none for an empty frame)."""
     if df.empty:
         return []

@@ -440,6 +440,54 @@ class StoreContract:
         assert snaps["best_idx"].isna().tolist() == [True, True]
         assert snaps["best_score"].isna().tolist() == [True, True]
 
+    def test_archive_records_are_the_archive_rows_with_missing_values_as_none(
+        self, store: RunStore
+    ) -> None:
+        """`archive_records` (read without pandas) holds `archive`'s rows, columns and order, a
+        missing value (NaN / NA in the frame) as None: the invalid NaN row keeps its NaN score
+        as None, the unevaluated candidate its missing figures."""
+        nan = math.nan
+        b = RunBuilder()
+        store.record_events([
+            b.started(),
+            b.proposed(0), b.example(0, "e1", 0.5), b.result(0, 0.5, 0.010, 0.45),
+            b.proposed(1), b.example(1, "e1", nan, status="invalid", error="nan score"),
+            b.result(1, nan, 0.001, nan, valid=False, invalid_reason="nan_accuracy"),
+            b.proposed(2),
+        ])  # fmt: skip
+        frame = store.archive("run-a", include_unevaluated=True)
+        rows = store.archive_records("run-a", include_unevaluated=True)
+        assert [list(r) for r in rows] == [list(frame.columns)] * 3
+        assert [r["candidate_idx"] for r in rows] == [0, 1, 2]
+        assert [r["accuracy"] for r in rows] == [0.5, None, None]
+        assert [r["cost_usd"] for r in rows] == [0.010, 0.001, None]
+        assert [r["valid"] for r in rows] == [True, False, False]
+        assert [r["invalid_reason"] for r in rows] == [None, "nan_accuracy", "not_evaluated"]
+        assert [r["on_front"] for r in rows] == [True, False, False]
+        assert [r["is_best"] for r in rows] == [True, False, False]
+        assert [r["same_as"] for r in rows] == [None, None, None]
+        assert store.archive_records("nope") == []
+
+    def test_front_records_are_the_test_front_rows(self, store: RunStore) -> None:
+        """`test_front_records` holds `test_front`'s rows (`TEST_FRONT_COLUMNS`), a candidate
+        not scored on test with `test_n_examples` 0 and NaN test figures."""
+        b = RunBuilder()
+        store.record_events([
+            b.started(),
+            b.result(0, 0.8, 0.010, 0.70),
+            b.result(1, 0.6, 0.001, 0.59),
+            b.result(0, 0.75, 0.011, 0.66, split="test"),
+        ])  # fmt: skip
+        rows = store.test_front_records("run-a")
+        frame = store.test_front("run-a")
+        assert [list(r) for r in rows] == [list(frame.columns)] * 2
+        assert [r["candidate_idx"] for r in rows] == [1, 0]
+        assert [r["test_n_examples"] for r in rows] == [0, 2]
+        assert math.isnan(rows[0]["test_accuracy"])
+        assert rows[1]["test_accuracy"] == 0.75
+        assert [r["on_test_front"] for r in rows] == [False, True]
+        assert store.test_front_records("nope") == []
+
     @pytest.mark.parametrize("column", ["accuracy", "cost_usd", "latency_ms", "aggregate_score"])
     @pytest.mark.parametrize(
         ("bad", "kind"), [(math.nan, "nan"), (math.inf, "inf"), (-math.inf, "inf")]
