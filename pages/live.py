@@ -19,7 +19,7 @@ from studio._st_common import (
 from studio._st_render import drilldown, format_value, inspector
 from studio.views.candidate import candidate_view
 from studio.views.drilldown import answer_row, gold_cases, trace_detail
-from studio.views.links import parse_live_link
+from studio.views.links import compare_selection, parse_live_link
 from studio.views.pareto import (
     KEEP_VIEW_JS,
     OBJECTIVE_LABELS,
@@ -234,7 +234,7 @@ def live_view() -> None:
             fig,
             key=f"pareto_{run_id}",
             on_select="rerun",
-            selection_mode=("points",),
+            selection_mode=("points", "box", "lasso"),
             config={"displaylogo": False},
         )
         front_objs = ", ".join(o.name for o in DEFAULT_OBJECTIVES)
@@ -254,8 +254,24 @@ def live_view() -> None:
         picked = selected_candidates(event.selection) if event else []
         if picked and picked != st.session_state.get("live_last_pick"):
             st.session_state["live_last_pick"] = picked
+            # several points (box, lasso, shift-click): kept for "Compare selected" below,
+            # which stays through the refreshes until another pick
+            st.session_state["live_multi"] = (run_id, picked)
             _select(picked[0])
             st.rerun()
+        multi = st.session_state.get("live_multi")
+        chosen = compare_selection(run_id, multi[1]) if multi and multi[0] == run_id else None
+        if chosen is not None:
+            with st.container(horizontal=True, key="live_compare_sel"):
+                st.page_link(
+                    page("compare"), label=chosen.label, query_params={"items": chosen.items}
+                )
+                st.caption(chosen.caption)
+        else:
+            st.caption(
+                "Select several points (box or lasso select in the chart's toolbar, or "
+                "shift-click) to compare them."
+            )
 
 
 @st.fragment(run_every=REFRESH_S if live and running else None)

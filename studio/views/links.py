@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["LiveLink", "parse_live_link"]
+__all__ = ["COMPARE_MAX", "CompareSelection", "LiveLink", "compare_selection", "parse_live_link"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,3 +76,51 @@ def parse_live_link(
     if y is not None and y not in objectives:
         y = None
     return LiveLink(run=run, candidate=candidate, x=x, y=y)
+
+
+COMPARE_MAX = 4
+"""Compare shows two to four topologies."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompareSelection:
+    """Candidates selected on the live chart, as a Compare deep link.
+
+    Attributes:
+        items: the `items` query parameter of the Compare page, `"RUN:IDX,RUN:IDX,..."`
+            (at most `COMPARE_MAX` candidates, in selection order).
+        label: the link's text, e.g. `"Compare selected (3)"`.
+        caption: what was selected and, past `COMPARE_MAX`, which ones are compared.
+    """
+
+    items: str
+    label: str
+    caption: str
+
+
+def compare_selection(run_id: str, picked: Sequence[int]) -> CompareSelection | None:
+    """The Compare link for candidates selected on the chart (box, lasso or shift-click).
+
+    Args:
+        run_id: the live page's run.
+        picked: candidate indices in selection order (`selected_candidates`), duplicates
+            ignored.
+
+    Returns:
+        None with fewer than two distinct candidates (nothing to compare); else the link, the
+        first `COMPARE_MAX` of them when more were selected.
+    """
+    distinct = list(dict.fromkeys(int(i) for i in picked))
+    if len(distinct) < 2:
+        return None
+    used = distinct[:COMPARE_MAX]
+    names = ", ".join(f"#{i}" for i in distinct)
+    caption = f"Selected on the chart: {names}."
+    if len(distinct) > COMPARE_MAX:
+        caption += (
+            f" Compare shows at most {COMPARE_MAX}: the first {COMPARE_MAX} selected "
+            f"({', '.join(f'#{i}' for i in used)})."
+        )
+    return CompareSelection(
+        ",".join(f"{run_id}:{i}" for i in used), f"Compare selected ({len(used)})", caption
+    )

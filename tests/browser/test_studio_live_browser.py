@@ -208,3 +208,49 @@ def test_the_inspector_opens_right_below_the_chart(
     grid.wait_for(timeout=30_000)
     grid.scroll_into_view_if_needed()
     shot(page, f"live-archive-selected-{width}")
+
+
+def test_points_box_selected_on_the_chart_open_in_compare(
+    page: Any, studio: str, replay_store: dict[str, Any]
+) -> None:
+    # issue 12, item 11: "Compare selected" from the Live page's chart
+    run_id = replay_store["run_id"]
+    page.goto(f"{studio}/live?run={run_id}")
+    settle(page, "Live search")
+    page.locator(".js-plotly-plot .scatterlayer .points path").first.wait_for(timeout=60_000)
+    idle(page)
+    page.get_by_text("Select several points (box or lasso select").first.wait_for(timeout=30_000)
+    link = page.get_by_role("link", name=re.compile(r"^Compare selected \(\d\)$")).first
+    for _attempt in range(3):  # a rerun landing mid-drag drops the gesture: try again
+        box = _drag_box(page)
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.locator('.js-plotly-plot .modebar-btn[data-title="Box Select"]').first.click()
+        # the whole Pareto plot: every plotted candidate
+        x0, y0 = box["x"] + 2, box["y"] + 2
+        x1, y1 = box["x"] + box["width"] - 2, box["y"] + box["height"] - 2
+        page.mouse.move(x0, y0)
+        page.mouse.down()
+        page.mouse.move((x0 + x1) / 2, (y0 + y1) / 2, steps=5)
+        page.mouse.move(x1, y1, steps=5)
+        page.mouse.up()
+        idle(page)
+        try:
+            link.wait_for(timeout=15_000)
+            break
+        except Exception:  # noqa: BLE001 (not selected: the gesture again)
+            continue
+    label = link.inner_text()
+    n = int(label[-2])
+    assert 2 <= n <= 4, label
+    caption = page.get_by_text(re.compile(r"^Selected on the chart: #\d")).first.inner_text()
+    picked = [int(i) for i in re.findall(r"#(\d+)", caption.split(".")[0])]
+    assert len(picked) >= n
+    shot(page, "live-compare-selected")
+    link.click()
+    settle(page, "Compare")
+    page.locator('[data-testid="stGraphVizChart"] svg').nth(n - 1).wait_for(timeout=60_000)
+    url = page.url.replace("%3A", ":").replace("%2C", ",")
+    assert "items=" + ",".join(f"{run_id}:{i}" for i in picked[:n]) in url, url
+    assert page.get_by_label("How many topologies").first.input_value() == str(n)
+    no_errors(page)
+    shot(page, "compare-from-live-selection")

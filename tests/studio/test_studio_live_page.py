@@ -345,3 +345,20 @@ def test_one_refresh_of_the_live_page_reads_the_archive_once(
     assert table.value["candidate_idx"].tolist() == [1, 0, 2, 3]
     _manager(str(studio_env.resolve())).close()
     _manager.clear()
+
+
+def test_several_points_selected_on_the_chart_link_to_compare(app: AppTest) -> None:
+    # issue 12, item 11: "Compare selected" from the Live chart (the chart's selection lands in
+    # live_multi; the browser test makes a real box selection)
+    at = app
+    at.session_state["live_multi"] = (RUN_ID, [2, 0, 1])
+    at = _live(at, run=RUN_ID)
+    [link] = [e for e in at.get("page_link") if "Compare selected" in e.proto.label]
+    assert link.proto.label == "Compare selected (3)"
+    assert link.proto.page == "compare"
+    assert link.proto.query_string == f"items={RUN_ID}%3A2%2C{RUN_ID}%3A0%2C{RUN_ID}%3A1"
+    assert "Selected on the chart: #2, #0, #1." in _texts(at)
+    # another run's selection is not offered here
+    at = _live(at, run=RUN2)
+    assert not [e for e in at.get("page_link") if "Compare selected" in e.proto.label]
+    assert "Select several points (box or lasso select in the chart's toolbar" in _texts(at)
