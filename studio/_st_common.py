@@ -58,6 +58,12 @@ page's icon becomes the browser tab's icon, and Streamlit fetches material icons
 a font CDN, while the studio must need no network."""
 
 
+PAGE_KEY = "_studio_page"
+"""Session-state key of the page shown last (its url path), set by `studio/app.py`."""
+VISIT_KEY = "_studio_visit"
+"""Session-state key of the count of page arrivals: a new visit each time the page changes."""
+
+
 def page(name: str) -> st.Page:
     """The `st.Page` of `pages/<name>.py` (for `st.navigation`, `st.page_link`, `st.switch_page`)."""
     return st.Page(
@@ -179,14 +185,20 @@ def pick_run(
     st.session_state[seen_key] = wanted
     if key not in st.session_state or (url_changed and wanted in ids):
         st.session_state[key] = wanted if wanted in ids else ids[0]
-    if url_changed and wanted and wanted not in ids:
-        # a bad ?run= is said, not silently replaced (issue 12, defect 6)
-        st.session_state[f"{key}_bad"] = str(wanted)
-    bad = st.session_state.get(f"{key}_bad")
-    if bad and bad not in ids:
-        st.warning(f"No run {bad!r} in this store: showing {st.session_state[key]} instead.")
     if st.session_state[key] not in ids:
         st.session_state[key] = ids[0]
+    visit = st.session_state.get(VISIT_KEY, 0)
+    if url_changed and wanted and wanted not in ids:
+        # a bad ?run= is said, not silently replaced (issue 12, defect 6)
+        st.session_state[f"{key}_bad"] = (str(wanted), st.session_state[key], visit)
+    bad = st.session_state.get(f"{key}_bad")
+    # said while this visit of the page still shows the run put in its place: not after the
+    # user chose a run, followed another link or came back to the page later
+    if bad is not None and (bad[0] in ids or bad[1] != st.session_state[key] or bad[2] != visit):
+        st.session_state.pop(f"{key}_bad", None)
+        bad = None
+    if bad is not None:
+        st.warning(f"No run {bad[0]!r} in this store: showing {bad[1]} instead.")
     shown = tuple(labels[i] for i in ids)
     if st.session_state.get(f"{key}_labels") != shown:
         # a label changed (a run ended, was paused): setting the value from the script makes

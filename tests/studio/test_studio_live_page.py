@@ -362,3 +362,30 @@ def test_several_points_selected_on_the_chart_link_to_compare(app: AppTest) -> N
     at = _live(at, run=RUN2)
     assert not [e for e in at.get("page_link") if "Compare selected" in e.proto.label]
     assert "Select several points (box or lasso select in the chart's toolbar" in _texts(at)
+
+
+def test_the_bad_run_warning_belongs_to_the_visit_the_link_opened(app: AppTest) -> None:
+    # the warning once stayed for the whole session: on every later visit of the page, after
+    # the link was long gone
+    note = f"No run 'no-such-run' in this store: showing {RUN2} instead."
+    at = _live(app, run="no-such-run")
+    assert note in [str(w.value) for w in at.warning]
+    at.run()  # the same visit (any rerun): still said
+    assert note in [str(w.value) for w in at.warning]
+    at.switch_page(str(REPO / "pages" / "compare.py"))
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    at = _live(at)
+    assert at.selectbox(key="live_run").value == RUN2
+    assert not [w for w in at.warning if "No run" in str(w.value)]
+    # a choice in the picker ends it too
+    at = _live(app, run="no-such-run")
+    at.switch_page(str(REPO / "pages" / "compare.py"))
+    at.run()
+    at.query_params["run"] = "still-no-such-run"
+    at = _live(at)
+    assert f"No run 'still-no-such-run' in this store: showing {RUN2} instead." in [
+        str(w.value) for w in at.warning
+    ]
+    at.selectbox(key="live_run").set_value(RUN_ID).run()
+    assert not [w for w in at.warning if "No run" in str(w.value)]
