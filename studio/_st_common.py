@@ -58,6 +58,15 @@ page's icon becomes the browser tab's icon, and Streamlit fetches material icons
 a font CDN, while the studio must need no network."""
 
 
+GRAPH_CSS = (
+    "<style>"
+    '[data-testid="stGraphVizChart"] { overflow-x: auto; }'
+    '[data-testid="stGraphVizChart"] > svg { max-width: none; flex-shrink: 0; }'
+    "</style>"
+)
+"""Every page's style for topology graphs: drawn at their own size (Graphviz points), with a
+horizontal scroll bar when wider than their column, never shrunk until unreadable."""
+
 PAGE_KEY = "_studio_page"
 """Session-state key of the page shown last (its url path), set by `studio/app.py`."""
 VISIT_KEY = "_studio_visit"

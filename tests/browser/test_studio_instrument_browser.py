@@ -237,3 +237,34 @@ def test_the_run_overlay_draws_two_runs_on_one_chart(
     page.get_by_text("Spread across seeds").first.wait_for(timeout=30_000)
     no_errors(page)
     shot(page, "run-overlay")
+
+
+_GRAPH_SIZES = """() => [...document.querySelectorAll('[data-testid="stGraphVizChart"]')].map(e => {
+  const s = e.querySelector('svg');
+  return {natural: parseFloat(s.getAttribute('width')) * 4 / 3,
+          drawn: s.getBoundingClientRect().width,
+          column: e.clientWidth, scroll: e.scrollWidth};
+})"""
+
+
+def test_graphs_keep_their_size_at_1000_px_and_scroll_when_wider(
+    page: Any, studio: str, replay_store: dict[str, Any]
+) -> None:
+    # issue 12, item 15: shrunk to its column, a router candidate's graph had 7 px labels
+    idx = replay_store["router_candidate"]
+    assert idx is not None, "the replay search evaluated no router"
+    run_id = replay_store["run_id"]
+    page.set_viewport_size({"width": 1000, "height": 800})
+    page.goto(f"{studio}/compare?items={run_id}:0,{run_id}:{idx}")
+    settle(page, "Compare")
+    page.locator('[data-testid="stGraphVizChart"] svg').nth(1).wait_for(timeout=60_000)
+    idle(page)
+    sizes = page.evaluate(_GRAPH_SIZES)
+    assert len(sizes) == 2, sizes
+    for s in sizes:
+        # drawn at its own size (Graphviz points at 96 dpi), not scaled to the column
+        assert s["drawn"] == pytest.approx(s["natural"], abs=1.0), sizes
+        # wider than its column: the column scrolls sideways to show the rest
+        assert (s["scroll"] > s["column"]) == (s["natural"] > s["column"] + 1), sizes
+    no_errors(page)
+    shot(page, "w1000-compare-graphs")
