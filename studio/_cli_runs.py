@@ -137,13 +137,22 @@ def errors_line(archive: Table) -> str:
     return f"{len(rates)} of {len(records)} candidates: {', '.join(listed)}{more}"
 
 
-def print_run(store: RunStore, run_id: str, out: Output) -> dict[str, Any]:
+MODELLED_COST_NOTE = (
+    "modelled: replayed recorded calls priced at the problem's [models.prices]; no money spent"
+)
+"""Added to `cost_usd_total` when every agent of the run's problem replays recorded calls
+(`search` and `demo` on gsm8k_replay: its USD figures are what the calls would have cost)."""
+
+
+def print_run(
+    store: RunStore, run_id: str, out: Output, *, modelled_cost: bool = False
+) -> dict[str, Any]:
     """Print a run's summary, its validation Pareto front, and its best topology with the
     held-out test score; return the figures printed (for `search`'s own summary).
 
     The summary counts `candidates` (topologies evaluated, the budget's unit), the run's
-    `cost_usd_total` (`COST_TOTAL_NOTE`) and the candidates whose example runs raised
-    (`errors_line`).
+    `cost_usd_total` (`COST_TOTAL_NOTE`, and `MODELLED_COST_NOTE` when `modelled_cost`) and the
+    candidates whose example runs raised (`errors_line`).
 
     The summary says how many lines of the run's journal were skipped (not valid events, so
     not stored; `RunStore.list_ingest_errors`) when there are any."""
@@ -165,7 +174,10 @@ def print_run(store: RunStore, run_id: str, out: Output) -> dict[str, Any]:
         ("candidates", int(used.get("evaluations", 0)) if used else "-"),
         (
             "cost_usd_total",
-            f"{fmt_float(used.get('usd'), 6)} ({COST_TOTAL_NOTE})" if used else "-",
+            f"{fmt_float(used.get('usd'), 6)} ({COST_TOTAL_NOTE}"
+            + (f"; {MODELLED_COST_NOTE})" if modelled_cost else ")")
+            if used
+            else "-",
         ),
         ("wall_s", fmt_float(used.get("wall_s"), 1) if used else "-"),
         ("errors", errors_line(store.archive_records(run_id))),

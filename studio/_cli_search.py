@@ -44,6 +44,7 @@ from core.evaluation.evaluator import CandidateEvaluation, ExampleResult, Topolo
 from core.evaluation.metrics import GoldExample
 from core.ir import TopologySpec, parse_topology
 from core.problems import Problem, default_cache_root, load_problem
+from core.problems._prices import cost_basis
 from core.search.budget import Budget
 from core.search.engine import build_search
 from core.search.events import RunStarted
@@ -617,9 +618,17 @@ def _resume_hint(setup: _SearchSetup, db: Path) -> str:
     )
 
 
-def _report(db: Path, run_id: str, out: Output) -> str | None:
+def replays_only(problem: Problem, model: str | None = None) -> bool:
+    """True when `problem`'s costs are modelled (`core.problems._prices.cost_basis` of its
+    `[models.prices]` is `"replayed"`, as gsm8k_replay's are; the studio's runs table says
+    `replayed (modelled)` by the same rule) and no `--model` replaces its models."""
+    return model is None and cost_basis(problem.prices) == "replayed"
+
+
+def _report(db: Path, run_id: str, out: Output, *, modelled_cost: bool = False) -> str | None:
     """Ingest the journal and print the run from the store (or from the journals when another
-    process holds the database); return the run's stop reason (e.g. `"SIGINT"`)."""
+    process holds the database); return the run's stop reason (e.g. `"SIGINT"`).
+    `modelled_cost`: say the run's cost is modelled (`replays_only`)."""
     try:
         store = open_store(db)
     except StoreBusyError:
@@ -633,7 +642,7 @@ def _report(db: Path, run_id: str, out: Output) -> str | None:
         # imported here: pandas (about 75 MiB with pyarrow) loads for the report, after the search
         from studio._cli_runs import print_run
 
-        print_run(store, run_id, out)
+        print_run(store, run_id, out, modelled_cost=modelled_cost)
         run = store.get_run(run_id)
         reason = None if run is None else run.reason
     finally:
@@ -701,7 +710,9 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
             out.note(f"diagnosis: {diagnosis}")
         return ExitCode.FAILED
     try:
-        reason = _report(db, setup.run_id, out)
+        reason = _report(
+            db, setup.run_id, out, modelled_cost=replays_only(setup.problem, setup.model)
+        )
         if setup.call_cache_line is not None:
             out.line(setup.call_cache_line)
     except KeyboardInterrupt:

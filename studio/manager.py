@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
@@ -474,6 +474,7 @@ class StudioManager:
         import tomllib
 
         from core.problems import PROBLEM_FILE, problem_search_dirs
+        from core.problems._prices import cost_basis
 
         if not name:
             return ""
@@ -487,10 +488,9 @@ class StudioManager:
                 return ""
             models = data.get("models")
             prices = models.get("prices") if isinstance(models, dict) else None
-            if not isinstance(prices, dict) or not prices:
+            if not isinstance(prices, dict):
                 return ""
-            replayed = all(str(k).startswith("replay:") for k in prices)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-            return "replayed" if replayed else "measured"
+            return cost_basis(cast(dict[str, object], prices))
         return ""
 
     # ---- background searches ----------------------------------------------------------------

@@ -18,7 +18,20 @@ from core.errors import ProblemError
 from core.evaluation.pricing import ModelPrice, Pricer
 from core.hydrate import AgentRegistry
 
-__all__ = ["check_agent_prices"]
+__all__ = ["REPLAY_PREFIX", "check_agent_prices", "cost_basis"]
+
+REPLAY_PREFIX = "replay:"
+"""The model-name prefix of replayed models (gsm8k_replay's `replay:175b_finetuning`, ...)."""
+
+
+def cost_basis(prices: Mapping[str, object]) -> str:
+    """How a problem's costs come about, from its `[models.prices]` keys: `"replayed"` when
+    every priced model is a replay (`REPLAY_PREFIX`: the cost is modelled from recorded text at
+    list prices, no money is spent), `"measured"` when it prices other models, `""` when it
+    prices nothing. The studio's runs table and the CLI's summary both say it this way."""
+    if not prices:
+        return ""
+    return "replayed" if all(str(k).startswith(REPLAY_PREFIX) for k in prices) else "measured"
 
 
 def check_agent_prices(

@@ -232,6 +232,25 @@ def small_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+def test_a_replayed_runs_cost_is_said_to_be_modelled(small_run: dict[str, Any]) -> None:
+    """gsm8k_replay's agents replay recorded calls: its dollars are modelled, never spent, and
+    the summary says so (a newcomer's first run otherwise reads as thousands of dollars)."""
+    usd = store_usd(small_run["db"], small_run["run_id"])
+    assert kv(small_run["stdout"], "cost_usd_total") == (
+        f"{usd:.6f} (every model call of the run: search, re-scoring and held-out test; "
+        "modelled: replayed recorded calls priced at the problem's [models.prices]; no money "
+        "spent)"
+    )
+
+
+def store_usd(db: Path, run_id: str) -> float:
+    with DuckDBRunStore(db, read_only=True) as store:
+        run = store.get_run(run_id)
+        assert run is not None and run.budget_used is not None
+        return float(run.budget_used["usd"])
+
+
+@pytest.mark.slow
 def test_printed_front_is_what_the_store_holds(small_run: dict[str, Any]) -> None:
     stdout: str = small_run["stdout"]
     run_id: str = small_run["run_id"]
