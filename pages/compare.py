@@ -21,6 +21,7 @@ from studio.views.compare import (
     format_metric,
     paired_test,
     parse_item,
+    sample_note,
     spec_differences,
     split_note,
 )
@@ -128,6 +129,9 @@ with guard():
     )
     deltas = delta_table(rows, slot_labels, baseline=slot_labels.index(str(base_label)))
     st.caption("Each figure and its change from the baseline; ★ marks the best of each row.")
+    note = sample_note(rows, slot_labels)
+    if note:
+        st.warning(note, icon=":material/compare_arrows:")
     st.dataframe(deltas, key="cmp_deltas", height=35 * (len(deltas) + 1) + 3)
     st.subheader("Graphs")
     side = st.toggle(

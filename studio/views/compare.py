@@ -26,6 +26,7 @@ __all__ = [
     "flip_splits",
     "mcnemar_exact_p",
     "paired_test",
+    "sample_note",
     "spec_differences",
     "split_note",
     "default_candidates",
@@ -405,3 +406,30 @@ def spec_differences(text_a: str | None, text_b: str | None, label_a: str, label
         _plain_spec(text_a), _plain_spec(text_b), fromfile=label_a, tofile=label_b, n=1, lineterm=""
     )
     return "\n".join(lines)
+
+
+def sample_note(rows: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> str:
+    """A caption when the compared figures rest on different samples, else "".
+
+    An editor evaluation of the first 20 validation examples beside a search candidate scored
+    on all 300 (or a minibatch estimate beside a full score) compares means over different
+    problems; the flips below pair examples, the metrics table does not.
+
+    Args:
+        rows: archive rows with `n_examples` and `objective_split`.
+        labels: their labels, as in the metrics table.
+    """
+    samples = [
+        (str(r.get("objective_split") or "?"), format_metric("n_examples", r.get("n_examples")))
+        for r in rows
+    ]
+    if len(set(samples)) <= 1:
+        return ""
+    parts = ", ".join(
+        f"{label} on {n} {split}" for label, (split, n) in zip(labels, samples, strict=True)
+    )
+    return (
+        f"These figures rest on different examples ({parts}): their differences mix the "
+        "topologies with the problems drawn. The flips below compare the examples both were "
+        "scored on."
+    )

@@ -211,3 +211,35 @@ def test_the_stored_evaluation_reads_as_an_editor_candidate_in_the_inspector(
     assert view.title == "candidate 0 (generation 0, editor)"
     assert view.thought == "test"
     assert view.metrics["accuracy"] == 0.25  # 2 of the first 8 right (0042, 0048)
+
+
+def test_compare_opens_the_evaluation_beside_its_parent_and_says_the_samples_differ(
+    editor: AppTest, parent_run: str
+) -> None:
+    at = editor
+    at.session_state["editor_incoming"] = {
+        "spec_json": BIG,
+        "source": "inspector",
+        "parent": [parent_run, 0],
+    }
+    at.run()
+    at = _evaluate(at, 5)
+    new_run = at.session_state["ed_eval_run"]
+    at.query_params["items"] = f"{parent_run}:0,{new_run}:0"
+    at.switch_page(str(REPO / "pages" / "compare.py"))
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    labels = [f"1: #0 ({parent_run[-6:]})", f"2: #0 ({new_run[-6:]})"]
+    assert [str(w.value) for w in at.warning] == [
+        f"These figures rest on different examples ({labels[0]} on 8 validation, {labels[1]} "
+        "on 5 validation): their differences mix the topologies with the problems drawn. The "
+        "flips below compare the examples both were scored on."
+    ]
+    counts = {str(m.label): m.value for m in at.metric}
+    assert counts == {
+        # both are candidate 0 of their run: the tiles name them A and B
+        "right in A (#0), wrong in B (#0)": "0",
+        "wrong in A (#0), right in B (#0)": "2",
+        "both right": "1",
+        "both wrong": "2",
+    }

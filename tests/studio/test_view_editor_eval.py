@@ -158,3 +158,20 @@ def test_without_a_sample_or_a_price_the_estimate_is_dropped() -> None:
     )
     unpriced = calibrate_cost(math.nan, frozenset({"c"}), only_c)
     assert unpriced.text.startswith("No cost estimate: a model has no price.")
+
+
+def test_compare_says_when_its_figures_rest_on_different_examples() -> None:
+    from studio.views.compare import sample_note
+
+    same = [{"n_examples": 40, "objective_split": "validation"}] * 2
+    assert sample_note(same, ["1: #0", "2: #4"]) == ""
+    mixed = [
+        {"n_examples": 300, "objective_split": "validation"},
+        {"n_examples": 20, "objective_split": "validation"},
+        {"n_examples": 8, "objective_split": "minibatch"},
+    ]
+    assert sample_note(mixed, ["1: #0", "2: #0", "3: #5"]) == (
+        "These figures rest on different examples (1: #0 on 300 validation, 2: #0 on 20 "
+        "validation, 3: #5 on 8 minibatch): their differences mix the topologies with the "
+        "problems drawn. The flips below compare the examples both were scored on."
+    )
