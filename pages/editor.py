@@ -125,6 +125,8 @@ if "ed_draft_id" not in ss:
         if found.problem in problems:
             ss["ed_problem"] = found.problem
         ss["ed_saved_draft"] = found
+        ss["ed_parent"] = found.parent
+        ss["ed_origin_hash"] = found.origin_hash or None
         ss["ed_msg"] = ("info", "Restored your draft (kept across reloads; undo works too).")
     else:
         ss["ed_draft_id"] = new_draft_id()
@@ -771,13 +773,17 @@ draft = Draft(
     name=str(ss.get("ed_name") or ""),
     source=str(ss.get("ed_source") or ""),
     problem=str(ss.get("ed_problem") or ""),
+    parent=ss.get("ed_parent"),
+    origin_hash=str(ss.get("ed_origin_hash") or ""),
 )
 saved: Draft | None = ss.get("ed_saved_draft")
-if saved is None or (saved.history, saved.name, saved.source, saved.problem) != (
-    draft.history,
-    draft.name,
-    draft.source,
-    draft.problem,
-):
+if saved is None or (
+    saved.history,
+    saved.name,
+    saved.source,
+    saved.problem,
+    saved.parent,
+    saved.origin_hash,
+) != (draft.history, draft.name, draft.source, draft.problem, draft.parent, draft.origin_hash):
     if drafts.put(draft):
         ss["ed_saved_draft"] = draft

@@ -43,6 +43,10 @@ class Draft:
         name: the topology name typed in the editor.
         source: what was loaded ("seed of gsm8k_replay", "gsm8k_replay v2", ...).
         problem: the problem the editor checks names against.
+        parent: `(run_id, candidate_idx)` of the candidate it was loaded from, if any (the
+            editor's evaluations are compared with it).
+        origin_hash: the spec hash of the topology as loaded ("" if unknown): the parent is
+            looked up by it when `parent` is None.
         updated_at: Unix time of the last write.
     """
 
@@ -51,7 +55,18 @@ class Draft:
     name: str = ""
     source: str = ""
     problem: str = ""
+    parent: tuple[str, int] | None = None
+    origin_hash: str = ""
     updated_at: float = 0.0
+
+
+def _parent(value: object) -> tuple[str, int] | None:
+    """A stored `[run_id, candidate_idx]`, or None when absent or malformed."""
+    if isinstance(value, list) and len(value) == 2:  # pyright: ignore[reportUnknownArgumentType]
+        run, idx = value  # pyright: ignore[reportUnknownVariableType]
+        if isinstance(run, str) and isinstance(idx, int) and not isinstance(idx, bool):
+            return run, idx
+    return None
 
 
 class DraftStore:
@@ -92,6 +107,8 @@ class DraftStore:
             name=str(data.get("name") or ""),
             source=str(data.get("source") or ""),
             problem=str(data.get("problem") or ""),
+            parent=_parent(data.get("parent")),
+            origin_hash=str(data.get("origin_hash") or ""),
             updated_at=float(data.get("updated_at") or 0.0),
         )
 
@@ -106,6 +123,8 @@ class DraftStore:
             "name": draft.name,
             "source": draft.source,
             "problem": draft.problem,
+            "parent": list(draft.parent) if draft.parent is not None else None,
+            "origin_hash": draft.origin_hash,
             "updated_at": time.time(),
         }
         try:

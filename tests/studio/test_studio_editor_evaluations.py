@@ -243,3 +243,27 @@ def test_compare_opens_the_evaluation_beside_its_parent_and_says_the_samples_dif
         "both right": "1",
         "both wrong": "2",
     }
+
+
+def test_a_reloaded_draft_still_compares_with_the_candidate_it_came_from(
+    editor: AppTest, parent_run: str
+) -> None:
+    at = editor
+    at.session_state["editor_incoming"] = {
+        "spec_json": BIG,
+        "source": "inspector",
+        "parent": [parent_run, 0],
+    }
+    at.run()
+    draft = at.query_params["draft"]
+    # a reload is a new session with the same URL
+    again = AppTest.from_file(APP, default_timeout=120)
+    again.run()
+    again.switch_page(EDITOR)
+    again.query_params["draft"] = draft
+    again.run()
+    assert not again.exception, [e.value for e in again.exception]
+    again = _evaluate(again, 5)
+    assert again.session_state["ed_eval_parent"] == (parent_run, 0)
+    [table] = [d.value for d in again.dataframe if list(d.value.columns) == list(PARENT_TABLE)]
+    assert table.to_dict("list") == PARENT_TABLE

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,16 @@ def test_drafts_round_trip_and_refuse_bad_ids(tmp_path: Path) -> None:
     assert store.put(d)
     got = store.get("abcdefgh123")
     assert got is not None and (got.history, got.name, got.problem) == (d.history, "n", "p")
+    assert (got.parent, got.origin_hash) == (None, "")
+    # the candidate it was loaded from comes back too (the evaluations compare with it)
+    assert store.put(Draft("parentdraft1", EditHistory("v"), parent=("run-1", 3), origin_hash="h"))
+    got = store.get("parentdraft1")
+    assert got is not None and (got.parent, got.origin_hash) == (("run-1", 3), "h")
+    (tmp_path / "runs.duckdb.drafts" / "oddparent12.json").write_text(
+        '{"history": ' + json.dumps(EditHistory("v").to_json()) + ', "parent": ["r", true]}'
+    )
+    odd = store.get("oddparent12")
+    assert odd is not None and odd.parent is None
     assert store.get("../../etc/passwd") is None
     assert not store.put(Draft("../x", EditHistory("v")))
     (tmp_path / "runs.duckdb.drafts" / "brokenbroken.json").write_text("{")
