@@ -814,7 +814,7 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
                 (
                     "full search",
                     f"topology-studio search {DEMO_PROBLEM} --seed {args.seed} --db {db}   "
-                    f"({n} candidates, about a minute on 2 cores: finds ensembles and cascades)",
+                    f"({n} candidates, 1-3 minutes on 2 cores: finds ensembles and cascades)",
                 )
             ]
         )
