@@ -210,6 +210,8 @@ class Served:
     latency_ms: float
     overhead_ms: float
     """Wall time of the design (cache lookup or the rule) plus the cache store, ms."""
+    design_ms: float
+    """Wall time of the design alone (cache lookup, else the rule), ms."""
     best_accuracy: float | None
     best_cost_usd: float
     best_latency_ms: float
@@ -343,6 +345,7 @@ async def serve_requests(
             cost_usd=cost,
             latency_ms=latency,
             overhead_ms=((chosen - start) + (stored - ran)) * 1000.0,
+            design_ms=(chosen - start) * 1000.0,
             best_accuracy=b_accuracy,
             best_cost_usd=b_cost,
             best_latency_ms=b_latency,
