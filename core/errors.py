@@ -42,7 +42,6 @@ import sys
 from typing import Any
 
 __all__ = [
-    "is_query_interrupt",
     "ApplyError",
     "AutonomyError",
     "BudgetError",
@@ -325,6 +324,7 @@ class SandboxError(AutonomyError):
 
 
 # ---- a Ctrl-C that reached DuckDB ------------------------------------------------------------
+# (a helper, not an error class: outside `__all__`, which lists the error vocabulary)
 # DuckDB checks for a pending SIGINT while it runs a query and stops the query; the Python client
 # then raises `duckdb.InterruptException`, or, while it converts or scans a result, a bare
 # `RuntimeError('Query interrupted')` (duckdb 1.x and 2.0). Either is the user's interrupt, not a
