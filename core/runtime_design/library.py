@@ -22,9 +22,11 @@ is None and never called):
   `InMemoryLRU`, embedding similarity for `MemoryStoreCache`, so similar goals it has served
   get the same topology). With `verify_on_hit` a hit naming anything the registries no longer
   resolve is refused and decayed, as in `RuntimeTopologyDesigner`. A hit is also refused, not
-  decayed (nothing failed), when limits are stated and the cached spec is not a library entry
-  within them (a spec not in the library has no figures to check). A refused hit is in
-  `rejected_hit`, and the rule above chooses.
+  decayed (nothing failed), when it is a library entry outside the request's limits or less
+  accurate than the rule's pick for them (the same question asked first with a tight budget,
+  then with none, gets the better entry the second time), or a spec outside the library while
+  limits are stated (it has no figures to check). A refused hit is in `rejected_hit`, and the
+  rule above chooses.
 - **Else the rule.** `source="designer"`, `thought` the reason in words (which entry, its
   figures and why), no model usage.
 
@@ -210,10 +212,19 @@ class LibraryDesigner(RuntimeTopologyDesigner):
         return LibraryChoice(i, entries[i], reason, False)
 
     def _hit_fits(self, hit: CacheHit, budget: float | None, latency: float | None) -> bool:
-        if budget is None and latency is None:
-            return True
+        """The hit may serve these limits: a library entry within them whose accuracy is at
+        least the rule's pick's (so a request with a looser limit, or none, is never served a
+        cheaper entry an earlier, tighter request cached); a spec outside the library only
+        when no limit is stated (it has no figures to check)."""
+        limited = budget is not None or latency is not None
         i = self.entry_index(hit.spec)
-        return i is not None and self._within(self.seed_library[i], budget, latency)
+        if i is None:
+            return not limited
+        entry = self.seed_library[i]
+        if limited and not self._within(entry, budget, latency):
+            return False
+        pick = self.choose(budget, latency).entry
+        return _accuracy_rank(entry) >= _accuracy_rank(pick)
 
     async def design(
         self,
@@ -261,3 +272,8 @@ class LibraryDesigner(RuntimeTopologyDesigner):
             thought=choice.reason,
             rejected_hit=rejected,
         )
+
+
+def _accuracy_rank(entry: LibraryEntry) -> float:
+    """An entry's measured accuracy, an unmeasured one below any measured (-1)."""
+    return -1.0 if entry.accuracy is None else entry.accuracy

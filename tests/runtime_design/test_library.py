@@ -155,12 +155,29 @@ def test_the_cache_serves_a_goal_it_has_served_within_the_limits() -> None:
     assert (cache.stats.hits, cache.stats.misses, cache.stats.decays) == (2, 1, 0)
 
 
+def test_a_looser_limit_is_not_served_the_entry_a_tighter_request_cached() -> None:
+    """Found by a newcomer: a question asked with a $0.05 budget cached the $0.010 entry, and the
+    same question asked with no limit was then served it too (accuracy 0.55, not 0.70)."""
+    cache = InMemoryLRU(10)
+    d = designer(cache=cache)
+    tight = run(d.design("q", budget_usd=0.05))
+    assert (tight.source, tight.spec) == ("designer", LIBRARY[1].spec)
+    run(cache.store("q", tight.spec, True))
+    assert run(d.design("q", budget_usd=0.05)).source == "cache"  # the same limit: a hit
+    loose = run(d.design("q"))
+    assert (loose.source, loose.spec) == ("designer", LIBRARY[2].spec)
+    assert loose.rejected_hit is not None and loose.rejected_hit.spec == LIBRARY[1].spec
+    wide = run(d.design("q", budget_usd=1.0))
+    assert (wide.source, wide.spec) == ("designer", LIBRARY[2].spec)
+    assert cache.reliability("q") == 1.0  # refused, never decayed: nothing failed
+
+
 def test_a_cached_spec_outside_the_library_is_used_only_without_limits() -> None:
     cache = InMemoryLRU(10)
     other = spec_of("slow")
-    run(cache.store("q", spec_of("mid"), True))
+    run(cache.store("q", spec_of("strong"), True))
     d = designer(cache=cache)
-    assert run(d.design("q")).thought.endswith("(library entry 2 (c3))")
+    assert run(d.design("q")).thought.endswith("(library entry 3)")
     d2 = LibraryDesigner(LIBRARY[:2], {}, AGENTS, cache=cache)
     run(cache.store("r", other, True))  # "slow" is registered but not in d2's library
     hit = run(d2.design("r"))
