@@ -41,15 +41,18 @@ if TYPE_CHECKING:  # the parser is built without these (they load pydantic-ai an
     from studio._cli_output import Output
 
 __all__ = [
-    "DEFAULT_PROMPT_BUDGET",
+    "DEFAULT_PROMPT_BUDGET_PASSES",
     "PromptPhase",
     "add_prompt_arguments",
     "prompt_phase_from_args",
     "run_prompt_phase",
 ]
 
-DEFAULT_PROMPT_BUDGET = 150
-"""`--prompt-budget` when not given: GEPA's metric calls (`OptimizationConfig`'s default)."""
+DEFAULT_PROMPT_BUDGET_PASSES = 3
+"""`--prompt-budget` when not given: this many passes over the validation split, in metric calls
+(900 on gsm8k_replay's 300 examples). GEPA first scores the starting prompts on every validation
+example, so a budget of one pass or less proposes nothing: the first pass, then room for
+minibatch proposals and the full validation of the ones that improve."""
 
 
 def add_prompt_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,20 +73,27 @@ def add_prompt_arguments(parser: argparse.ArgumentParser) -> None:
         "--prompt-budget",
         type=int,
         metavar="N",
-        help=f"--then-prompts: GEPA's budget in metric calls (default {DEFAULT_PROMPT_BUDGET})",
+        help="--then-prompts: GEPA's budget in metric calls, one = one run on one example "
+        f"(default {DEFAULT_PROMPT_BUDGET_PASSES} passes over the validation split)",
     )
 
 
 class PromptPhase:
     """Phase 2's settings, checked before phase 1 runs."""
 
-    def __init__(self, reflection_model: str, model: Model, budget: int) -> None:
+    def __init__(self, reflection_model: str, model: Model, budget: int | None) -> None:
         self.reflection_model = reflection_model
         """As given (`provider:model`)."""
         self.model = model
         """Built (never called yet)."""
         self.budget = budget
-        """Metric calls."""
+        """Metric calls; None: `DEFAULT_PROMPT_BUDGET_PASSES` passes over the validation split."""
+
+    def budget_for(self, n_validation: int) -> int:
+        """The budget in metric calls for a validation split of `n_validation` examples."""
+        if self.budget is not None:
+            return self.budget
+        return DEFAULT_PROMPT_BUDGET_PASSES * max(1, n_validation)
 
 
 def prompt_phase_from_args(args: argparse.Namespace) -> PromptPhase | None:
@@ -104,7 +114,8 @@ def prompt_phase_from_args(args: argparse.Namespace) -> PromptPhase | None:
             f for f, v in (("--reflection-model", model_text), ("--prompt-budget", budget)) if v
         ]
         if given:
-            raise CliUsageError(f"{' and '.join(given)} need --then-prompts (phase 2)")
+            verb = "needs" if len(given) == 1 else "need"
+            raise CliUsageError(f"{' and '.join(given)} {verb} --then-prompts (phase 2)")
         return None
     if not model_text:
         raise CliUsageError(
@@ -120,7 +131,7 @@ def prompt_phase_from_args(args: argparse.Namespace) -> PromptPhase | None:
         model = build_reflection_model(model_text)
     except OptimizationError as exc:
         raise CliUsageError(f"--reflection-model: {exc}") from exc
-    return PromptPhase(model_text, model, budget if budget is not None else DEFAULT_PROMPT_BUDGET)
+    return PromptPhase(model_text, model, budget)
 
 
 def _winner(problem: Problem, result: OptimizationResult) -> TopologySpec:
@@ -182,7 +193,7 @@ def _events(
                 "genes": list(genome.names),
                 "reflection_model": phase.reflection_model,
                 "optimization": config.model_dump(),
-                "budget": {"max_metric_calls": phase.budget},
+                "budget": {"max_metric_calls": config.max_metric_calls},
                 "n_validation": n_val,
             },
             problem_config=problem.to_dict(),
@@ -245,7 +256,7 @@ def _events(
             seq=len(events),
             ts=now,
             status="completed",
-            reason=f"prompt budget of {phase.budget} metric calls reached",
+            reason=f"prompt budget of {config.max_metric_calls} metric calls reached",
             best_idx=best,
             budget_used={
                 "evaluations": float(len(result.history)),
@@ -286,6 +297,7 @@ def run_prompt_phase(
     from core.errors import OptimizationError
     from core.optimization import OptimizationConfig, OptimizationRunner
     from core.optimization.seeds import genome_for
+    from core.problems._prices import cost_basis
     from core.storage import RunJournal, journal_path, new_run_id
     from studio._cli_output import fmt_float
 
@@ -295,8 +307,9 @@ def run_prompt_phase(
     val = list(problem.splits.get("validation", []))
     if not val:
         raise OptimizationError(f"problem {problem.name} has no validation examples for phase 2")
+    budget = phase.budget_for(len(val))
     config = OptimizationConfig(
-        max_metric_calls=phase.budget, seed=problem.search.seed if seed is None else seed
+        max_metric_calls=budget, seed=problem.search.seed if seed is None else seed
     )
     runner = OptimizationRunner(
         config, genome=genome, evaluator=evaluator, spec=winner, reflection_model=phase.model
@@ -304,8 +317,20 @@ def run_prompt_phase(
     out.heading("Phase 2: prompts (GEPA)")
     out.line(
         f"evolving {', '.join(genome.names)} of the winning topology on {len(val)} validation "
-        f"examples, budget {phase.budget} metric calls, reflection model {phase.reflection_model}"
+        f"examples, budget {budget} metric calls, reflection model {phase.reflection_model}"
     )
+    if budget <= len(val):
+        out.note(
+            f"note: a budget of {budget} metric calls is at most one pass over the {len(val)} "
+            "validation examples, which GEPA spends scoring the starting prompts: no new prompt "
+            f"will be tried (give --prompt-budget above {len(val)})"
+        )
+    if cost_basis(problem.prices) == "replayed":
+        out.note(
+            f"note: {problem.name}'s agents replay recorded answers, which no prompt changes: "
+            "phase 2 can only match the starting accuracy here (it shows the workflow; run it on "
+            "a problem with live models to improve prompts)"
+        )
     started_at = time.time()
     prompts = asyncio.run(runner.optimize(trainset=val))
     run_id = new_run_id()
@@ -322,7 +347,7 @@ def run_prompt_phase(
         ("parent run", parent_run_id),
         ("start accuracy", fmt_float(prompts.raw["start_accuracy"], 4)),
         ("end accuracy", fmt_float(prompts.raw["end_accuracy"], 4)),
-        ("metric calls", f"{used['metric_calls']} of {phase.budget}"),
+        ("metric calls", f"{used['metric_calls']} of {budget}"),
         (
             "model requests",
             f"{used['model_requests']} task + {used['reflection_requests']} reflection",
