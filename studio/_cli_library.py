@@ -12,10 +12,13 @@ question, so a repeated question reuses what served it), the problem's evaluator
 the question (the gold example with that exact question text when the problem has one, so the
 answer is scored; else the bare question, unscored), and the outcome is stored back into the
 cache (a run with status ok is a success; an error, a blank or an invalid run decays the
-entry). One line per request on stdout: line number, spec hash (12 hex), library entry, cache
+entry). Requests are read and served one line at a time (on a terminal each is said on stderr as it is
+served). One line per request on stdout: line number, spec hash (12 hex), library entry, cache
 hit, answer, correct (1/0, `-` unscored), cost USD, latency ms, status. The totals follow: hit
-rate, and served accuracy, cost and latency against running the library's best single
-topology (its best measured accuracy: `LibraryDesigner.choose()`) on the same requests.
+rate, and served accuracy (over the scored requests), cost (USD, in total) and latency (ms, the
+mean over the requests that ran ok) against running the library's best single topology (its
+best measured accuracy: `LibraryDesigner.choose()`) on the same requests. Ctrl-C prints the
+requests served so far and their totals, then exits 130.
 
 A bad line (not JSON, not an object, no question, a bad limit, an unknown field) is one
 `topology-studio: error: requests line N: ...` line on stderr; the other lines are still served,
@@ -30,12 +33,12 @@ import math
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from studio._cli_common import CliUsageError, ExitCode, resolve_db_path
+from studio._cli_common import CliInterrupted, CliUsageError, ExitCode, resolve_db_path
 from studio._cli_output import Output, fmt_float
 
 if TYPE_CHECKING:
@@ -52,6 +55,7 @@ __all__ = [
     "add_parsers",
     "cmd_library",
     "cmd_serve_topology",
+    "iter_requests",
     "parse_request",
     "serve_requests",
 ]
@@ -356,18 +360,24 @@ async def serve_requests(
     return report
 
 
-def read_requests(lines: Iterable[str], on_error: Callable[[int, str], None]) -> list[Request]:
-    """The good requests of `lines` (1-based line numbers; blank lines skipped); each bad
-    line is reported as `on_error(line_number, why)`."""
-    good: list[Request] = []
+def iter_requests(lines: Iterable[str], on_error: Callable[[int, str], None]) -> Iterator[Request]:
+    """The good requests of `lines`, read one line at a time, so each request is served as soon
+    as its line arrives (a terminal or a pipe is not read to its end first); 1-based line
+    numbers, blank lines skipped, each bad line reported as `on_error(line_number, why)`."""
     for n, text in enumerate(lines, start=1):
         if not text.strip():
             continue
         try:
-            good.append(parse_request(text, n))
+            request = parse_request(text, n)
         except ValueError as exc:
             on_error(n, str(exc))
-    return good
+            continue
+        yield request
+
+
+def read_requests(lines: Iterable[str], on_error: Callable[[int, str], None]) -> list[Request]:
+    """`iter_requests` as a list."""
+    return list(iter_requests(lines, on_error))
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -405,11 +415,24 @@ HEADER = ("line", "spec", "entry", "cache", "answer", "correct", "cost_usd", "la
 def print_totals(report: ServeReport, out: Output) -> None:
     """The totals of a serve (hit rate; served against the best single topology)."""
     served = report.served
-    scored = [s for s in served if s.accuracy is not None]
     n = len(served)
+    out.heading("Totals")
+    if not served:
+        out.kv([("requests", "0 (nothing served)")])
+        return
+    scored = [s for s in served if s.accuracy is not None]
+    ran = [s for s in served if s.status == "ok"]
     acc = _mean([s.accuracy for s in scored if s.accuracy is not None])
     best_acc = _mean([s.best_accuracy for s in scored if s.best_accuracy is not None])
-    out.heading("Totals")
+
+    def figures(accuracy: float, costs: Iterable[float], latencies: list[float]) -> str:
+        total = math.fsum(c for c in costs if math.isfinite(c))
+        return (
+            f"accuracy {fmt_float(accuracy, 4)} over {len(scored)} scored, cost "
+            f"${fmt_float(total, 6)} in total, latency {fmt_float(_mean(latencies), 1)} ms mean "
+            f"over the {len(ran)} that ran ok"
+        )
+
     out.kv(
         [
             ("requests", n),
@@ -417,17 +440,18 @@ def print_totals(report: ServeReport, out: Output) -> None:
             ("scored", f"{len(scored)} (questions with a gold answer)"),
             (
                 "served",
-                f"accuracy {fmt_float(acc, 4)}, cost ${fmt_float(math.fsum(s.cost_usd for s in served if math.isfinite(s.cost_usd)), 6)}, "
-                f"latency {fmt_float(_mean([s.latency_ms for s in served]), 1)} ms per request",
+                figures(acc, (s.cost_usd for s in served), [s.latency_ms for s in ran]),
             ),
             (
                 f"best_single (entry {report.best_entry})",
-                f"accuracy {fmt_float(best_acc, 4)}, cost ${fmt_float(math.fsum(s.best_cost_usd for s in served if math.isfinite(s.best_cost_usd)), 6)}, "
-                f"latency {fmt_float(_mean([s.best_latency_ms for s in served]), 1)} ms per request",
+                figures(
+                    best_acc, (s.best_cost_usd for s in served), [s.best_latency_ms for s in ran]
+                ),
             ),
             (
                 "overhead",
-                f"{fmt_float(_mean([s.overhead_ms for s in served]), 3)} ms per request (design + cache)",
+                f"{fmt_float(_mean([s.overhead_ms for s in served]), 3)} ms per request "
+                "(design + cache)",
             ),
         ]
     )
@@ -462,20 +486,35 @@ def cmd_serve_topology(args: argparse.Namespace, out: Output) -> int:
         bad.append(n)
         out.error(f"requests line {n}: {why}")
 
-    source = _open_requests(args.requests)
-    try:
-        requests = read_requests(source, on_error)
-    finally:
-        if source is not sys.stdin:
-            source.close()
     rows: list[tuple[str, ...]] = []
+    done: list[Served] = []
 
     def on_served(s: Served) -> None:
         rows.append(_row(s))
+        done.append(s)
         if s.status != "ok":
             out.note(f"requests line {s.request.line}: {s.status}: {s.error}")
+        elif out.progress_enabled:  # a terminal: say each request as it is served
+            out.note(f"served line {s.request.line}: {' '.join(rows[-1][1:])}")
 
-    report = asyncio.run(serve_requests(problem, designer, requests, on_served=on_served))
+    source = _open_requests(args.requests)
+    interrupted = False
+    try:
+        report = asyncio.run(
+            serve_requests(problem, designer, iter_requests(source, on_error), on_served=on_served)
+        )
+    except KeyboardInterrupt:
+        # Ctrl-C: print what was served before it, then exit 130
+        interrupted = True
+        report = ServeReport(
+            served=done,
+            best_entry=designer.choose().index + 1,
+            hits=sum(s.cache_hit for s in done),
+            lookups=len(done),
+        )
+    finally:
+        if source is not sys.stdin:
+            source.close()
     out.table(HEADER, rows, right=("line", "entry", "correct", "cost_usd", "latency_ms"))
     out.line(
         "(per request: spec = hash of the topology run, entry = its library entry, cache = hit "
@@ -483,6 +522,10 @@ def cmd_serve_topology(args: argparse.Namespace, out: Output) -> int:
         "question has none; cost_usd in USD, latency_ms in ms)"
     )
     print_totals(report, out)
+    if interrupted:
+        raise CliInterrupted(
+            f"interrupted after {len(done)} request(s), printed above; the rest were not served"
+        )
     if bad:
         out.note(f"{len(bad)} bad request line(s) skipped: {', '.join(map(str, bad))}")
         return ExitCode.USAGE
