@@ -4,7 +4,8 @@ design from the shell (issue 15, items 4 and 6), with no model key.
 `library` writes the run's validated Pareto front (`core.runtime_design.seed_library_from_run`)
 as a library file and prints its entries.
 
-`serve-topology` serves requests, one JSON object per line from `--requests FILE` or standard
+`serve-topology` serves requests (`--library` a library file, or a run id of `--db`: its
+validated front), one JSON object per line from `--requests FILE` or standard
 input (`-`, the default): `{"question": "...", "budget_usd": 0.01, "latency_ms": 2000}` (the
 limits optional, per request; USD and ms per request). For each, a `LibraryDesigner` over the
 library picks a topology (the cache first: `InMemoryLRU(--cache-size)` on the normalised
@@ -85,7 +86,10 @@ def add_parsers(
     )
     p.add_argument("problem", metavar="PROBLEM")
     p.add_argument(
-        "--library", required=True, metavar="LIB.json", help="a file written by 'library RUN'"
+        "--library",
+        required=True,
+        metavar="LIB.json|RUN",
+        help="a file written by 'library RUN', or a run id of --db (its validated front)",
     )
     p.add_argument(
         "--requests",
@@ -102,6 +106,7 @@ def add_parsers(
         help="questions the topology cache keeps (default 1000)",
     )
     add_problem_overrides(p)
+    add_db(p)
 
 
 # ---- library ----------------------------------------------------------------------------------
@@ -457,6 +462,36 @@ def print_totals(report: ServeReport, out: Output) -> None:
     )
 
 
+def _library_entries(library: str, db: str | None, out: Output) -> list[Any]:
+    """The seed library `--library` names: an existing file (`load_library`), else a run id (a
+    unique prefix is enough) of the run store `--db`, whose validated front it is
+    (`seed_library_from_run`), as the issue's `serve-topology PROBLEM --library RUN` reads.
+
+    Raises:
+        SeedLibraryError: the file is not a library.
+        CliUsageError: no such file and no such run (both said).
+    """
+    from core.runtime_design.seed import load_library, seed_library_from_run
+    from studio._cli_runs import resolve_run_id
+    from studio._cli_store import open_cli_store
+
+    path = Path(library).expanduser()
+    if path.exists() or library.endswith(".json"):
+        return load_library(path)
+    db_path = resolve_db_path(db)
+    if not db_path.exists():
+        raise CliUsageError(
+            f"--library {library}: no such file, and no run database at {db_path} to find a "
+            "run of that id in (give a file written by 'library RUN', or --db)"
+        )
+    with open_cli_store(db_path, out) as store:
+        try:
+            run_id = resolve_run_id(store, library)
+        except CliUsageError as exc:
+            raise CliUsageError(f"--library {library}: no such file, and {exc}") from exc
+        return list(seed_library_from_run(store, run_id))
+
+
 def cmd_serve_topology(args: argparse.Namespace, out: Output) -> int:
     """`serve-topology PROBLEM --library LIB.json [--requests FILE|-]` (see the module docstring)."""
     import asyncio
@@ -464,10 +499,9 @@ def cmd_serve_topology(args: argparse.Namespace, out: Output) -> int:
     from core.problems import load_problem
     from core.runtime_design import InMemoryLRU
     from core.runtime_design.library import LibraryDesigner
-    from core.runtime_design.seed import load_library
     from studio._cli_search import _problem_overrides  # pyright: ignore[reportPrivateUsage]
 
-    entries = load_library(args.library)
+    entries = _library_entries(args.library, args.db, out)
     problem = load_problem(args.problem, overrides=_problem_overrides(args))
     try:
         designer = LibraryDesigner(

@@ -285,3 +285,29 @@ def test_no_request_says_nothing_was_served(
     code, cap = serve(library, [""], capsys, tmp_path)
     assert code == 0
     assert section(cap.out, "Totals") == ["requests: 0 (nothing served)"]
+
+
+def test_the_library_may_be_named_by_its_run(
+    recorded: dict[str, Any],
+    library: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`serve-topology PROBLEM --library RUN` (the issue's form): the run's validated front,
+    served exactly as the library file written from it."""
+    path = tmp_path / "requests.jsonl"
+    path.write_text(json.dumps({"question": questions(1)[0]}) + "\n")
+    argv = ["serve-topology", "gsm8k_replay", "--requests", str(path), "--time-scale", "0"]
+    capsys.readouterr()
+    assert main([*argv, "--library", str(library)]) == 0
+    by_file = capsys.readouterr().out
+    run_id: str = recorded["run_id"]
+    assert main([*argv, "--library", run_id[:-2], "--db", str(recorded["db"])]) == 0
+    by_run = capsys.readouterr().out
+    assert by_run.split("== Totals")[0] == by_file.split("== Totals")[0]
+    assert main([*argv, "--library", "nosuchrun", "--db", str(recorded["db"])]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "topology-studio: error: --library nosuchrun: no such file, and no run 'nosuchrun' in "
+        "the database (recent runs: "
+    )
