@@ -52,6 +52,7 @@ PAGE_SPECS: dict[str, str] = {
     "overlay": "Run overlay",
     "diff": "Diff & apply",
     "agents": "Agents",
+    "runtime": "Runtime",
 }
 """Page name (its file `pages/<name>.py` and URL path) -> title, in menu order. No icons: a
 page's icon becomes the browser tab's icon, and Streamlit fetches material icons for that from
