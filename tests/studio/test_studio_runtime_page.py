@@ -14,6 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.problems import load_problem
+from studio.views.drilldown import PATH_COLOUR
 
 REPO = Path(__file__).resolve().parents[2]
 APP = str(REPO / "studio" / "app.py")
@@ -87,7 +88,9 @@ def test_design_run_then_the_same_request_is_a_cache_hit(app: AppTest, question:
     _click(at, "rt_design")
     assert [i.value for i in at.info] == [f"{BEST}: the best measured accuracy {FIGURES}"]
     assert "**Library rule** for the request" in _texts(at)
-    assert len(at.get("graphviz_chart")) == 1
+    (chart,) = at.get("graphviz_chart")
+    assert "175b_verification" in chart.proto.spec
+    assert PATH_COLOUR not in chart.proto.spec  # not run yet
     assert _metrics(at)["misses"] == "1"
 
     _click(at, "rt_run_btn")  # runs the design just made: no second lookup
@@ -102,6 +105,8 @@ def test_design_run_then_the_same_request_is_a_cache_hit(app: AppTest, question:
     assert cache["reliability"].tolist() == [1.0]
     assert cache["request"].tolist() == [" ".join(question.casefold().split())]
     assert "The path taken is drawn in yellow." in _texts(at)
+    (chart,) = at.get("graphviz_chart")
+    assert PATH_COLOUR in chart.proto.spec  # the agent the request ran through
 
     _click(at, "rt_run_btn")  # the same request again
     key = " ".join(question.casefold().split())
