@@ -803,6 +803,7 @@ class StudioManager:
         Raises:
             StoreError: the journal cannot be written.
         """
+        from core.search._emission import example_event_fields
         from core.search.events import (
             ArchiveSnapshot,
             CandidateEvaluated,
@@ -843,28 +844,9 @@ class StudioManager:
             ),
         ]
         for r in evaluation.results:
-            events.append(
-                ExampleEvaluated(
-                    **common,
-                    seq=next(seq),
-                    candidate_idx=0,
-                    spec_hash=h,
-                    split=r.split,
-                    example_id=r.example_id,
-                    trial=r.trial,
-                    accuracy=r.accuracy,
-                    cost_usd=r.cost_usd,
-                    latency_ms=r.latency_ms,
-                    input_tokens=r.bundle.input_tokens,
-                    output_tokens=r.bundle.output_tokens,
-                    requests=r.requests,
-                    status=r.status,
-                    error=r.error,
-                    output_summary=r.output_summary,
-                    cached=r.cached,
-                    trace=r.trace,
-                )
-            )
+            fields = example_event_fields(r)
+            fields["spec_hash"] = h
+            events.append(ExampleEvaluated(**common, seq=next(seq), candidate_idx=0, **fields))
         events += [
             CandidateEvaluated(
                 **common,

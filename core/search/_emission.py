@@ -12,7 +12,7 @@ import asyncio
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from core.evaluation._records import CandidateEvaluation, ExampleResult
 from core.evaluation.evaluator import TopologyEvaluator
@@ -195,21 +195,7 @@ class RunBase:
                 ExampleEvaluated,
                 key=("e", *key),
                 candidate_idx=candidate_idx,
-                spec_hash=r.spec_hash,
-                split=r.split,
-                example_id=r.example_id,
-                trial=r.trial,
-                accuracy=r.accuracy,
-                cost_usd=r.cost_usd,
-                latency_ms=r.latency_ms,
-                input_tokens=r.bundle.input_tokens,
-                output_tokens=r.bundle.output_tokens,
-                requests=r.requests,
-                status=r.status,
-                error=r.error,
-                output_summary=r.output_summary,
-                cached=r.cached,
-                trace=r.trace,
+                **example_event_fields(r),
             )
 
         return record
@@ -341,3 +327,46 @@ class RunBase:
             if reason.startswith(name):
                 kind = name  # type: ignore[assignment]
         return kind, reason
+
+
+class ExampleEventFields(TypedDict):
+    """The fields of `ExampleEvaluated` one example result fills (`example_event_fields`)."""
+
+    spec_hash: str
+    split: str
+    example_id: str
+    trial: int
+    accuracy: float
+    cost_usd: float
+    latency_ms: float
+    input_tokens: int
+    output_tokens: int
+    requests: int
+    status: Literal["ok", "error", "degenerate", "invalid"]
+    error: str | None
+    output_summary: str
+    cached: bool
+    trace: list[dict[str, Any]]
+
+
+def example_event_fields(r: ExampleResult) -> ExampleEventFields:
+    """The `ExampleEvaluated` fields one example result fills (all but the run's head, `seq`
+    and `candidate_idx`): what the search journals per example, and what the studio journals
+    for an editor evaluation (`StudioManager.record_evaluation`), so both record the same."""
+    return ExampleEventFields(
+        spec_hash=r.spec_hash,
+        split=r.split,
+        example_id=r.example_id,
+        trial=r.trial,
+        accuracy=r.accuracy,
+        cost_usd=r.cost_usd,
+        latency_ms=r.latency_ms,
+        input_tokens=r.bundle.input_tokens,
+        output_tokens=r.bundle.output_tokens,
+        requests=r.requests,
+        status=r.status,
+        error=r.error,
+        output_summary=r.output_summary,
+        cached=r.cached,
+        trace=r.trace,
+    )
