@@ -30,6 +30,14 @@ from studio._cli_report import (
     table_records,
 )
 from studio._cli_store import open_cli_store
+from studio.views.prompt_apply import (
+    Part,
+    PromptApplyPlan,
+    candidate_prompts,
+    part_label,
+    plan_apply,
+    prompt_run,
+)
 
 __all__ = [
     "COST_TOTAL_NOTE",
@@ -384,6 +392,52 @@ def _unrecorded_versions(registry: TopologyRegistry, store: RunStore, name: str)
     return [rec.version for rec in registry.history(name) if rec.version not in applied]
 
 
+def _prompt_plan(
+    store: RunStore,
+    registry: TopologyRegistry,
+    run_id: str,
+    candidate: int,
+    name: str,
+    winner: TopologySpec,
+    only: str | None,
+) -> PromptApplyPlan:
+    """What `apply` writes for a phase-2 run's candidate: both parts, or `--only` one.
+
+    Raises:
+        CliUsageError: the candidate's recorded prompts cannot be read.
+        ApplyError: the part cannot be applied (`plan_apply`: no current topology for the
+            prompts alone, a registered agent's prompt), named.
+    """
+    run = store.get_run(run_id)
+    phase2 = prompt_run(run_id, run.strategy, run.config) if run is not None else None
+    assert phase2 is not None
+    rows = [
+        r
+        for r in store.archive_records(run_id, include_unevaluated=True)
+        if r["candidate_idx"] == candidate
+    ]
+    try:
+        prompts = candidate_prompts(str(rows[0]["thought"] or ""), phase2.genes)
+    except ValueError as exc:
+        raise CliUsageError(f"candidate {candidate} of run {run_id}: {exc}") from exc
+    current = registry.current(name)[1] if registry.current_version(name) is not None else None
+    part: Part = "both" if only is None else "topology" if only == "topology" else "prompts"
+    return plan_apply(name, winner, current, prompts, part)
+
+
+def _print_prompt_plan(out: Output, plan: PromptApplyPlan, current: TopologySpec | None) -> None:
+    """A phase-2 apply's two parts: the topology part's structural diff (the registry's
+    current topology -> the search's winner) and each prompt's word-level diff."""
+    if plan.part != "prompts":
+        out.heading("Topology part: the search's winner")
+        print_changes(out, structural_diff(current, plan.topology))
+    if plan.part == "topology":
+        return
+    out.heading("Prompt part (word diff: [-removed-] {+added+})")
+    for d in plan.prompts:
+        out.line(f"{d.gene_name}: {d.words if d.changed else '(unchanged)'}")
+
+
 def cmd_apply(args: argparse.Namespace, out: Output) -> int:
     """`apply RUN CANDIDATE [--to PATH] [--yes]`: diff against a topology registry (default: the
     studio's, `studio.manager.default_registry_root`); write with
@@ -398,7 +452,12 @@ def cmd_apply(args: argparse.Namespace, out: Output) -> int:
     The write and its record are one recoverable step: the registry journals the write with the
     proposal and approval to record (`TopologyRegistry.write(record=...)`), and the next `apply`
     completes or rolls back what a killed one left (`_recover_registry`) before anything else.
-    The registry's versions of the topology that the store has no record of are listed."""
+    The registry's versions of the topology that the store has no record of are listed.
+
+    A phase-2 (prompt) run's candidate (`studio.views.prompt_apply`) is its topology part (the
+    search's winner) and its prompt part (each evolved prompt, shown as a word diff): both are
+    written as one version, or `--only topology` / `--only prompts` writes one part (the other
+    rejected), in the same all-or-nothing write."""
     from studio.manager import default_registry_root  # only apply needs the studio's manager
 
     db = resolve_db_path(args.db)
@@ -418,6 +477,13 @@ def cmd_apply(args: argparse.Namespace, out: Output) -> int:
         _recover_registry(registry, store, out)
         run_id = resolve_run_id(store, args.run)
         run = store.get_run(run_id)
+        phase2 = prompt_run(run_id, run.strategy, run.config) if run is not None else None
+        only: str | None = getattr(args, "only", None)
+        if phase2 is None and only is not None:
+            raise CliUsageError(
+                f"--only is for a phase-2 (prompt) run; run {run_id} is a "
+                f"{(run.strategy if run is not None else None) or 'topology'} run: apply it whole"
+            )
         name = args.name or (run.problem if run is not None and run.problem else None)
         if not name:
             raise CliUsageError("the run has no problem name: give the topology's --name")
@@ -430,14 +496,23 @@ def cmd_apply(args: argparse.Namespace, out: Output) -> int:
                     f"store recorded applies; each keeps its approval in its v*.meta.json)"
                 )
         spec = candidate_spec(store, run_id, args.candidate)
+        plan = None
+        if phase2 is not None:
+            plan = _prompt_plan(store, registry, run_id, args.candidate, name, spec, only)
+            spec = plan.spec
         try:
             (shown,) = apply_specs({name: spec}, registry, dry_run=True)
         except ValueError as exc:
             raise CliUsageError(str(exc)) from exc
         base = "new topology" if shown.base_version is None else f"version {shown.base_version}"
+        what = "" if plan is None else f" ({part_label(plan.part)})"
         out.heading(
-            f"Apply run {run_id} candidate {args.candidate} to {registry.root}/{name} ({base})"
+            f"Apply run {run_id} candidate {args.candidate}{what} to {registry.root}/{name} "
+            f"({base})"
         )
+        if plan is not None:
+            _print_prompt_plan(out, plan, shown.before)
+            out.heading("Unified diff of what is written (JSON)")
         print_changes(out, shown.structural)
         out.line(shown.unified.rstrip("\n") if shown.unified else "(identical)")
         if not shown.changed:
@@ -448,7 +523,9 @@ def cmd_apply(args: argparse.Namespace, out: Output) -> int:
             return ExitCode.OK
         who = _who(args.by)
         approval = Approval(by=who, comment=args.comment)
-        note = f"run {run_id} candidate {args.candidate}"
+        note = f"run {run_id} candidate {args.candidate}" + (
+            "" if plan is None else f" ({part_label(plan.part)})"
+        )
         # write first, then record the proposal and its approval: a write the registry
         # refuses (unwritable, changed since the diff) raises before anything is recorded, so
         # the store never holds a proposal that no one will decide (the registry keeps the

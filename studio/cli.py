@@ -353,6 +353,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="the topology's name in the registry (default: the run's problem)",
     )
+    p.add_argument(
+        "--only",
+        choices=("topology", "prompts"),
+        help="a phase-2 (prompt) run: write only its topology part (the search's winner) or only "
+        "its prompt part (the evolved prompts into the registry's current topology); default both",
+    )
     p.add_argument("--yes", action="store_true", help="write it (otherwise only show the diff)")
     p.add_argument("--by", metavar="WHO", help="who approves (default: the login name)")
     p.add_argument("--comment", default="", metavar="TEXT", help="why (recorded)")
