@@ -15,6 +15,12 @@ Per example: the score GEPA sees is the example's accuracy (0 for a failed run: 
 that per-example failures never raise); the output is the run's output summary; the trajectory
 (with `capture_traces`) holds the example's input, expected answer, output, accuracy, error and
 each agent's `(input, output)` from the run's trace spans.
+
+Resume: with a `PromptCallLog` (`call_log=`), every evaluation's answer is appended to it, and a
+question already recorded (same candidate texts, example ids and `capture_traces`) is answered
+from the log without running anything; its recorded metric calls, model requests and USD still
+count in the totals, so a resumed run's totals equal the uninterrupted run's
+(`replayed_metric_calls` says how many were answered from the log).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from core.evaluation.evaluator import TopologyEvaluator
 from core.evaluation.metrics import GoldExample
 from core.ir.models import TopologySpec
 from core.optimization.genes import Genome
+from core.optimization.replay import PromptCallLog, call_key
 
 __all__ = ["PromptAdapter"]
 
@@ -45,6 +52,7 @@ class PromptAdapter:
         spec: the topology whose prompts evolve (phase 1's winner).
         genome: the prompt genes; GEPA's components are its gene names.
         loop: the running event loop the evaluator's coroutines are run on.
+        call_log: where answers are recorded and, on resume, replayed from; None: no record.
     """
 
     propose_new_texts = None
@@ -56,11 +64,15 @@ class PromptAdapter:
         spec: TopologySpec,
         genome: Genome,
         loop: asyncio.AbstractEventLoop,
+        call_log: PromptCallLog | None = None,
     ) -> None:
         self._evaluator = evaluator.with_options(capture_traces=True)
         self._spec = spec
         self._genome = genome
         self._loop = loop
+        self._log = call_log
+        self.replayed_metric_calls = 0
+        """Metric calls answered from `call_log` (made before an interruption, not again)."""
         self.metric_calls = 0
         """Examples evaluated so far (GEPA's metric calls as this adapter counts them)."""
         self.model_requests = 0
@@ -87,13 +99,45 @@ class PromptAdapter:
         capture_traces: bool = False,
     ) -> EvaluationBatch[dict[str, Any], str]:
         """Run the candidate's prompts on `batch`: one output, score and (with
-        `capture_traces`) trajectory per example, in order."""
+        `capture_traces`) trajectory per example, in order; answered from the call log when
+        it holds this question."""
+        key = call_key(
+            "evaluate",
+            {
+                "candidate": candidate,
+                "batch": [example_key(e) for e in batch],
+                "traces": capture_traces,
+            },
+        )
+        recorded = None if self._log is None else self._log.take(key)
+        if recorded is not None:
+            self.metric_calls += recorded["metric_calls"]
+            self.replayed_metric_calls += recorded["metric_calls"]
+            self.model_requests += recorded["model_requests"]
+            self.cost_usd += recorded["cost_usd"]
+            return EvaluationBatch(
+                outputs=list(recorded["outputs"]),
+                scores=list(recorded["scores"]),
+                trajectories=recorded["trajectories"],
+            )
+        answer = self._evaluate_live(batch, candidate, capture_traces)
+        if self._log is not None:
+            self._log.append("evaluate", key, answer)
+        self.metric_calls += answer["metric_calls"]
+        self.model_requests += answer["model_requests"]
+        self.cost_usd += answer["cost_usd"]
+        return EvaluationBatch(
+            outputs=answer["outputs"],
+            scores=answer["scores"],
+            trajectories=answer["trajectories"],
+        )
+
+    def _evaluate_live(
+        self, batch: list[GoldExample], candidate: dict[str, str], capture_traces: bool
+    ) -> dict[str, Any]:
         overrides = self._genome.prompt_overrides(candidate)
         unique = list({example_key(e): e for e in batch}.values())  # GEPA pads minibatches
         ev = self._run(self._evaluator.evaluate(self._spec, unique, prompt_overrides=overrides))
-        self.metric_calls += len(batch)
-        self.model_requests += ev.n_model_requests
-        self.cost_usd += ev.fresh_cost_usd
         outputs: list[str] = []
         scores: list[float] = []
         trajectories: list[dict[str, Any]] = []
@@ -119,17 +163,20 @@ class PromptAdapter:
                     "score": score,
                     "error": error,
                     "agents": [
-                        (s["name"], s["input_summary"], s["output_summary"])
+                        [s["name"], s["input_summary"], s["output_summary"]]
                         for s in spans
                         if s.get("kind") == "agent_step"
                     ],
                 }
             )
-        return EvaluationBatch(
-            outputs=outputs,
-            scores=scores,
-            trajectories=trajectories if capture_traces else None,
-        )
+        return {
+            "outputs": outputs,
+            "scores": scores,
+            "trajectories": trajectories if capture_traces else None,
+            "metric_calls": len(batch),
+            "model_requests": ev.n_model_requests,
+            "cost_usd": ev.fresh_cost_usd,
+        }
 
     def make_reflective_dataset(
         self,

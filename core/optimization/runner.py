@@ -12,6 +12,17 @@ provider, never kept or logged), exactly as `MetaAgentSearch` builds its designe
 The reflection model is any pydantic-ai model (or `"provider:model"` string): GEPA's
 `reflection_lm` (a callable `prompt -> str`) is a pydantic-ai `Agent` run per call, its usage
 priced by the evaluator's `Pricer` like every other model call (`raw["budget_used"]`).
+
+Scores: GEPA maximises the mean per-example accuracy (its `val_aggregate_scores`, deterministic:
+no wall-clock term). Each candidate is then scored on the validation set by the evaluator, so
+its `CandidateRecord.score` and the result's `best_score` are phase 1's aggregate score (the
+problem's `MetricWeights`: accuracy, cost, latency), comparable with the topology search's; the
+accuracy GEPA ranked by is `raw["gepa_best_accuracy"]` (and each record's `accuracy`).
+
+Resume: `optimize(..., call_log=PromptCallLog(path))` records every metric call, reflection and
+final re-scoring as it is made; a run given a log that already holds answers (an interrupted
+run's) replays them instead of calling any model again, then continues live, and ends with the
+result the uninterrupted run would have (`core.optimization.replay`).
 """
 
 from __future__ import annotations
@@ -29,6 +40,7 @@ from pydantic_ai.providers import infer_provider_class
 
 from core.agents.usage import model_name
 from core.errors import OptimizationError
+from core.evaluation._run import example_key
 from core.evaluation.evaluator import TopologyEvaluator, prompted_hash
 from core.evaluation.metrics import GoldExample
 from core.ir import spec_hash
@@ -37,6 +49,7 @@ from core.optimization.adapter import PromptAdapter
 from core.optimization.config import OptimizationConfig
 from core.optimization.evaluator import Evaluator
 from core.optimization.genes import Genome, PromptGene
+from core.optimization.replay import PromptCallLog, call_key
 from core.runtime.tracing import ModelUsage
 from core.search.result import CandidateRecord, OptimizationResult, RunDetails
 
@@ -114,24 +127,58 @@ class OptimizationRunner:
         )
         self._reflection_usage = ModelUsage(model_name=model_name(chosen))
 
-    async def _reflect(self, prompt: str) -> str:
-        result = await self._reflector.run(prompt)
-        usage = result.usage
+    async def _reflect(self, prompt: str, log: PromptCallLog | None) -> str:
+        key = call_key("reflect", prompt)
+        answer = None if log is None else log.take(key)
+        if answer is None:
+            result = await self._reflector.run(prompt)
+            usage = result.usage
+            answer = {
+                "output": result.output,
+                "requests": usage.requests,
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+            }
+            if log is not None:
+                log.append("reflect", key, answer)
         self._reflection_usage.add(
             ModelUsage(
                 model_name=self._reflection_usage.model_name,
-                requests=usage.requests,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
+                requests=answer["requests"],
+                input_tokens=answer["input_tokens"],
+                output_tokens=answer["output_tokens"],
             )
         )
-        return result.output
+        return str(answer["output"])
+
+    async def _rescore(
+        self, candidate: dict[str, str], val: list[GoldExample], log: PromptCallLog | None
+    ) -> dict[str, Any]:
+        key = call_key("rescore", {"candidate": candidate, "val": [example_key(e) for e in val]})
+        answer = None if log is None else log.take(key)
+        if answer is None:
+            ev = await self._evaluator.evaluate(
+                self._spec, val, prompt_overrides=self._genome.prompt_overrides(candidate)
+            )
+            answer = {
+                "accuracy": ev.accuracy,
+                "aggregate_score": ev.aggregate_score,
+                "cost_usd": ev.cost_usd,
+                "latency_ms": ev.latency_ms,
+                "n_agents": ev.n_agents,
+                "depth": ev.depth,
+                "valid": ev.valid,
+            }
+            if log is not None:
+                log.append("rescore", key, answer)
+        return answer
 
     async def optimize(
         self,
         *,
         trainset: Sequence[GoldExample],
         valset: Sequence[GoldExample] | None = None,
+        call_log: PromptCallLog | None = None,
     ) -> OptimizationResult:
         """Run GEPA; the result has the topology search's shape, genes mapped to prompt texts.
 
@@ -139,15 +186,24 @@ class OptimizationRunner:
         validation set (`valset`, else `trainset`); `raw` holds `strategy="gepa"`,
         `candidates` (gene name -> text each), `best_idx`, `log` (GEPA's log lines), `start_accuracy`, `end_accuracy`
         and `budget_used` (`metric_calls`, `model_requests`, `cost_usd`,
-        `reflection_requests`, `reflection_cost_usd`, USD). `pareto_candidates` holds only the
-        winner for now (GEPA's per-example front is not mapped yet).
+        `reflection_requests`, `reflection_cost_usd`, USD; `replayed_metric_calls`: those answered
+        from `call_log`), `gepa_best_accuracy` (the mean validation accuracy GEPA chose the
+        winner by) and `best_aggregate_score` (= `best_score`, phase 1's aggregate score).
+        `pareto_candidates` holds only the winner for now (GEPA's per-example front is not
+        mapped yet).
+
+        `call_log`: records every answer and replays those it already holds (resume; see the
+        module docstring). The caller closes it.
         """
         loop = asyncio.get_running_loop()
-        adapter = PromptAdapter(self._evaluator, self._spec, self._genome, loop)
+        adapter = PromptAdapter(self._evaluator, self._spec, self._genome, loop, call_log)
+        self._reflection_usage = ModelUsage(model_name=self._reflection_usage.model_name)
         val = list(valset) if valset is not None else list(trainset)
 
         def reflection_lm(prompt: Any) -> str:
-            return asyncio.run_coroutine_threadsafe(self._reflect(str(prompt)), loop).result()
+            return asyncio.run_coroutine_threadsafe(
+                self._reflect(str(prompt), call_log), loop
+            ).result()
 
         result = await asyncio.to_thread(  # pyright: ignore[reportUnknownArgumentType]
             gepa_optimize,  # pyright: ignore[reportUnknownArgumentType]
@@ -163,10 +219,8 @@ class OptimizationRunner:
         history: list[CandidateRecord] = []
         accuracies: list[float] = []
         for idx, candidate in enumerate(result.candidates):
-            ev = await self._evaluator.evaluate(
-                self._spec, val, prompt_overrides=self._genome.prompt_overrides(candidate)
-            )
-            accuracies.append(ev.accuracy)
+            ev = await self._rescore(dict(candidate), val, call_log)
+            accuracies.append(ev["accuracy"])
             parents = [p for p in result.parents[idx] if p is not None]
             history.append(
                 CandidateRecord(
@@ -177,13 +231,13 @@ class OptimizationRunner:
                     spec_hash=prompted_hash(base, self._genome.prompt_overrides(candidate)),
                     spec_json=self._spec.model_dump_json(),
                     split="validation",
-                    score=float(result.val_aggregate_scores[idx]),
-                    accuracy=ev.accuracy,
-                    cost_usd=ev.cost_usd,
-                    latency_ms=ev.latency_ms,
-                    n_agents=ev.n_agents,
-                    depth=ev.depth,
-                    valid=ev.valid,
+                    score=ev["aggregate_score"],
+                    accuracy=ev["accuracy"],
+                    cost_usd=ev["cost_usd"],
+                    latency_ms=ev["latency_ms"],
+                    n_agents=ev["n_agents"],
+                    depth=ev["depth"],
+                    valid=ev["valid"],
                 )
             )
         best = result.best_idx
@@ -192,7 +246,7 @@ class OptimizationRunner:
         return OptimizationResult(
             best_candidate=best_candidate,
             best_decoded=self._genome.decode(best_candidate),
-            best_score=float(result.val_aggregate_scores[best]),
+            best_score=history[best].score,
             pareto_candidates=[best_candidate],
             history=history,
             raw=RunDetails(
@@ -206,8 +260,11 @@ class OptimizationRunner:
                     "log": list(self._log.lines),
                     "start_accuracy": accuracies[0],
                     "end_accuracy": accuracies[best],
+                    "gepa_best_accuracy": float(result.val_aggregate_scores[best]),
+                    "best_aggregate_score": history[best].score,
                     "budget_used": {
                         "metric_calls": adapter.metric_calls,
+                        "replayed_metric_calls": adapter.replayed_metric_calls,
                         "model_requests": adapter.model_requests,
                         "cost_usd": adapter.cost_usd,
                         "reflection_requests": self._reflection_usage.requests,
