@@ -226,7 +226,13 @@ def list_runs(
            b.n_events, b.n_resumes,
            coalesce(cand.n_candidates, 0) AS n_candidates,
            coalesce(ev.n_evaluations, 0) AS n_evaluations,
-           coalesce(ev.eval_cost, 0.0) + coalesce(cand.design_cost, 0.0) AS cost_usd,
+           -- a run with no example rows (phase 2, which records its candidates' totals only)
+           -- costs what its run_finished says it spent (metric calls + reflection)
+           CASE WHEN ev.run_id IS NULL
+                     AND isfinite(TRY_CAST(json_extract(b.budget_used, '$.usd') AS DOUBLE))
+                THEN TRY_CAST(json_extract(b.budget_used, '$.usd') AS DOUBLE)
+                ELSE coalesce(ev.eval_cost, 0.0) + coalesce(cand.design_cost, 0.0)
+           END AS cost_usd,
            best.best_idx, best.best_score
     FROM base b
     LEFT JOIN best USING (run_id)
