@@ -10,8 +10,16 @@ the search: its `run_started` has `strategy="gepa"` and `config.phase = "prompts
 `config.parent_run_id = <the search's run id>`. Each GEPA candidate is a candidate of that run
 (`candidate_proposed` with the winner's spec and, as its `thought`, the candidate's prompt texts;
 `candidate_evaluated` on the validation split), so `runs`, `show` and the studio's pages show
-phase 2 as they show any run; the events are written when GEPA has finished (not live), and
-phase 2 cannot be resumed (an interrupted phase 2 records nothing: run it again).
+phase 2 as they show any run; the events are written when GEPA has finished (not live).
+
+Resume: while phase 2 runs, every metric call, reflection and re-scoring is appended as it is
+made to `<db>.prompts/<search run id>.calls` (a `core.optimization.PromptCallLog`), beside
+`<search run id>.json` (phase 2's settings: reflection model, budget, seed, and its status,
+`"running"` until its run is recorded, then `"completed"` with that run's id). An interrupted
+phase 2 continues with `topology-studio search PROBLEM --resume <search run id>`: the search
+(complete) is replayed from its journal, then phase 2 runs again with its recorded settings
+(no phase 2 flag needed), answering every recorded call from the log, so no metric call is
+made twice and it ends as the uninterrupted run would.
 
 Reflection model: GEPA's reflection proposes new prompt texts, which no replayed model can do
 (a replay problem's models only replay recorded answers), so `--then-prompts` needs
@@ -45,6 +53,8 @@ __all__ = [
     "PromptPhase",
     "add_prompt_arguments",
     "prompt_phase_from_args",
+    "prompt_state_paths",
+    "recorded_prompt_phase",
     "run_prompt_phase",
 ]
 
@@ -81,13 +91,19 @@ def add_prompt_arguments(parser: argparse.ArgumentParser) -> None:
 class PromptPhase:
     """Phase 2's settings, checked before phase 1 runs."""
 
-    def __init__(self, reflection_model: str, model: Model, budget: int | None) -> None:
+    def __init__(
+        self, reflection_model: str, model: Model, budget: int | None, seed: int | None = None
+    ) -> None:
         self.reflection_model = reflection_model
         """As given (`provider:model`)."""
         self.model = model
         """Built (never called yet)."""
         self.budget = budget
         """Metric calls; None: `DEFAULT_PROMPT_BUDGET_PASSES` passes over the validation split."""
+        self.seed = seed
+        """GEPA's seed; None: the problem's search seed (a resumed phase 2 keeps its own)."""
+        self.resuming = False
+        """True when these settings were read back from an interrupted phase 2."""
 
     def budget_for(self, n_validation: int) -> int:
         """The budget in metric calls for a validation split of `n_validation` examples."""
@@ -132,6 +148,76 @@ def prompt_phase_from_args(args: argparse.Namespace) -> PromptPhase | None:
     except OptimizationError as exc:
         raise CliUsageError(f"--reflection-model: {exc}") from exc
     return PromptPhase(model_text, model, budget)
+
+
+def prompt_state_paths(db: Path, parent_run_id: str) -> tuple[Path, Path]:
+    """`(settings, call log)` of the phase 2 that follows search run `parent_run_id`:
+    `<db>.prompts/<run id>.json` and `<db>.prompts/<run id>.calls` (not in the journals folder,
+    whose `*.jsonl` files are all run journals)."""
+    from core.storage.journal import check_run_id
+
+    folder = Path(f"{db}.prompts")
+    run_id = check_run_id(parent_run_id)
+    return folder / f"{run_id}.json", folder / f"{run_id}.calls"
+
+
+def recorded_prompt_phase(
+    db: Path, parent_run_id: str, given: PromptPhase | None
+) -> PromptPhase | None:
+    """The settings of an interrupted phase 2 after search run `parent_run_id` (its status is
+    still `"running"`), to resume it; `given` (the command line's) when there is none.
+
+    Raises:
+        CliUsageError: the settings file is not readable JSON (named); phase 2 flags that differ
+            from the recorded ones (both named: a resumed phase 2 keeps its own, so it ends as
+            the uninterrupted run would); a recorded reflection model that cannot be built now.
+    """
+    import json
+
+    from core.errors import OptimizationError
+    from core.optimization.runner import build_reflection_model
+
+    settings, _ = prompt_state_paths(db, parent_run_id)
+    if not settings.is_file():
+        return given
+    try:
+        recorded = json.loads(settings.read_text())
+        model_text = str(recorded["reflection_model"])
+        budget, seed, status = int(recorded["budget"]), int(recorded["seed"]), recorded["status"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CliUsageError(f"phase 2 settings {settings} are damaged ({exc})") from exc
+    if status != "running":
+        return given
+    if given is not None:
+        changed = [
+            f"{flag} {now} (recorded: {then})"
+            for flag, now, then in (
+                ("--reflection-model", given.reflection_model, model_text),
+                ("--prompt-budget", given.budget, budget),
+            )
+            if now is not None and now != then
+        ]
+        if changed:
+            raise CliUsageError(
+                f"cannot resume phase 2 of run {parent_run_id} with other options than it was "
+                f"started with: {', '.join(changed)}; resume it without them"
+            )
+    try:
+        model = build_reflection_model(model_text)
+    except OptimizationError as exc:
+        raise CliUsageError(f"resuming phase 2 of run {parent_run_id}: {exc}") from exc
+    phase = PromptPhase(model_text, model, budget, seed)
+    phase.resuming = True
+    return phase
+
+
+def _write_settings(path: Path, settings: dict[str, Any]) -> None:
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(settings, indent=2) + "\n")
+    tmp.replace(path)
 
 
 def _winner(problem: Problem, result: OptimizationResult) -> TopologySpec:
@@ -283,8 +369,13 @@ def run_prompt_phase(
 ) -> str:
     """Phase 2 on the winner of `result`: GEPA, then its run recorded and printed.
 
-    Prints the start and end accuracy (validation split), the metric calls against the budget,
-    the model requests (task and reflection) and the best prompt of each agent.
+    Prints the start and end accuracy (validation split), the best aggregate score (phase 1's
+    score: accuracy with the problem's cost and latency weights) beside the accuracy GEPA ranked
+    by, the metric calls against the budget (and, resumed, how many were answered from the call
+    log), the model requests (task and reflection) and the best prompt of each agent.
+
+    Every call is recorded in the call log of `prompt_state_paths(db, parent_run_id)` as it is
+    made; `phase.resuming` (from `recorded_prompt_phase`) replays the recorded ones first.
 
     Returns:
         Phase 2's run id.
@@ -296,6 +387,7 @@ def run_prompt_phase(
 
     from core.errors import OptimizationError
     from core.optimization import OptimizationConfig, OptimizationRunner
+    from core.optimization.replay import PromptCallLog
     from core.optimization.seeds import genome_for
     from core.problems._prices import cost_basis
     from core.storage import RunJournal, journal_path, new_run_id
@@ -308,6 +400,8 @@ def run_prompt_phase(
     if not val:
         raise OptimizationError(f"problem {problem.name} has no validation examples for phase 2")
     budget = phase.budget_for(len(val))
+    if phase.seed is not None:
+        seed = phase.seed
     config = OptimizationConfig(
         max_metric_calls=budget, seed=problem.search.seed if seed is None else seed
     )
@@ -331,8 +425,24 @@ def run_prompt_phase(
             "phase 2 can only match the starting accuracy here (it shows the workflow; run it on "
             "a problem with live models to improve prompts)"
         )
+    settings_path, log_path = prompt_state_paths(db, parent_run_id)
+    settings: dict[str, Any] = {
+        "reflection_model": phase.reflection_model,
+        "budget": budget,
+        "seed": config.seed,
+        "status": "running",
+    }
+    if not phase.resuming:
+        log_path.unlink(missing_ok=True)  # a finished phase 2 run again starts afresh
+    _write_settings(settings_path, settings)
     started_at = time.time()
-    prompts = asyncio.run(runner.optimize(trainset=val))
+    with PromptCallLog(log_path) as call_log:
+        if call_log.recorded:
+            out.note(
+                f"resuming phase 2 of run {parent_run_id}: {call_log.recorded} recorded calls "
+                f"are answered from {log_path}"
+            )
+        prompts = asyncio.run(runner.optimize(trainset=val, call_log=call_log))
     run_id = new_run_id()
     path = journal_path(db, run_id)
     with RunJournal.create(path) as journal:
@@ -340,6 +450,7 @@ def run_prompt_phase(
             run_id, parent_run_id, problem, phase, config, genome, len(val), prompts, started_at
         ):
             journal.append(event)
+    _write_settings(settings_path, {**settings, "status": "completed", "run_id": run_id})
     _ingest(db, out)
     used = prompts.raw["budget_used"]
     rows: list[tuple[str, Any]] = [
@@ -347,6 +458,8 @@ def run_prompt_phase(
         ("parent run", parent_run_id),
         ("start accuracy", fmt_float(prompts.raw["start_accuracy"], 4)),
         ("end accuracy", fmt_float(prompts.raw["end_accuracy"], 4)),
+        ("best aggregate score", fmt_float(prompts.best_score, 4)),
+        ("gepa best accuracy", fmt_float(prompts.raw["gepa_best_accuracy"], 4)),
         ("metric calls", f"{used['metric_calls']} of {budget}"),
         (
             "model requests",
@@ -357,6 +470,8 @@ def run_prompt_phase(
     for name, text in prompts.best_candidate.items():
         shown = " ".join(str(text).split())
         rows.append((name, shown if len(shown) <= 100 else shown[:97] + "..."))
+    if used["replayed_metric_calls"]:
+        rows.append(("replayed", f"{used['replayed_metric_calls']} metric calls from the log"))
     rows.append(("show", f"topology-studio show {run_id} --db {db}"))
     out.kv(rows)
     return run_id

@@ -736,10 +736,12 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
 
 def cmd_search(args: argparse.Namespace, out: Output) -> int:
     """`search PROBLEM [...]` or `search PROBLEM --resume RUN`."""
-    from studio._cli_prompts import prompt_phase_from_args, run_prompt_phase
+    from studio._cli_prompts import prompt_phase_from_args, recorded_prompt_phase, run_prompt_phase
 
     db = resolve_db_path(args.db)
     phase = prompt_phase_from_args(args)  # refused before the search when it cannot run
+    if args.resume:  # a phase 2 interrupted after this search continues with its own settings
+        phase = recorded_prompt_phase(db, args.resume, phase)
     _check_store(db)
     setup = _resume_setup(args, db, out) if args.resume else _new_setup(args, db)
     setup.db = db
@@ -756,8 +758,9 @@ def cmd_search(args: argparse.Namespace, out: Output) -> int:
         return ExitCode.FAILED
     except KeyboardInterrupt:
         raise CliInterrupted(
-            f"interrupted in phase 2: the search run {setup.run_id} is recorded; phase 2 "
-            "records nothing until it ends, so run it again"
+            f"interrupted in phase 2: the search run {setup.run_id} is recorded and so is every "
+            f"call phase 2 made; continue with 'topology-studio search {setup.problem_ref} "
+            f"--resume {setup.run_id} --db {db}'"
         ) from None
     return ExitCode.OK
 

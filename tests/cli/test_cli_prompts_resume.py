@@ -1,0 +1,99 @@
+"""`search PROBLEM --resume RUN` after an interrupted phase 2 (issue 16): the complete search is
+replayed, phase 2 continues with its recorded settings from its call log, no metric call is
+made twice, and it prints what the uninterrupted run printed."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_text import kv
+
+from core.optimization.replay import PromptCallLog
+from studio.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+DATASETS = os.environ.get("TOPOLOGY_STUDIO_DATASETS") or str(REPO.parent / "shared" / "datasets")
+TINY = [
+    "--seed", "1",
+    "--max-evaluations", "2",
+    "--minibatch-size", "5",
+    "--set", "gold.validation_size=10",
+    "--time-scale", "0",
+    "--no-test",
+]  # fmt: skip
+ROWS = ("start accuracy", "end accuracy", "best aggregate score", "gepa best accuracy",
+        "metric calls", "model requests", "candidates")  # fmt: skip
+
+
+def _env(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    folder.mkdir()
+    monkeypatch.setenv("TOPOLOGY_STUDIO_DATASETS", DATASETS)
+    monkeypatch.setenv("TOPOLOGY_STUDIO_CACHE", str(folder / "cache"))
+    monkeypatch.setenv("TOPOLOGY_STUDIO_DB", str(folder / "runs.duckdb"))
+    monkeypatch.chdir(folder)
+
+
+def _phase2(out: str) -> dict[str, str]:
+    text = out.split("== Phase 2: prompts (GEPA) ==")[1]
+    return {key: kv(text, key) for key in ROWS}
+
+
+def test_phase_2_resumes_from_its_call_log(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["search", "gsm8k_replay", *TINY, "--then-prompts", "--reflection-model", "test"]
+    _env(monkeypatch, tmp_path / "whole")
+    assert main([*argv, "--prompt-budget", "12"]) == 0
+    whole = _phase2(capsys.readouterr().out)
+    assert (whole["metric calls"], whole["model requests"]) == (
+        "16 of 12",
+        "16 task + 1 reflection",
+    )
+
+    _env(monkeypatch, tmp_path / "cut")
+    append = PromptCallLog.append
+    made: list[str] = []
+
+    def stopping(self: PromptCallLog, kind: str, key: str, answer: dict[str, Any]) -> None:
+        append(self, kind, key, answer)
+        made.append(kind)
+        if made.count("evaluate") == 2:  # the seed's validation pass, one minibatch
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(PromptCallLog, "append", stopping)
+    assert main([*argv, "--prompt-budget", "12"]) == 130
+    cap = capsys.readouterr()
+    search_run = kv(cap.out, "run")
+    assert cap.err.splitlines()[-1] == (
+        f"interrupted in phase 2: the search run {search_run} is recorded and "
+        "so is every call phase 2 made; continue with 'topology-studio search gsm8k_replay "
+        f"--resume {search_run} --db {tmp_path / 'cut' / 'runs.duckdb'}'"
+    )
+    assert made == ["evaluate", "evaluate"]
+    monkeypatch.setattr(PromptCallLog, "append", append)
+
+    journal = tmp_path / "cut" / "runs.duckdb.journals" / f"{search_run}.jsonl"
+    recorded = journal.read_text().splitlines()
+    live: list[str] = []
+
+    def counting(self: PromptCallLog, kind: str, key: str, answer: dict[str, Any]) -> None:
+        append(self, kind, key, answer)
+        live.append(kind)
+
+    monkeypatch.setattr(PromptCallLog, "append", counting)
+    assert main(["search", "gsm8k_replay", "--resume", search_run]) == 0  # no phase 2 flag
+    cap = capsys.readouterr()
+    added = [json.loads(line)["type"] for line in journal.read_text().splitlines()[len(recorded) :]]
+    assert added == ["run_started", "run_finished"]  # phase 1 replayed: no candidate run again
+    assert _phase2(cap.out) == whole
+    text = cap.out.split("== Phase 2: prompts (GEPA) ==")[1]
+    assert kv(text, "replayed") == "13 metric calls from the log"  # 10 validation + 3 minibatch
+    # only the calls after the interruption are made: the reflection, its new prompt's 3-run
+    # minibatch (not better: GEPA keeps only the seed), and the final re-scoring of the seed
+    assert whole["candidates"] == "1"
+    assert live == ["reflect", "evaluate", "rescore"]
+    assert f"resuming phase 2 of run {search_run}: 2 recorded calls" in cap.err
