@@ -1,5 +1,9 @@
 """Diff & apply: review a proposal against the registry (change table, coloured graphs, JSON
-diff), approve or reject it with a comment, and roll a topology back to an earlier version."""
+diff), approve or reject it with a comment, and roll a topology back to an earlier version.
+
+A proposal from a phase-2 (prompt) run (`studio.views.prompt_apply`) shows its topology part
+(the search's winner) and its prompt part (each prompt's word diff, side by side), and applies
+both, or one of them with the other rejected, in one all-or-nothing write."""
 
 from __future__ import annotations
 
@@ -7,15 +11,24 @@ import hashlib
 
 import streamlit as st
 
-from core.errors import StaleTargetError
+from core.errors import ApplyError, StaleTargetError
 from studio._st_common import get_manager, guard, show_error, store_banner
 from studio.views.candidate import parse_stored_spec
 from studio.views.diffs import (
+    DiffView,
     diff_view,
     history_table,
     proposal_label,
     proposal_order,
     registry_moved_note,
+)
+from studio.views.prompt_apply import (
+    PARTS,
+    PromptApplyPlan,
+    part_label,
+    plan_apply,
+    side_by_side,
+    stored_prompts,
 )
 from studio.views.tables import format_time
 
@@ -26,6 +39,65 @@ def _graph(dot: str, *, empty: str = "No topology to draw.") -> None:
         st.graphviz_chart(dot, width="stretch")
     else:
         st.caption(empty)
+
+
+def _topology_diff(view: DiffView, against: str) -> None:
+    """The change table, the two coloured graphs and the JSON diff of one topology change."""
+    c = view.counts
+    st.markdown(
+        f"**{c['added']} added, {c['removed']} removed, {c['changed']} changed, "
+        f"{c['moved']} moved** node(s) against {against}"
+    )
+    st.dataframe(view.changes, hide_index=True, key="df_changes")
+    g1, g2 = st.columns(2)
+    with g1:
+        st.markdown("**Current** (removed red, changed orange, moved blue)")
+        _graph(view.before_dot, empty="No current version: this creates the topology.")
+    with g2:
+        st.markdown("**Proposed** (added green, changed orange, moved blue)")
+        _graph(view.after_dot)
+    if view.id_lines:
+        st.markdown("**Unified JSON diff** (node ids left out)")
+        st.code(view.unified_no_ids or "(identical apart from node ids)", language="diff")
+        with st.expander(f"With node ids ({view.id_lines} more changed line(s))"):
+            st.caption(
+                "These lines differ only in node ids (ids the editor gives nodes "
+                "itself): cosmetic, the topology's canonical form ignores them."
+            )
+            st.code(view.unified, language="diff")
+    else:
+        st.markdown("**Unified JSON diff**")
+        st.code(view.unified or "(identical)", language="diff")
+
+
+_PART_CHOICES = {
+    "both": "Topology and prompts",
+    "topology": "Topology only (reject the prompts)",
+    "prompts": "Prompts only (reject the topology)",
+}
+
+_BOX = "border:1px solid #ddd;border-radius:4px;padding:6px 8px;white-space:normal"
+
+
+def _prompt_part(plan: PromptApplyPlan) -> None:
+    """Each prompt's word-level diff, side by side: the prompt now, the evolved one."""
+    if plan.part == "topology":
+        st.markdown("**Prompt part: rejected** (the winner keeps the prompts it ran with)")
+        return
+    st.subheader("Prompt part: the evolved prompts")
+    st.caption("Word-level diff: removed words red and struck through, added words green.")
+    if not plan.prompts:
+        st.caption("Phase 2 changed no prompt.")
+    for d in plan.prompts:
+        st.markdown(f"**`{d.gene_name}`**" + ("" if d.changed else " (unchanged)"))
+        left, right = side_by_side(d.before, d.after)
+        p1, p2 = st.columns(2)
+        with p1:
+            st.caption("Now")
+            st.markdown(f'<div style="{_BOX}">{left}</div>', unsafe_allow_html=True)
+        with p2:
+            st.caption("Evolved")
+            st.markdown(f'<div style="{_BOX}">{right}</div>', unsafe_allow_html=True)
 
 
 def _opt_int(value: object) -> int | None:
@@ -90,8 +162,45 @@ else:
             if spec is None:
                 st.error(f"The proposed spec cannot be read: {problem}")
             else:
-                shown = manager.dry_run(name, spec)
+                phase2 = None
+                try:
+                    phase2 = stored_prompts(
+                        manager.store, rec.get("run_id"), _opt_int(rec.get("candidate_idx"))
+                    )
+                except ValueError as exc:
+                    st.warning(
+                        f"The prompts of this phase-2 proposal cannot be read ({exc}): only its "
+                        "topology is shown."
+                    )
                 decided = isinstance(rec["decision"], str)
+                plan = None
+                blocked = False
+                if phase2 is not None and not decided:
+                    run2, prompts = phase2
+                    st.info(
+                        f"From phase 2 (prompts) of run {run2.parent_run_id or '?'}: the search's "
+                        "winning topology (the topology part) with its evolved prompts (the prompt "
+                        "part). Apply both, or one part alone (the other is rejected), in one write."
+                    )
+                    part = st.radio(
+                        "Apply",
+                        PARTS,
+                        format_func=_PART_CHOICES.__getitem__,
+                        key=f"df_part_{pid}",
+                        horizontal=True,
+                    )
+                    current_spec = (
+                        manager.registry.current(name)[1]
+                        if manager.registry.current_version(name) is not None
+                        else None
+                    )
+                    try:
+                        plan = plan_apply(name, spec, current_spec, prompts, part)
+                    except ApplyError as exc:
+                        st.warning(f"This part cannot be applied: {exc}")
+                        blocked = True
+                write_spec = plan.spec if plan is not None else spec
+                shown = manager.dry_run(name, write_spec)
                 base = _opt_int(rec["base_version"])
                 if decided:
                     # a decided proposal shows the diff it was decided on
@@ -115,40 +224,32 @@ else:
                     label = (
                         f"{name} v{shown.base_version}" if shown.base_version else f"{name} (new)"
                     )
-                view = diff_view(before, spec, before_label=label, after_label=f"proposal {pid}")
                 against = label.replace(f"{name} v", "version ").replace(
                     f"{name} (new)", "a new topology"
                 )
-                c = view.counts
-                st.markdown(
-                    f"**{c['added']} added, {c['removed']} removed, {c['changed']} changed, "
-                    f"{c['moved']} moved** node(s) against {against}"
-                )
-                st.dataframe(view.changes, hide_index=True, key="df_changes")
-                g1, g2 = st.columns(2)
-                with g1:
-                    st.markdown("**Current** (removed red, changed orange, moved blue)")
-                    _graph(view.before_dot, empty="No current version: this creates the topology.")
-                with g2:
-                    st.markdown("**Proposed** (added green, changed orange, moved blue)")
-                    _graph(view.after_dot)
-                if view.id_lines:
-                    st.markdown("**Unified JSON diff** (node ids left out)")
-                    st.code(
-                        view.unified_no_ids or "(identical apart from node ids)", language="diff"
+                if plan is not None and plan.part == "prompts":
+                    st.markdown(
+                        "**Topology part: rejected** (the registry's topology keeps its structure; "
+                        "only the prompts below change)"
                     )
-                    with st.expander(f"With node ids ({view.id_lines} more changed line(s))"):
-                        st.caption(
-                            "These lines differ only in node ids (ids the editor gives nodes "
-                            "itself): cosmetic, the topology's canonical form ignores them."
-                        )
-                        st.code(view.unified, language="diff")
                 else:
-                    st.markdown("**Unified JSON diff**")
-                    st.code(view.unified or "(identical)", language="diff")
+                    if plan is not None:
+                        st.subheader("Topology part: the search's winner")
+                    _topology_diff(
+                        diff_view(
+                            before,
+                            plan.topology if plan is not None else spec,
+                            before_label=label,
+                            after_label=f"proposal {pid}",
+                        ),
+                        against,
+                    )
+                if plan is not None:
+                    _prompt_part(plan)
                 # the approval applies what the person saw: the diff of the previous render
-                seen = ss.get(f"df_shown_{pid}") or shown
-                ss[f"df_shown_{pid}"] = shown
+                seen_key = f"df_shown_{pid}" + (f"_{plan.part}" if plan is not None else "")
+                seen = ss.get(seen_key) or shown
+                ss[seen_key] = shown
                 if not decided:
                     comment = st.text_input("Comment", key=f"df_comment_{pid}")
                     a1, a2, _ = st.columns([1, 1, 4])
@@ -156,15 +257,22 @@ else:
                         "Approve and apply",
                         key="df_approve",
                         type="primary",
-                        disabled=not shown.changed,
+                        disabled=blocked or not shown.changed,
                     ):
+                        parts = "" if plan is None else part_label(plan.part)
+                        recorded = ": ".join(x for x in (parts, comment) if x)
                         try:
-                            done = manager.approve(int(pid), name, spec, seen, comment=comment)
-                            ss.pop(f"df_shown_{pid}", None)
-                            ss["df_msg"] = f"Applied: {name} is now version {done.new_version}."
+                            done = manager.approve(
+                                int(pid), name, write_spec, seen, comment=recorded
+                            )
+                            ss.pop(seen_key, None)
+                            ss["df_msg"] = (
+                                f"Applied{' ' + parts if parts else ''}: {name} is now version "
+                                f"{done.new_version}."
+                            )
                             st.rerun()
                         except StaleTargetError as exc:
-                            ss.pop(f"df_shown_{pid}", None)
+                            ss.pop(seen_key, None)
                             show_error(exc)
                     if a2.button("Reject", key="df_reject"):
                         manager.reject(int(pid), comment=comment)

@@ -20,9 +20,11 @@ all-or-nothing, stale-checked `apply_specs`, so the parts are applied together o
 
 from __future__ import annotations
 
+import difflib
+import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from core.errors import ApplyError
 from core.ir import TopologySpec
@@ -38,6 +40,8 @@ __all__ = [
     "part_label",
     "plan_apply",
     "prompt_run",
+    "side_by_side",
+    "stored_prompts",
 ]
 
 PROMPT_STRATEGY = "gepa"
@@ -94,7 +98,11 @@ def candidate_prompts(thought: str, genes: Sequence[str]) -> dict[str, str]:
     for gene in genes:
         prefix = f"{gene}: "
         found = next(
-            (i for i in range(at, len(lines)) if lines[i].startswith(prefix) or lines[i] == f"{gene}:"),
+            (
+                i
+                for i in range(at, len(lines))
+                if lines[i].startswith(prefix) or lines[i] == f"{gene}:"
+            ),
             None,
         )
         if found is None:
@@ -177,3 +185,63 @@ def part_label(part: Part) -> str:
         "topology": "topology only (prompts rejected)",
         "prompts": "prompts only (topology rejected)",
     }[part]
+
+
+REMOVED_STYLE = "background:#ffd7d5;text-decoration:line-through"
+ADDED_STYLE = "background:#ccf5d3"
+
+
+def side_by_side(before: str, after: str) -> tuple[str, str]:
+    """A prompt's word-level diff as two HTML texts, for two columns: `before` with its removed
+    words marked (red, struck through), `after` with its added words marked (green).
+
+    Words are compared as `word_diff` compares them (whitespace normalised to single spaces);
+    every word is HTML-escaped. e.g. `side_by_side("Solve it.", "Solve it now.")` is
+    `("Solve it.", 'Solve it. <span style="...">now.</span>')` (the `<span>` with
+    `ADDED_STYLE`).
+    """
+    old, new = before.split(), after.split()
+    left: list[str] = []
+    right: list[str] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+        a = html.escape(" ".join(old[i1:i2]))
+        b = html.escape(" ".join(new[j1:j2]))
+        if op == "equal":
+            left.append(a)
+            right.append(b)
+            continue
+        if a:
+            left.append(f'<span style="{REMOVED_STYLE}">{a}</span>')
+        if b:
+            right.append(f'<span style="{ADDED_STYLE}">{b}</span>')
+    return " ".join(left), " ".join(right)
+
+
+class _RunReader(Protocol):
+    def get_run(self, run_id: str) -> Any: ...
+
+    def archive(self, run_id: str, *, include_unevaluated: bool = False) -> Any: ...
+
+
+def stored_prompts(
+    store: _RunReader, run_id: str | None, candidate_idx: int | None
+) -> tuple[PromptRun, dict[str, str]] | None:
+    """The phase-2 run a proposal came from and its candidate's prompt texts; None when the
+    proposal is not from a phase-2 run (or from no run).
+
+    Raises:
+        ValueError: the candidate is not in the run, or its recorded prompts cannot be read.
+    """
+    if not isinstance(run_id, str) or candidate_idx is None:
+        return None
+    record = store.get_run(run_id)
+    if record is None:
+        return None
+    run = prompt_run(run_id, record.strategy, record.config or {})
+    if run is None:
+        return None
+    archive = store.archive(run_id, include_unevaluated=True)
+    rows = archive.loc[archive["candidate_idx"] == int(candidate_idx)]
+    if rows.empty:
+        raise ValueError(f"run {run_id} has no candidate {candidate_idx}")
+    return run, candidate_prompts(str(rows.iloc[0]["thought"] or ""), run.genes)

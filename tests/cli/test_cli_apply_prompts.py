@@ -141,7 +141,9 @@ def test_a_dry_run_shows_the_topology_part_and_each_prompts_word_diff(
         "critic.system_prompt: Find the flaw. {+Answer in upper case.+}",
         "judge.system_prompt: (unchanged)",
     ]
-    assert out.rstrip("\n").splitlines()[-1] == "dry run: nothing was written (add --yes to write it)"
+    assert (
+        out.rstrip("\n").splitlines()[-1] == "dry run: nothing was written (add --yes to write it)"
+    )
     assert reg.current_version("letters") == 1
 
 
