@@ -216,6 +216,10 @@ else:
                     )
                     before = manager.registry.get(name, base) if base is not None else None
                     label = f"{name} v{base}" if base is not None else f"{name} (new)"
+                    applied = _opt_int(rec["applied_version"])
+                    if phase2 is not None and applied is not None:
+                        # the parts approved were written, not the proposal's winner as it is
+                        write_spec = manager.registry.get(name, applied)
                 else:
                     moved = registry_moved_note(name, base, shown.base_version)
                     if moved:
@@ -238,7 +242,7 @@ else:
                     _topology_diff(
                         diff_view(
                             before,
-                            plan.topology if plan is not None else spec,
+                            plan.topology if plan is not None else write_spec,
                             before_label=label,
                             after_label=f"proposal {pid}",
                         ),

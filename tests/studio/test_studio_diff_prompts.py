@@ -167,6 +167,12 @@ def test_prompts_alone_go_into_the_current_topology_the_topology_part_rejected(
     assert not at.exception
     registry = TopologyRegistry(tmp_path / "registry")
     assert registry.current("letters") == (2, _spec(judge=False, critic=EVOLVED))
+    # the decided proposal shows what was written (v1 -> v2: the critic's prompt), not the
+    # winner it proposed
+    changes = [d.value for d in at.dataframe if "node_id" in d.value.columns][0]
+    assert changes[["change", "node_id", "fields_changed"]].values.tolist() == [
+        ["changed", "critique", "inline_spec"]
+    ]
     decided = manager.store.list_proposals()
     assert decided[["decision", "comment"]].values.tolist() == [
         ["approved", "prompts only (topology rejected)"]
