@@ -16,6 +16,7 @@ from studio._st_common import (
     page,
     pick_run,
 )
+from studio._st_prompts import prompt_section
 from studio._st_render import drilldown, format_value, inspector
 from studio.views.candidate import candidate_view
 from studio.views.drilldown import answer_row, gold_cases, trace_detail
@@ -360,6 +361,8 @@ st.html(KEEP_VIEW_JS, unsafe_allow_javascript=True)
 
 
 live_view()
+# a phase-2 (prompt) run: its score against metric calls and each candidate's prompts
+prompt_section(manager, run_id, run_every=REFRESH_S if live and running else None)
 
 # a link's candidate the run does not have: said above the tabs, not replaced silently
 # (issue 12, defect 6); a running search may still evaluate it
