@@ -4,7 +4,7 @@
 topology-studio search PROBLEM [--strategy evolutionary|meta-agent|random] [budget options]
                                [--meta-model provider:model] [--seed N] [--db PATH] [--resume RUN]
 topology-studio evaluate PROBLEM SPEC.json [--split validation|test|all] [--limit N]
-topology-studio runs | show RUN | diff RUN CANDIDATE | apply RUN CANDIDATE [--to PATH] [--yes]
+topology-studio runs | show RUN | diff RUN CANDIDATE | apply RUN CANDIDATE [--to PATH] [--only topology|prompts] [--yes]
 topology-studio studio [--port N] | demo [--no-ui]
 topology-studio store rebuild [--force]
 topology-studio solve "GOAL" --planner provider:model|demo [--model M] | roster
