@@ -87,7 +87,7 @@ def _prompt_part(plan: PromptApplyPlan) -> None:
     st.subheader("Prompt part: the evolved prompts")
     st.caption("Word-level diff: removed words red and struck through, added words green.")
     if not plan.prompts:
-        st.caption("Phase 2 changed no prompt.")
+        st.caption("Phase 2 changed no prompt (candidate 0's starting prompts).")
     for d in plan.prompts:
         st.markdown(f"**`{d.gene_name}`**" + ("" if d.changed else " (unchanged)"))
         left, right = side_by_side(d.before, d.after)

@@ -33,7 +33,7 @@ from studio._cli_store import open_cli_store
 from studio.views.prompt_apply import (
     Part,
     PromptApplyPlan,
-    candidate_prompts,
+    evolved_prompts,
     part_label,
     plan_apply,
     prompt_run,
@@ -411,13 +411,12 @@ def _prompt_plan(
     run = store.get_run(run_id)
     phase2 = prompt_run(run_id, run.strategy, run.config) if run is not None else None
     assert phase2 is not None
-    rows = [
-        r
+    thoughts = {
+        int(r["candidate_idx"]): str(r["thought"] or "")
         for r in store.archive_records(run_id, include_unevaluated=True)
-        if r["candidate_idx"] == candidate
-    ]
+    }
     try:
-        prompts = candidate_prompts(str(rows[0]["thought"] or ""), phase2.genes)
+        prompts = evolved_prompts(thoughts, candidate, phase2.genes)
     except ValueError as exc:
         raise CliUsageError(f"candidate {candidate} of run {run_id}: {exc}") from exc
     current = registry.current(name)[1] if registry.current_version(name) is not None else None
@@ -434,6 +433,8 @@ def _print_prompt_plan(out: Output, plan: PromptApplyPlan, current: TopologySpec
     if plan.part == "topology":
         return
     out.heading("Prompt part (word diff: [-removed-] {+added+})")
+    if not plan.prompts:
+        out.line("(phase 2 changed no prompt: candidate 0's starting prompts)")
     for d in plan.prompts:
         out.line(f"{d.gene_name}: {d.words if d.changed else '(unchanged)'}")
 

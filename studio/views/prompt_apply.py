@@ -10,8 +10,9 @@ A candidate of such a run is two changes to a registry topology:
 
 - the **topology part**: the registry's current topology -> the search's winner (as it ran in
   phase 1, with its starting prompts);
-- the **prompt part**: each evolved prompt written into its inline agent
-  (`core.search.prompt_diff.with_prompts`; a registered agent is refused by name).
+- the **prompt part**: each prompt phase 2 changed (from candidate 0's, the starting prompts:
+  `evolved_prompts`) written into its inline agent (`core.search.prompt_diff.with_prompts`; a
+  registered agent is refused by name).
 
 `plan_apply(...)` gives the one spec a write stores for the parts approved (`"both"`,
 `"topology"` or `"prompts"`), with each prompt's word-level diff; the write itself is the usual
@@ -37,6 +38,7 @@ __all__ = [
     "PromptApplyPlan",
     "PromptRun",
     "candidate_prompts",
+    "evolved_prompts",
     "part_label",
     "plan_apply",
     "prompt_run",
@@ -241,7 +243,33 @@ def stored_prompts(
     if run is None:
         return None
     archive = store.archive(run_id, include_unevaluated=True)
-    rows = archive.loc[archive["candidate_idx"] == int(candidate_idx)]
-    if rows.empty:
+    thoughts = {
+        int(i): str(t or "")
+        for i, t in zip(archive["candidate_idx"], archive["thought"], strict=True)
+    }
+    if int(candidate_idx) not in thoughts:
         raise ValueError(f"run {run_id} has no candidate {candidate_idx}")
-    return run, candidate_prompts(str(rows.iloc[0]["thought"] or ""), run.genes)
+    return run, evolved_prompts(thoughts, int(candidate_idx), run.genes)
+
+
+def evolved_prompts(
+    thoughts: Mapping[int, str], candidate_idx: int, genes: Sequence[str]
+) -> dict[str, str]:
+    """The prompts candidate `candidate_idx` changed: its texts (`candidate_prompts`) without
+    those equal to candidate 0's (the starting prompts; all of them when candidate 0 is not
+    recorded). A prompt phase 2 kept is no change to apply, and its agent may be a registered
+    one, whose prompt cannot be written into a topology.
+
+    Args:
+        thoughts: candidate index -> its stored `thought`.
+        candidate_idx: the candidate applied.
+        genes: the run's prompt genes.
+
+    Raises:
+        ValueError: a candidate's recorded prompts cannot be read (names the gene).
+    """
+    texts = candidate_prompts(thoughts[candidate_idx], genes)
+    if candidate_idx == 0 or 0 not in thoughts:
+        return texts if candidate_idx != 0 else {}
+    start = candidate_prompts(thoughts[0], genes)
+    return {g: t for g, t in texts.items() if t != start[g]}

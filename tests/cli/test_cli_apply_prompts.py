@@ -139,8 +139,7 @@ def test_a_dry_run_shows_the_topology_part_and_each_prompts_word_diff(
     ]
     assert _section(out, "Prompt part (word diff: [-removed-] {+added+})") == [
         "critic.system_prompt: Find the flaw. {+Answer in upper case.+}",
-        "judge.system_prompt: (unchanged)",
-    ]
+    ]  # the judge's prompt is candidate 0's: phase 2 did not change it
     assert (
         out.rstrip("\n").splitlines()[-1] == "dry run: nothing was written (add --yes to write it)"
     )
@@ -216,3 +215,15 @@ def test_only_on_a_topology_search_is_refused(
         f"topology-studio: error: --only is for a phase-2 (prompt) run; run {SEARCH} is a "
         "random run: apply it whole"
     ]
+
+
+def test_the_starting_prompts_candidate_has_no_prompt_part_to_write(
+    db: Path, reg: TopologyRegistry, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["apply", PHASE2, "0", "--db", str(db), "--to", str(reg.root), "--by", "bo", "--yes"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert _section(out, "Prompt part (word diff: [-removed-] {+added+})") == [
+        "(phase 2 changed no prompt: candidate 0's starting prompts)"
+    ]
+    assert reg.current("letters") == (2, WINNER)

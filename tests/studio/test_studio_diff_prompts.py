@@ -134,9 +134,7 @@ def test_both_parts_show_the_topology_diff_and_prompts_side_by_side_then_apply_t
         f'<div style="{box}">Find the flaw.</div>',
         f'<div style="{box}">Find the flaw. <span style="{ADDED_STYLE}">Answer in upper '
         "case.</span></div>",
-        f'<div style="{box}">Judge it &amp; &lt;decide&gt;.</div>',
-        f'<div style="{box}">Judge it &amp; &lt;decide&gt;.</div>',
-    ]
+    ]  # the judge's prompt is candidate 0's: phase 2 did not change it
     at.text_input(key=f"df_comment_{pid}").set_value("both help").run()
     at.button(key="df_approve").click().run()
     assert not at.exception
