@@ -514,7 +514,8 @@ def cmd_apply(args: argparse.Namespace, out: Output) -> int:
         if plan is not None:
             _print_prompt_plan(out, plan, shown.before)
             out.heading("Unified diff of what is written (JSON)")
-        print_changes(out, shown.structural)
+        if plan is None or plan.part == "prompts":  # else the topology part's table, above
+            print_changes(out, shown.structural)
         out.line(shown.unified.rstrip("\n") if shown.unified else "(identical)")
         if not shown.changed:
             out.line("nothing to write: the registry already holds this topology")

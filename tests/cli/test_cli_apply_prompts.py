@@ -140,9 +140,16 @@ def test_a_dry_run_shows_the_topology_part_and_each_prompts_word_diff(
     assert _section(out, "Prompt part (word diff: [-removed-] {+added+})") == [
         "critic.system_prompt: Find the flaw. {+Answer in upper case.+}",
     ]  # the judge's prompt is candidate 0's: phase 2 did not change it
-    assert (
-        out.rstrip("\n").splitlines()[-1] == "dry run: nothing was written (add --yes to write it)"
-    )
+    # the written spec's JSON diff follows, without repeating the topology part's table
+    written = _section(out, "Unified diff of what is written (JSON)")
+    assert written[:2] == ["--- letters (current)", "+++ letters (new)"]
+    assert written[-1] == "dry run: nothing was written (add --yes to write it)"
+    prompt_lines = [line for line in written if '"system_prompt"' in line]
+    assert prompt_lines == [
+        '-          "system_prompt": "Find the flaw."',
+        '+          "system_prompt": "Find the flaw.\\nAnswer in upper case."',
+        '+          "system_prompt": "Judge it."',
+    ]
     assert reg.current_version("letters") == 1
 
 
