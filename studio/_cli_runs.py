@@ -31,6 +31,7 @@ from studio._cli_report import (
 )
 from studio._cli_store import open_cli_store
 from studio.views.prompt_apply import (
+    PROMPT_STRATEGY,
     Part,
     PromptApplyPlan,
     evolved_prompts,
@@ -41,6 +42,7 @@ from studio.views.prompt_apply import (
 
 __all__ = [
     "COST_TOTAL_NOTE",
+    "PROMPT_COST_NOTE",
     "candidate_spec",
     "cmd_apply",
     "cmd_diff",
@@ -120,6 +122,9 @@ COST_TOTAL_NOTE = "every model call of the run: search, re-scoring and held-out 
 """What the summary's `cost_usd_total` counts (the progress bar's cost is the search's alone,
 so the total is larger once the front is re-scored and tested)."""
 
+PROMPT_COST_NOTE = "phase 2: its metric calls' model cost plus the reflection model's cost"
+"""What a phase-2 (prompt) run's `cost_usd_total` counts (`runs` lists the same figure)."""
+
 _MAX_LISTED = 5
 
 
@@ -182,7 +187,8 @@ def print_run(
         ("candidates", int(used.get("evaluations", 0)) if used else "-"),
         (
             "cost_usd_total",
-            f"{fmt_float(used.get('usd'), 6)} ({COST_TOTAL_NOTE}"
+            f"{fmt_float(used.get('usd'), 6)} "
+            f"({PROMPT_COST_NOTE if run.strategy == PROMPT_STRATEGY else COST_TOTAL_NOTE}"
             + (f"; {MODELLED_COST_NOTE})" if modelled_cost else ")")
             if used
             else "-",

@@ -97,4 +97,6 @@ def test_runs_shows_a_prompt_runs_cost_as_show_does(
     assert (cells["run"], cells["strategy"], cells["cost_usd"]) == (RUN, "gepa", "5.620000")
     assert main(["show", RUN, "--db", str(db)]) == 0
     shown = kv(capsys.readouterr().out, "cost_usd_total")
-    assert shown.split()[0] == "5.620000"
+    assert shown == (
+        "5.620000 (phase 2: its metric calls' model cost plus the reflection model's cost)"
+    )
