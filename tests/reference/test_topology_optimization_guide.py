@@ -283,6 +283,7 @@ def test_two_phase_topology_then_prompts() -> None:
             # our topologies name their agents and functions: the factory's spec needs these
             callable_registry=callable_registry,
             agent_registry={"cot": lambda: cot},
+            timer=lambda: 0.0,  # phase 1's test clock: both best_scores are aggregate scores
         ),
         reflection_model=FunctionModel(_reflection, model_name="reflect-fn"),  # offline
         api_key="unused",
