@@ -27,7 +27,7 @@ import os
 import threading
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from core.errors import OptimizationError
 
@@ -76,7 +76,8 @@ class PromptCallLog:
                         f"phase 2 call log {self.path}, line {number}: not a call record "
                         "(needs 'kind' and 'key')"
                     )
-                self._pending.setdefault(str(record["key"]), deque()).append(record)
+                entry = cast("dict[str, Any]", record)
+                self._pending.setdefault(str(entry["key"]), deque()).append(entry)
                 self.recorded += 1
                 keep += len(line)
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -129,7 +129,7 @@ class OptimizationRunner:
 
     async def _reflect(self, prompt: str, log: PromptCallLog | None) -> str:
         key = call_key("reflect", prompt)
-        answer = None if log is None else log.take(key)
+        answer: dict[str, Any] | None = None if log is None else log.take(key)
         if answer is None:
             result = await self._reflector.run(prompt)
             usage = result.usage
@@ -144,9 +144,9 @@ class OptimizationRunner:
         self._reflection_usage.add(
             ModelUsage(
                 model_name=self._reflection_usage.model_name,
-                requests=answer["requests"],
-                input_tokens=answer["input_tokens"],
-                output_tokens=answer["output_tokens"],
+                requests=int(answer["requests"]),
+                input_tokens=int(answer["input_tokens"]),
+                output_tokens=int(answer["output_tokens"]),
             )
         )
         return str(answer["output"])
@@ -246,7 +246,7 @@ class OptimizationRunner:
         return OptimizationResult(
             best_candidate=best_candidate,
             best_decoded=self._genome.decode(best_candidate),
-            best_score=history[best].score,
+            best_score=_num(history[best].score),
             pareto_candidates=[best_candidate],
             history=history,
             raw=RunDetails(
@@ -275,6 +275,10 @@ class OptimizationRunner:
                 }
             ),
         )
+
+
+def _num(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 def build_reflection_model(model: Model | str, api_key: str | None = None) -> Model:
