@@ -46,7 +46,7 @@ def _reflect(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[TextPart(f"```\nSolve it. {FIX}\n```")])
 
 
-class _TimedAgent(Agent[None, str]):
+class _TimedAgent(Agent[Any, Any]):
     """An `Agent` adding each `run`'s wall time (ms) to `spent["ms"]`."""
 
     spent: dict[str, float] = {"ms": 0.0}
