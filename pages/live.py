@@ -20,7 +20,7 @@ from studio._st_prompts import prompt_section
 from studio._st_render import drilldown, format_value, inspector
 from studio.views.candidate import candidate_view
 from studio.views.drilldown import answer_row, gold_cases, trace_detail
-from studio.views.links import compare_selection, parse_live_link
+from studio.views.links import compare_selection, parse_live_link, table_pick
 from studio.views.pareto import (
     KEEP_VIEW_JS,
     OBJECTIVE_LABELS,
@@ -300,8 +300,9 @@ def archive_view(text: str, only_front: bool, sort_by: str, descending: bool) ->
         )
         st.caption(
             f"Archive: {len(table)} of {len(archive)} candidates shown; select a row to inspect "
-            "it. Ranked by a score, candidates scored on the full validation split come first, "
-            "minibatch estimates (`scored on` minibatch) after them."
+            "it, several rows (ctrl- or shift-click) to compare them. Ranked by a score, "
+            "candidates scored on the full validation split come first, minibatch estimates "
+            "(`scored on` minibatch) after them."
         )
         sel = st.session_state.get("live_sel")
         order = [int(i) for i in table["candidate_idx"].tolist()]
@@ -316,7 +317,9 @@ def archive_view(text: str, only_front: bool, sort_by: str, descending: bool) ->
             hide_index=True,
             key=f"archive_{run_id}_{sel}_{zlib.crc32(repr(order).encode()):08x}",
             on_select="rerun",
-            selection_mode="single-row",
+            # several rows (shift- or ctrl-click, or the row checkboxes) give "Compare
+            # selected", as several points on the chart do (issue 12, item 11)
+            selection_mode="multi-row",
             selection_default={"selection": {"rows": [pos]}} if pos is not None else None,
             height=320,
             column_config={
@@ -329,6 +332,15 @@ def archive_view(text: str, only_front: bool, sort_by: str, descending: bool) ->
                 ),
             },
         )
+        rows = [int(r) for r in state.selection.rows] if state else []
+        pick = table_pick(run_id, rows, order, st.session_state.get("live_last_row"))
+        if pick.compare is not None:
+            with st.container(horizontal=True, key="live_compare_rows"):
+                st.page_link(
+                    page("compare"), label=pick.compare.label,
+                    query_params={"items": pick.compare.items},
+                )  # fmt: skip
+                st.caption(pick.compare.caption)
         held_out = held_out_front_view(store.test_front(run_id))
         st.markdown(f"**{held_out.title}**")
         st.caption(held_out.caption)
@@ -347,13 +359,9 @@ def archive_view(text: str, only_front: bool, sort_by: str, descending: bool) ->
                     "on_test_front": st.column_config.CheckboxColumn("on test front"),
                 },
             )
-        rows = list(state.selection.rows) if state else []
-        chosen = (
-            int(table["candidate_idx"].iloc[rows[0]]) if rows and rows[0] < len(table) else None
-        )
-        if chosen is not None and chosen != st.session_state.get("live_last_row"):
-            st.session_state["live_last_row"] = chosen
-            _select(chosen)
+        if pick.inspect is not None:
+            st.session_state["live_last_row"] = pick.inspect
+            _select(pick.inspect)
             st.rerun()
 
 

@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["COMPARE_MAX", "CompareSelection", "LiveLink", "compare_selection", "parse_live_link"]
+__all__ = [
+    "COMPARE_MAX",
+    "CompareSelection",
+    "LiveLink",
+    "TablePick",
+    "compare_selection",
+    "parse_live_link",
+    "table_pick",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +92,7 @@ COMPARE_MAX = 4
 
 @dataclass(frozen=True, slots=True)
 class CompareSelection:
-    """Candidates selected on the live chart, as a Compare deep link.
+    """Candidates selected on the live chart or in its archive table, as a Compare deep link.
 
     Attributes:
         items: the `items` query parameter of the Compare page, `"RUN:IDX,RUN:IDX,..."`
@@ -98,13 +106,18 @@ class CompareSelection:
     caption: str
 
 
-def compare_selection(run_id: str, picked: Sequence[int]) -> CompareSelection | None:
-    """The Compare link for candidates selected on the chart (box, lasso or shift-click).
+def compare_selection(
+    run_id: str, picked: Sequence[int], *, where: str = "on the chart"
+) -> CompareSelection | None:
+    """The Compare link for candidates selected on the chart (box, lasso or shift-click) or in
+    the archive table (several rows).
 
     Args:
         run_id: the live page's run.
-        picked: candidate indices in selection order (`selected_candidates`), duplicates
-            ignored.
+        picked: candidate indices in selection order (`selected_candidates`, or the table's
+            selected rows as candidates), duplicates ignored.
+        where: where they were selected, as the caption says it (`"on the chart"`, `"in the
+            table"`).
 
     Returns:
         None with fewer than two distinct candidates (nothing to compare); else the link, the
@@ -115,7 +128,7 @@ def compare_selection(run_id: str, picked: Sequence[int]) -> CompareSelection | 
         return None
     used = distinct[:COMPARE_MAX]
     names = ", ".join(f"#{i}" for i in distinct)
-    caption = f"Selected on the chart: {names}."
+    caption = f"Selected {where}: {names}."
     if len(distinct) > COMPARE_MAX:
         caption += (
             f" Compare shows at most {COMPARE_MAX}: the first {COMPARE_MAX} selected "
@@ -124,3 +137,41 @@ def compare_selection(run_id: str, picked: Sequence[int]) -> CompareSelection | 
     return CompareSelection(
         ",".join(f"{run_id}:{i}" for i in used), f"Compare selected ({len(used)})", caption
     )
+
+
+@dataclass(frozen=True, slots=True)
+class TablePick:
+    """What a selection in the live page's archive table asks for.
+
+    Attributes:
+        inspect: the candidate to open in the inspector (one row selected, not the one
+            inspected now), or None (keep the inspector as it is).
+        compare: the Compare link when two or more rows are selected, else None.
+    """
+
+    inspect: int | None
+    compare: CompareSelection | None
+
+
+def table_pick(
+    run_id: str, rows: Sequence[int], order: Sequence[int], inspected: int | None
+) -> TablePick:
+    """Read the archive table's multi-row selection (issue 12, item 11: "Compare selected"
+    from the Live page's table as from its chart).
+
+    One selected row inspects its candidate; two or more keep the inspector on the candidate it
+    shows and give a Compare link for the selected candidates, in the table's row order (the
+    first `COMPARE_MAX`, as `compare_selection` says).
+
+    Args:
+        run_id: the live page's run.
+        rows: the selected row positions (`st.dataframe`'s `selection.rows`); positions past
+            the table's end (a refresh shortened it) are ignored.
+        order: the candidate index of each row of the table as shown.
+        inspected: the candidate the inspector shows now, or None.
+    """
+    picked = [int(order[r]) for r in sorted(set(rows)) if 0 <= r < len(order)]
+    if len(picked) == 1:
+        only = picked[0]
+        return TablePick(None if only == inspected else only, None)
+    return TablePick(None, compare_selection(run_id, picked, where="in the table"))

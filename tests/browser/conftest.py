@@ -17,6 +17,7 @@ from studio_harness import REPO, launch_chromium, serve_studio, shot
 from core.ir import parse_topology
 from core.search.registry import TopologyRegistry
 from core.storage import DuckDBRunStore
+from studio.views.tables import ARCHIVE_SORTS, archive_table, full_split
 
 DATASETS = os.environ.get("TOPOLOGY_STUDIO_DATASETS") or str(REPO.parent / "shared" / "datasets")
 
@@ -57,6 +58,15 @@ def replay_store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             )
             if n == n and n > 0 and '"router"' in (store.get_spec(str(h)) or "")
         ]
+        # the Live page's archive table in its default order (sorted by ARCHIVE_SORTS[0],
+        # descending): the candidate of each row, as shown
+        table = archive_table(
+            store.archive(run_id.group(1), include_unevaluated=True).pipe(
+                lambda a: a.assign(comparable=full_split(a))
+            ),
+            sort_by=ARCHIVE_SORTS[0],
+        )
+        archive_order = [int(i) for i in table["candidate_idx"].tolist()]
     registry = root / "registry"
     seed = parse_topology(seed_json or "")
     TopologyRegistry(registry).write("gsm8k_replay", seed, None, note="seed")
@@ -66,6 +76,7 @@ def replay_store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "registry": registry,
         "root": root,
         "router_candidate": routers[0] if routers else None,
+        "archive_order": archive_order,
     }
 
 

@@ -254,3 +254,59 @@ def test_points_box_selected_on_the_chart_open_in_compare(
     assert page.get_by_label("How many topologies").first.input_value() == str(n)
     no_errors(page)
     shot(page, "compare-from-live-selection")
+
+
+def test_rows_selected_in_the_archive_table_open_in_compare(
+    page: Any, studio: str, replay_store: dict[str, Any]
+) -> None:
+    # issue 12, item 11: "Compare selected" from the Live page's table, as from its chart: a
+    # row ticked in the archive table is inspected; a second one ticked beside it gives a link
+    # to Compare with both
+    run_id = replay_store["run_id"]
+    page.set_viewport_size({"width": 1000, "height": 800})
+    page.goto(f"{studio}/live?run={run_id}")
+    settle(page, "Live search")
+    grid = page.locator('[data-testid="stDataFrame"]').first
+    grid.locator("canvas").first.wait_for(timeout=60_000)
+    idle(page)
+    grid.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    link = page.get_by_role("link", name="Compare selected (2)")
+    archive_tab = page.get_by_role("tab", name="Archive", exact=True)
+    inspector_tab = page.get_by_role("tab", name="Inspector", exact=True)
+
+    def tick(row: int) -> None:
+        box = grid.bounding_box()
+        assert box is not None
+        # the grid's rows are 35 px high under a 35 px header; the row markers sit left
+        page.mouse.click(box["x"] + 15, box["y"] + 35 + 35 * row + 17)
+        idle(page)
+
+    tick(0)  # one row: inspected, as a click on a point
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[role=tab]')].some("
+        "t => t.innerText.trim() === 'Inspector' && t.getAttribute('aria-selected') === 'true')",
+        timeout=30_000,
+    )
+    assert inspector_tab.get_attribute("aria-selected") == "true"
+    archive_tab.click()  # back on the table, its row is selected: tick a second one
+    idle(page)
+    grid = page.locator('[data-testid="stDataFrame"]:visible').first
+    grid.wait_for(timeout=30_000)
+    grid.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    tick(2)
+    link.wait_for(timeout=30_000)
+    caption = page.get_by_text(re.compile(r"^Selected in the table: #\d")).first.inner_text()
+    picked = [int(i) for i in re.findall(r"#(\d+)", caption)]
+    assert len(picked) == 2, caption
+    # they are the table's first and third rows as shown (the page's default order)
+    order = replay_store["archive_order"]
+    assert picked == [order[0], order[2]], (caption, order[:4])
+    shot(page, "live-compare-selected-rows")
+    link.click()
+    settle(page, "Compare")
+    page.locator('[data-testid="stGraphVizChart"] svg').nth(1).wait_for(timeout=60_000)
+    url = page.url.replace("%3A", ":").replace("%2C", ",")
+    assert "items=" + ",".join(f"{run_id}:{i}" for i in picked) in url, url
+    no_errors(page)
