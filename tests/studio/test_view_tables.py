@@ -57,6 +57,11 @@ def test_archive_table_sorts_filters_and_puts_nan_last(store: DuckDBRunStore) ->
         "validation (4)"
     ]
     assert "objective_split" not in archive_table(archive).columns
+    # the key figures first, in view at 1000 px (issue 12, item 15)
+    assert list(archive_table(archive).columns)[:8] == [
+        "candidate_idx", "accuracy", "cost_usd", "aggregate_score", "scored_on", "on_front",
+        "is_best", "latency_ms",
+    ]  # fmt: skip
     assert archive_table(archive, only_front=True)["candidate_idx"].tolist() == [1, 0]
     assert archive_table(archive, only_valid=True)["candidate_idx"].tolist() == [1, 0, 2]
     assert archive_table(archive, text="STRONGEST")["candidate_idx"].tolist() == [1]
