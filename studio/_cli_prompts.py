@@ -322,6 +322,31 @@ def _events(
     best: int = raw["best_idx"]
     reflection_usd = used["reflection_cost_usd"]
     usd = used["cost_usd"] + (reflection_usd if math.isfinite(reflection_usd) else 0.0)
+    # one snapshot per candidate at the metric calls it was found at (gepa's
+    # discovery_eval_counts), so the Live page's chart of score against metric calls places
+    # each where it arose; the best so far ranks by the recorded score (NaN never best)
+    found: list[int] = list(raw.get("discovery_metric_calls", []))
+    ordered = sorted(result.history, key=lambda r: r.candidate_idx)
+    leader: int | None = None
+    for k, record in enumerate(ordered[: len(found)]):
+        score = _num(record.score)
+        if leader is None or (math.isfinite(score) and not _num(ordered[leader].score) >= score):
+            leader = k
+        lead = ordered[leader]
+        events.append(
+            ArchiveSnapshot(
+                run_id=run_id,
+                seq=len(events),
+                ts=now,
+                generation=record.generation,
+                entries=[r.candidate_idx for r in ordered[: k + 1]],
+                front=[lead.candidate_idx],
+                best_idx=lead.candidate_idx,
+                best_score=_num(lead.score),
+                n_evaluations=found[k],
+                cost_usd_total=math.nan,  # not known per candidate: the last snapshot has it
+            )
+        )
     events.append(
         ArchiveSnapshot(
             run_id=run_id,

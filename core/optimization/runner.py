@@ -257,6 +257,9 @@ class OptimizationRunner:
                     "status": "completed",
                     "best_idx": best,
                     "candidates": [dict(c) for c in result.candidates],
+                    # gepa's metric-call count when each candidate was found (its
+                    # `discovery_eval_counts`): where the Live page's phase-2 chart puts it
+                    "discovery_metric_calls": [int(n) for n in result.discovery_eval_counts],
                     "log": list(self._log.lines),
                     "start_accuracy": accuracies[0],
                     "end_accuracy": accuracies[best],

@@ -120,6 +120,7 @@ def test_two_phases_record_a_linked_prompt_run(
     try:
         run = store.get_run(phase2["run"])
         parent = store.get_run(phase2["parent run"])
+        snaps = store.snapshots(phase2["run"])
     finally:
         store.close()
     assert run is not None and parent is not None
@@ -129,6 +130,10 @@ def test_two_phases_record_a_linked_prompt_run(
     assert run.config["genes"] == ["175b_finetuning.system_prompt"]
     assert run.config["budget"] == {"max_metric_calls": 12}
     assert parent.strategy == "evolutionary"
+    # a snapshot per candidate at the metric calls GEPA found it at (the seed: 0), then the
+    # run's last one at the calls made in all
+    assert snaps["n_evaluations"].tolist() == [0, 16]
+    assert snaps["best_idx"].tolist() == [0, 0]
 
 
 def test_the_default_budget_is_three_validation_passes_and_a_given_one_is_kept() -> None:

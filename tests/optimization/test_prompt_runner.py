@@ -32,3 +32,7 @@ def test_gepa_finds_the_final_answer_line() -> None:
     assert [r.operator for r in result.history] == ["seed", "gepa_reflection"]
     used = result.raw["budget_used"]
     assert (used["metric_calls"], used["reflection_requests"]) == (8, 1)
+    # where each candidate was found, in metric calls (the Live page's phase-2 chart x):
+    # the seed before any call; the reflected prompt after the seed's 2 validation calls and
+    # the 2 + 2 minibatch calls around the reflection (its own 2 validation calls come after)
+    assert result.raw["discovery_metric_calls"] == [0, 6]
