@@ -26,12 +26,13 @@ import json
 import os
 import threading
 from collections import deque
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
 
 from core.errors import OptimizationError
 
-__all__ = ["PromptCallLog", "call_key"]
+__all__ = ["PromptCallLog", "call_key", "recorded_or_made"]
 
 
 def call_key(kind: str, question: Any) -> str:
@@ -110,3 +111,23 @@ class PromptCallLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+async def recorded_or_made(
+    log: PromptCallLog | None,
+    kind: str,
+    key: str,
+    make: Callable[[], Awaitable[dict[str, Any]]],
+) -> dict[str, Any]:
+    """The answer `log` holds under `key` (`PromptCallLog.take`), else `await make()`, appended
+    to the log as `kind` before it is returned; with no log, `await make()`.
+
+    Used by the runner's reflections and final re-scorings (the adapter's evaluations also count
+    what was replayed, so they take and append themselves).
+    """
+    answer = None if log is None else log.take(key)
+    if answer is None:
+        answer = await make()
+        if log is not None:
+            log.append(kind, key, answer)
+    return answer

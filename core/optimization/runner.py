@@ -49,7 +49,7 @@ from core.optimization.adapter import PromptAdapter
 from core.optimization.config import OptimizationConfig
 from core.optimization.evaluator import Evaluator
 from core.optimization.genes import Genome, PromptGene
-from core.optimization.replay import PromptCallLog, call_key
+from core.optimization.replay import PromptCallLog, call_key, recorded_or_made
 from core.runtime.tracing import ModelUsage
 from core.search.result import CandidateRecord, OptimizationResult, RunDetails
 
@@ -128,19 +128,17 @@ class OptimizationRunner:
         self._reflection_usage = ModelUsage(model_name=model_name(chosen))
 
     async def _reflect(self, prompt: str, log: PromptCallLog | None) -> str:
-        key = call_key("reflect", prompt)
-        answer: dict[str, Any] | None = None if log is None else log.take(key)
-        if answer is None:
+        async def make() -> dict[str, Any]:
             result = await self._reflector.run(prompt)
             usage = result.usage
-            answer = {
+            return {
                 "output": result.output,
                 "requests": usage.requests,
                 "input_tokens": usage.input_tokens,
                 "output_tokens": usage.output_tokens,
             }
-            if log is not None:
-                log.append("reflect", key, answer)
+
+        answer = await recorded_or_made(log, "reflect", call_key("reflect", prompt), make)
         self._reflection_usage.add(
             ModelUsage(
                 model_name=self._reflection_usage.model_name,
@@ -154,13 +152,11 @@ class OptimizationRunner:
     async def _rescore(
         self, candidate: dict[str, str], val: list[GoldExample], log: PromptCallLog | None
     ) -> dict[str, Any]:
-        key = call_key("rescore", {"candidate": candidate, "val": [example_key(e) for e in val]})
-        answer = None if log is None else log.take(key)
-        if answer is None:
+        async def make() -> dict[str, Any]:
             ev = await self._evaluator.evaluate(
                 self._spec, val, prompt_overrides=self._genome.prompt_overrides(candidate)
             )
-            answer = {
+            return {
                 "accuracy": ev.accuracy,
                 "aggregate_score": ev.aggregate_score,
                 "cost_usd": ev.cost_usd,
@@ -169,9 +165,9 @@ class OptimizationRunner:
                 "depth": ev.depth,
                 "valid": ev.valid,
             }
-            if log is not None:
-                log.append("rescore", key, answer)
-        return answer
+
+        key = call_key("rescore", {"candidate": candidate, "val": [example_key(e) for e in val]})
+        return await recorded_or_made(log, "rescore", key, make)
 
     async def optimize(
         self,
