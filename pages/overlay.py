@@ -19,9 +19,22 @@ from studio.views.overlay import (
     run_summary,
     spread_table,
 )
-from studio.views.tables import run_label
+from studio.views.tables import run_label, split_editor_runs
 
 manager, runs = open_runs_page("Run overlay", "No runs yet.")
+searches, n_editor = split_editor_runs(runs)
+if n_editor:
+    # an editor evaluation is one candidate, not a search: left out unless asked for
+    if not st.toggle(
+        f"Include editor evaluations ({n_editor})",
+        value=False,
+        key="ov_editor",
+        help="runs recorded by the Topology editor's Evaluate: one topology each, no search",
+    ):
+        runs = searches
+if runs.empty:
+    st.info("No search runs yet: only editor evaluations (switch them on above).")
+    st.stop()
 
 records = {str(r["run_id"]): r for r in runs.to_dict("records")}
 ids = list(records)

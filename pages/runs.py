@@ -10,7 +10,7 @@ from core.search.strategies import STRATEGY_NAMES
 from studio._cli_common import CliUsageError, parse_overrides
 from studio._st_common import get_manager, guard, load_runs, page, show_error, store_banner
 from studio.manager import SearchRequest
-from studio.views.tables import runs_overview
+from studio.views.tables import runs_overview, split_editor_runs
 
 REFRESH_S = 3.0
 """Seconds between refreshes of the runs table and the searches panel."""
@@ -49,6 +49,14 @@ live = st.toggle(
     "them still.",
 )
 
+show_editor = st.toggle(
+    "List editor evaluations",
+    value=True,
+    key="runs_editor",
+    help="runs recorded by the Topology editor's Evaluate (strategy editor: one topology, no "
+    "search); switch off to list the searches alone",
+)
+
 
 def _say_resumed(run_id: str) -> None:
     """Resume an interrupted run; the outcome stays shown across refreshes."""
@@ -66,6 +74,10 @@ def runs_view() -> None:
     """The runs table, the interrupted runs' Resume buttons, the searches started here."""
     with guard():
         runs = load_runs(manager)
+        only_searches, n_editor = split_editor_runs(runs)
+        if n_editor and not show_editor:
+            runs = only_searches
+            st.caption(f"{n_editor} editor evaluation(s) not listed.")
         searches = manager.searches()
         states = {s.run_id: s.state for s in searches if s.alive}
         basis = {str(p): manager.cost_basis(str(p)) for p in set(runs["problem"].tolist())}

@@ -17,6 +17,8 @@ import pandas as pd
 from core.storage.queries import status_label
 
 __all__ = [
+    "EDITOR_STRATEGY",
+    "split_editor_runs",
     "names_in_spec",
     "ARCHIVE_COLUMNS",
     "ARCHIVE_SORTS",
@@ -181,6 +183,26 @@ def status_word(status: str, search_state: str | None = None) -> str:
     if status == "running" and search_state in ("paused", "stopping"):
         return str(search_state)
     return status
+
+
+EDITOR_STRATEGY = "editor"
+"""The strategy of a run that records an evaluation made from the Topology editor
+(`StudioManager.record_editor_evaluation`): one candidate, not a search."""
+
+
+def split_editor_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """`runs` (`RunStore.list_runs` rows) without the editor's evaluations, and how many were
+    left out, so a page can list searches alone and say so (issue 12: Runs and Run overlay
+    listed every editor evaluation among the searches, with no way to hide them).
+
+    Returns:
+        The other rows in their order (index reset), and the count of `EDITOR_STRATEGY` rows.
+    """
+    if runs.empty or "strategy" not in runs.columns:
+        return runs, 0
+    editor = [str(s) == EDITOR_STRATEGY for s in runs["strategy"].tolist()]
+    kept = runs.loc[[not e for e in editor]].reset_index(drop=True)
+    return kept, sum(editor)
 
 
 def run_label(row: pd.Series | dict[str, Any], search_state: str | None = None) -> str:

@@ -11,6 +11,7 @@ import pytest
 from conftest import RUN_ID, run_events
 from streamlit.testing.v1 import AppTest
 
+from core.search.events import RunStarted, SearchEvent
 from core.storage import DuckDBRunStore
 from studio.views.overlay import RunData, common_reference, front_points, run_summary, spread_table
 
@@ -73,3 +74,38 @@ def test_front_and_common_reference() -> None:
     s = run_summary(data, (1.0, 0.0))
     assert s["hypervolume"].tolist() == [pytest.approx(0.9 * 0.2 + 0.5 * 0.4)]
     assert spread_table(s)["best_accuracy"].tolist() == ["0.6000"]
+
+
+EDITOR_RUN = "20250103-000000-editor"
+
+
+def _editor_run() -> list[SearchEvent]:
+    """A run as the Topology editor's Evaluate records one: strategy editor."""
+    return [
+        e.model_copy(update={"strategy": "editor"}) if isinstance(e, RunStarted) else e
+        for e in run_events(EDITOR_RUN, t0=1_735_862_400.0)
+    ]
+
+
+def test_editor_evaluations_are_left_out_unless_switched_on(studio_env: Path) -> None:
+    from studio._st_common import _manager
+
+    with DuckDBRunStore(studio_env) as store:
+        store.record_events(_editor_run())
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page(OVERLAY)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.toggle(key="ov_editor").label == "Include editor evaluations (1)"
+    assert at.multiselect(key="ov_runs_gsm8k_replay").options == [
+        f"{RUN_ID}  gsm8k_replay  evolutionary  (completed)"
+    ]
+    at.toggle(key="ov_editor").set_value(True).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.multiselect(key="ov_runs_gsm8k_replay").options == [
+        f"{EDITOR_RUN}  gsm8k_replay  editor  (completed)",
+        f"{RUN_ID}  gsm8k_replay  evolutionary  (completed)",
+    ]
+    _manager(os.environ["TOPOLOGY_STUDIO_DB"]).close()
+    _manager.clear()

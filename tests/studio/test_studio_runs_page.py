@@ -160,6 +160,32 @@ def test_the_runs_page_table_has_links_costs_and_the_refresh_switch(app: AppTest
     assert "Not refreshing (switch on above)." in _texts(app)
 
 
+def test_editor_evaluations_can_be_left_out_of_the_table(studio_env: Path) -> None:
+    from conftest import run_events
+
+    from core.search.events import RunStarted
+    from studio._st_common import _manager
+
+    editor_run = "20250103-000000-editor"
+    with DuckDBRunStore(studio_env) as store:
+        store.record_events(
+            [
+                e.model_copy(update={"strategy": "editor"}) if isinstance(e, RunStarted) else e
+                for e in run_events(editor_run, t0=1_735_862_400.0)
+            ]
+        )
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.toggle(key="runs_editor").value is True  # every run, as before
+    assert at.dataframe[0].value["run_id"].tolist() == [editor_run, RUN_ID]
+    at.toggle(key="runs_editor").set_value(False).run()
+    assert at.dataframe[0].value["run_id"].tolist() == [RUN_ID]
+    assert "1 editor evaluation(s) not listed." in _texts(at)
+    _manager(str(studio_env.resolve())).close()
+    _manager.clear()
+
+
 def test_the_overlay_link_opens_on_its_runs_problem(studio_env: Path) -> None:
     from studio._st_common import _manager
 

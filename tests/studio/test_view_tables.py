@@ -335,3 +335,18 @@ def test_the_filter_finds_a_figure_by_its_full_value_or_as_the_table_shows_it() 
     assert pick("5481") == [0]  # latency as shown (%.0f); its full value is 5480.6
     assert pick("0.4000") == [0]  # score as shown (%.4f)
     assert pick("nan") == [2]  # its reason; a missing figure is no text
+
+
+def test_split_editor_runs_leaves_out_the_editors_evaluations_and_counts_them() -> None:
+    import pandas as pd
+
+    from studio.views.tables import EDITOR_STRATEGY, split_editor_runs
+
+    runs = pd.DataFrame(
+        {"run_id": ["e1", "s1", "e2", "s2"], "strategy": ["editor", "random", "editor", "gepa"]}
+    )
+    kept, n = split_editor_runs(runs)
+    assert EDITOR_STRATEGY == "editor"
+    assert (kept["run_id"].tolist(), kept.index.tolist(), n) == (["s1", "s2"], [0, 1], 2)
+    kept, n = split_editor_runs(runs.iloc[0:0])
+    assert (kept.empty, list(kept.columns), n) == (True, ["run_id", "strategy"], 0)
