@@ -143,8 +143,12 @@ def test_a_phase_2_proposal_shows_both_parts_and_applies_the_prompts_alone(
     # the "now" and "evolved" boxes of one prompt sit side by side
     boxes = main.locator("div[style*='border: 1px solid rgb(221, 221, 221)']")
     assert boxes.count() == 2  # the critic's prompt: the judge's is candidate 0's
-    now, evolved = boxes.nth(0).bounding_box(), boxes.nth(1).bounding_box()
-    assert now is not None and evolved is not None
+    # both boxes measured in one layout: read one after the other, a graph drawn above them
+    # in between once moved the second 1,333 px down (CI)
+    now, evolved = boxes.evaluate_all(
+        "els => els.map(e => { const r = e.getBoundingClientRect();"
+        " return {x: r.x, y: r.y, width: r.width}; })"
+    )
     assert abs(now["y"] - evolved["y"]) < 2 and evolved["x"] > now["x"] + now["width"]
     shot(pg, "diff-prompts-both")
     pg.get_by_text("Prompts only (reject the topology)", exact=True).click()
