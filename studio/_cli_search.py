@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import io
 import re
 import sys
@@ -94,9 +95,9 @@ _NOT_STRATEGY_KEYS = frozenset(
 )
 
 
-_SPEED_SETTINGS = frozenset({"models.time_scale", "search.concurrency"})
+_SPEED_SETTINGS = frozenset({"models.time_scale", "search.concurrency", "search.workers"})
 """Problem settings that change how fast a run goes, not what it computes: a resumed run may
-take other values (`--time-scale`, `--concurrency`, or `--set` of these)."""
+take other values (`--time-scale`, `--concurrency`, `--workers`, or `--set` of these)."""
 
 _BUDGET_FLAGS: tuple[tuple[str, str, str], ...] = (
     ("max_evaluations", "max_evaluations", "--max-evaluations"),
@@ -113,6 +114,8 @@ def _speed_overrides(args: argparse.Namespace) -> dict[str, Any]:
         overrides["models.time_scale"] = args.time_scale
     if getattr(args, "concurrency", None) is not None:
         overrides["search.concurrency"] = args.concurrency
+    if getattr(args, "workers", None) is not None:
+        overrides["search.workers"] = args.workers
     return overrides
 
 
@@ -558,6 +561,11 @@ def run_cli_search(setup: _SearchSetup, out: Output) -> OptimizationResult:
         raise CliUsageError(str(exc)) from exc
     call_cache = _call_cache(setup)
     search.evaluator.set_call_cache(call_cache)
+    # What is loaded now (modules, the problem's data, the call cache) lives as long as the
+    # process: out of the collector's sight, its full collections stop walking it (the `gc`
+    # module's own advice for a long-lived startup heap; also what keeps the pages a forked
+    # evaluation worker shares untouched, core.evaluation._fork)
+    gc.freeze()
     try:
         with progress:
             try:

@@ -46,7 +46,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from core.errors import TopologyStudioError, is_query_interrupt
 from studio._cli_common import DB_ENV, CliInterrupted, CliUsageError, ExitCode
@@ -204,6 +204,28 @@ def _add_budget(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--concurrency", type=_positive_int, metavar="N", help="examples evaluated at once"
     )
+    _add_workers(g)
+
+
+def _workers(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return _positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number of at least 1 or 'auto', not {text!r}"
+        ) from None
+
+
+def _add_workers(p: Any) -> None:
+    p.add_argument(
+        "--workers",
+        type=_workers,
+        metavar="N",
+        help="processes that share each evaluation's examples (forked, Linux; 'auto': one per "
+        "CPU; identical results); default: the problem's [search] workers (gsm8k_replay: auto)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -294,6 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--concurrency", type=_positive_int, metavar="N", help="examples evaluated at once"
     )
+    _add_workers(p)
     _add_example_timeout(p)
     _add_problem_overrides(p)
 

@@ -34,6 +34,9 @@ One `evaluate(spec, examples)` call:
    `"model"` is always model time, 0 for a run that recorded none (e.g. functions only: a
    problem whose models all report model time sets it, so identical runs give identical
    latency); `"wall"` is always wall time.
+   With `workers` above 1, an evaluation of enough runs shares them with forked child
+   processes (`core.evaluation._fork`: round-robin, results sent back and handled here in the
+   same way, so the `CandidateEvaluation` is the same; issue 17).
 
 3. **Verdict** (`core.evaluation._aggregate.judge`): one bundle per example (trials combined),
    weighted means, the aggregate score, error and blank rates, and the status `ok`,
@@ -71,6 +74,7 @@ from pydantic_ai.usage import RunUsage
 from core.agents.call_cache import CallCache, CallCacheStats
 from core.errors import EvaluationError, SpecError, SpecLimitError, UnknownNamesError
 from core.evaluation._aggregate import fsum_finite, judge
+from core.evaluation._fork import Job, Workers, resolve_workers, run_sharded
 from core.evaluation._records import CandidateEvaluation, CandidateStatus, ExampleResult
 from core.evaluation._run import (
     BlankFn,
@@ -196,10 +200,17 @@ class TopologyEvaluator:
             (topology runs report no confidence).
         timer: the wall clock in seconds (default `time.perf_counter`), for wall-time latency;
             tests pass a fake one.
+        workers: processes that share the runs of one `evaluate` call: 1 (the default) runs
+            them all here; N > 1 forks N - 1 children per evaluation with at least
+            `core.evaluation._fork.MIN_RUNS_PER_WORKER` runs each (`"auto"`: one per CPU this
+            process may use). Results are identical either way; only for in-process models
+            (replayed, function models), never hosted ones (see `core.evaluation._fork`). Linux
+            only; elsewhere 1.
 
     Raises:
         EvaluationError: inline agents allowed without an `agent_factory`, `config` given
-            together with option arguments, or a `confidence_protocol`.
+            together with option arguments, a `confidence_protocol`, or `workers` not an int
+            >= 1 nor `"auto"`.
         pydantic.ValidationError: an option out of range (e.g. `concurrency=0`, an unknown kind).
     """
 
@@ -228,6 +239,7 @@ class TopologyEvaluator:
         cost_estimator: CostEstimator | None = None,
         confidence_protocol: Any = None,
         timer: Callable[[], float] | None = None,
+        workers: Workers = 1,
     ) -> None:
         if confidence_protocol is not None:
             raise EvaluationError(
@@ -267,6 +279,17 @@ class TopologyEvaluator:
         self._agent_factory = agent_factory if options.allow_inline_agents else None
         self._is_blank: BlankFn = is_blank if is_blank is not None else default_is_blank
         self._call_cache: CallCache | None = None
+        self._workers: Workers = workers
+        try:
+            self._n_workers = resolve_workers(workers)
+        except ValueError as exc:
+            raise EvaluationError(str(exc)) from None
+
+    @property
+    def workers(self) -> int:
+        """Processes sharing one evaluation's runs here (the `workers` argument resolved: 1
+        where forking is unsupported)."""
+        return self._n_workers
 
     def set_call_cache(self, call_cache: CallCache | None) -> None:
         """Use `call_cache` for every agent call of later `evaluate` calls (None: off).
@@ -338,7 +361,8 @@ class TopologyEvaluator:
 
     def with_options(self, **options: Any) -> TopologyEvaluator:
         """A new evaluator with some options changed (any `EvaluatorConfig` field), sharing
-        this one's registries, score function, pricer, cache, agent factory and blank test.
+        this one's registries, score function, pricer, cache, agent factory, blank test and
+        workers.
 
         Example: `evaluator.with_options(max_depth=3)` checks against a gene's depth limit.
 
@@ -359,6 +383,7 @@ class TopologyEvaluator:
             topology_gene_name=self._gene_name,
             cost_estimator=self._cost_estimator,
             timer=self._timer,
+            workers=self._workers,
         )
         copy.set_call_cache(self._call_cache)
         return copy
@@ -514,9 +539,7 @@ class TopologyEvaluator:
         fresh: list[ExampleResult] = []
         semaphore = asyncio.Semaphore(cfg.concurrency)
 
-        async def run_one(index: int, example: GoldExample, key: str, trial: int) -> None:
-            async with semaphore:
-                result, cacheable = await run_example(topology, example, key, trial, ctx)
+        def done(index: int, result: ExampleResult, cacheable: bool) -> None:
             if cacheable and self._cache is not None:
                 self._cache.put(result)  # the measured figures: an estimate is applied on top
             result = self._estimated(result)
@@ -525,7 +548,13 @@ class TopologyEvaluator:
             if on_example is not None:
                 on_example(result)
 
-        pending: list[tuple[int, GoldExample, str, int]] = []
+        async def run_one(job: Job) -> None:
+            index, example, key, trial = job
+            async with semaphore:
+                result, cacheable = await run_example(topology, example, key, trial, ctx)
+            done(index, result, cacheable)
+
+        pending: list[Job] = []
         for i, (example, key) in enumerate(zip(examples, keys, strict=True)):
             for trial in range(n_trials):
                 index = i * n_trials + trial
@@ -538,9 +567,15 @@ class TopologyEvaluator:
                 if on_example is not None:
                     on_example(cached)
         try:
-            async with asyncio.TaskGroup() as group:
-                for job in pending:
-                    group.create_task(run_one(*job))
+            await run_sharded(
+                pending,
+                self._n_workers,
+                topology=topology,
+                ctx=ctx,
+                concurrency=cfg.concurrency,
+                run_here=run_one,
+                done=done,
+            )
         except BaseExceptionGroup as failed:  # only on_example or the cache can raise here
             raise failed.exceptions[0] from None
         finally:

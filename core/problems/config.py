@@ -124,7 +124,13 @@ class SearchDefaults(BaseModel):
     seed: RandomSeed = 42
     """Random seed of the strategy and the minibatch draws (0 to 2**63 - 1)."""
     concurrency: int = Field(default=8, ge=1)
-    """Examples evaluated concurrently."""
+    """Examples evaluated concurrently (in each worker process)."""
+    workers: Annotated[int, Field(ge=1)] | Literal["auto"] = 1
+    """Processes sharing the runs of one evaluation (`TopologyEvaluator(workers=...)`: forked
+    children, Linux only; `"auto"`: one per usable CPU). Only for problems whose models run in
+    this process (replayed or function models): a child must not share a hosted model's open
+    connections. Results are identical for any value; `search --workers N` sets it for one
+    run. Like the rest of `[search]`, outside `config_hash`."""
     meta_model: str | None = None
     """pydantic-ai model id of the meta agent (`"provider:model"`), for `meta_agent` only."""
     allowed_step_kinds: tuple[StepKind, ...] = ("agent_step", "function_step")

@@ -9,6 +9,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from core.evaluation._fork import Workers
 from core.evaluation.cache import EvaluationCache
 from core.evaluation.evaluator import LatencySource, TopologyEvaluator
 from core.evaluation.metrics import GoldExample, MetricWeights, ScoreFn
@@ -120,6 +121,7 @@ class Problem:
         max_depth: int | None = None,
         allowed_step_kinds: Sequence[str] | None = None,
         pricer: Pricer | None = None,
+        workers: Workers | None = None,
     ) -> TopologyEvaluator:
         """A `TopologyEvaluator` for this problem, with every hook the problem defines.
 
@@ -136,6 +138,7 @@ class Problem:
             max_depth: reject deeper specs (None: only the IR limits).
             allowed_step_kinds: reject other node kinds (None: every kind).
             pricer: the pricer (None: `Pricer(self.prices)`).
+            workers: processes sharing one evaluation's runs (None: `[search] workers`).
         """
         return TopologyEvaluator(
             callable_registry=self.callable_registry,
@@ -150,6 +153,7 @@ class Problem:
             is_blank=self.is_blank,
             latency_source=self.latency_source,
             example_timeout_s=self.config.evaluation.example_timeout_s,
+            workers=self.search.workers if workers is None else workers,
         ).with_options(capture_traces=self.search.traces)
 
     def _identity(self) -> dict[str, Any]:

@@ -1,0 +1,206 @@
+"""TopologyEvaluator(workers=N): one evaluation's runs shared with forked children (issue 17).
+
+The rules under test (`core.evaluation._fork`): the same `CandidateEvaluation` as in one
+process; runs dealt round-robin (run i to process i mod N); no fork below
+`MIN_RUNS_PER_WORKER` runs per process; `on_example` once per run; a child's new call-cache
+records and counters come back; a child that dies has its runs made in the parent; an
+evaluation that ends early leaves no child behind.
+"""
+
+import asyncio
+import logging
+import os
+import threading
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent, models
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from core.agents.call_cache import CallCacheStats, InMemoryCallCache
+from core.errors import EvaluationError
+from core.evaluation import _fork
+from core.evaluation.evaluator import CandidateEvaluation, ExampleResult, TopologyEvaluator
+from core.evaluation.metrics import GoldExample
+from core.hydrate import AgentRegistry, CallableRegistry
+from core.problems.config import SearchDefaults
+
+models.ALLOW_MODEL_REQUESTS = False
+
+pytestmark = pytest.mark.skipif(not _fork.fork_supported(), reason="forking needs Linux")
+
+PARENT = os.getpid()
+
+
+def exact(output: Any, example: GoldExample) -> float:
+    return 1.0 if str(output) == str(example.expected) else 0.0
+
+
+def thirds(x: int) -> str:
+    """Right (its own number) unless the number is a multiple of 3."""
+    return "wrong" if x % 3 == 0 else str(x)
+
+
+def whoami(x: int) -> str:
+    return f"{x}@{os.getpid()}"
+
+
+def dies_in_child(x: int) -> str:
+    if os.getpid() != PARENT:
+        os._exit(7)
+    return str(x)
+
+
+def examples(n: int) -> list[GoldExample]:
+    return [GoldExample(input=i, expected=str(i), id=f"ex{i}") for i in range(n)]
+
+
+def fn_spec(name: str) -> dict[str, Any]:
+    return {
+        "kind": "pipeline",
+        "steps": [{"operation": {"kind": "function_step", "callable_name": name}}],
+    }
+
+
+def evaluator(workers: Any, **callables: Any) -> TopologyEvaluator:
+    reg = CallableRegistry()
+    for name, fn in callables.items():
+        reg.register(name, fn)
+    return TopologyEvaluator(
+        callable_registry=reg,
+        agent_registry=AgentRegistry(),
+        score_fn=exact,
+        latency_source="model",  # functions record no model time: 0 ms, the same everywhere
+        workers=workers,
+    )
+
+
+def run(ev: TopologyEvaluator, spec: Any, exs: list[GoldExample], **kw: Any) -> CandidateEvaluation:
+    return asyncio.run(ev.evaluate(spec, exs, **kw))
+
+
+def test_forked_evaluation_is_the_same_as_one_process() -> None:
+    exs = examples(100)
+    one = run(evaluator(1, thirds=thirds), fn_spec("thirds"), exs)
+    two = run(evaluator(2, thirds=thirds), fn_spec("thirds"), exs)
+    assert two.model_dump() == one.model_dump()
+    assert two.accuracy == 0.66  # 34 of 0..99 are multiples of 3
+    assert [r.example_id for r in two.results] == [f"ex{i}" for i in range(100)]
+
+
+def test_runs_are_dealt_round_robin_and_reported_once_each() -> None:
+    seen: list[str] = []
+
+    def on_example(result: ExampleResult) -> None:
+        seen.append(result.example_id)
+
+    ev = run(evaluator(2, whoami=whoami), fn_spec("whoami"), examples(64), on_example=on_example)
+    pids = {r.example_id: int(r.output_summary.split("@")[1]) for r in ev.results}
+    in_child = {k for k, pid in pids.items() if pid != PARENT}
+    assert in_child == {f"ex{i}" for i in range(1, 64, 2)}
+    assert len({pids[k] for k in in_child}) == 1
+    assert sorted(seen) == sorted(f"ex{i}" for i in range(64))
+
+
+def test_an_evaluation_too_small_to_share_stays_in_the_parent() -> None:
+    ev = run(evaluator(2, whoami=whoami), fn_spec("whoami"), examples(63))
+    assert {int(r.output_summary.split("@")[1]) for r in ev.results} == {PARENT}
+    assert _fork.deal(list(range(63)), 2) == [list(range(63))]  # type: ignore[arg-type]
+    assert _fork.deal(list(range(6 * 32)), 3) == [  # type: ignore[arg-type]
+        list(range(i, 6 * 32, 3)) for i in range(3)
+    ]
+    assert _fork.deal(list(range(95)), 3) == [  # 95 < 96: two shares of 48 and 47
+        list(range(0, 95, 2)),  # type: ignore[arg-type]
+        list(range(1, 95, 2)),
+    ]
+
+
+def test_a_child_that_dies_has_its_runs_made_in_the_parent(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    exs = examples(80)
+    with caplog.at_level(logging.WARNING, logger="core.evaluation._fork"):
+        ev = run(evaluator(2, f=dies_in_child), fn_spec("f"), exs)
+    assert ev.accuracy == 1.0
+    assert ev.model_dump() == run(evaluator(1, f=dies_in_child), fn_spec("f"), exs).model_dump()
+    assert "ended with 40 run(s) unreported; running them here" in caplog.text
+
+
+async def _slow_in_child(x: int) -> str:
+    if os.getpid() != PARENT:
+        await asyncio.sleep(0.5)
+    return str(x)
+
+
+def test_an_evaluation_that_ends_early_leaves_no_child_behind() -> None:
+    class Stop(Exception):
+        pass
+
+    def on_example(result: ExampleResult) -> None:
+        raise Stop(result.example_id)
+
+    with pytest.raises(Stop, match="ex0"):
+        run(evaluator(2, f=_slow_in_child), fn_spec("f"), examples(64), on_example=on_example)
+    with pytest.raises(ChildProcessError):  # killed and reaped: no child, not even a zombie
+        os.waitpid(-1, os.WNOHANG)
+
+
+def _echo_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    prompt = messages[-1].parts[-1].content  # type: ignore[union-attr]
+    return ModelResponse(parts=[TextPart(str(prompt))])
+
+
+def test_the_childs_call_cache_records_and_counters_come_back() -> None:
+    agents = AgentRegistry()
+    agents.register("echo", lambda: Agent(FunctionModel(_echo_model, model_name="echo")))
+    spec = {
+        "kind": "pipeline",
+        "steps": [{"operation": {"kind": "agent_step", "agent_name": "echo"}}],
+    }
+    exs = examples(70)
+
+    def fresh(workers: int, cache: InMemoryCallCache) -> TopologyEvaluator:
+        ev = TopologyEvaluator(
+            callable_registry=CallableRegistry(),
+            agent_registry=agents,
+            score_fn=exact,
+            latency_source="model",
+            workers=workers,
+        )
+        ev.set_call_cache(cache)
+        return ev
+
+    cache = InMemoryCallCache()
+    cold = run(fresh(2, cache), spec, exs)
+    assert cache.stats() == CallCacheStats(hits=0, misses=70, uncacheable=0)
+    assert len(cache) == 70
+    cache.reset_stats()
+    warm = run(fresh(2, cache), spec, exs)
+    assert cache.stats() == CallCacheStats(hits=70, misses=0, uncacheable=0)
+    assert cold.accuracy == warm.accuracy == 1.0
+    alone = InMemoryCallCache()
+    assert run(fresh(1, alone), spec, exs).model_dump() == cold.model_dump()
+    assert alone._data == cache._data  # pyright: ignore[reportPrivateUsage]
+
+
+def test_workers_are_checked_resolved_and_kept_by_with_options() -> None:
+    with pytest.raises(EvaluationError, match="workers must be an int >= 1 or 'auto', not 0"):
+        evaluator(0)
+    auto = evaluator("auto")
+    assert auto.workers == min(_fork.MAX_AUTO_WORKERS, len(os.sched_getaffinity(0)))
+    assert evaluator(3).with_options(max_depth=2).workers == 3
+    assert SearchDefaults().workers == 1
+    assert SearchDefaults(workers="auto").workers == "auto"
+    with pytest.raises(ValueError, match="workers"):
+        SearchDefaults(workers=0)
+
+
+def test_an_evaluation_off_the_main_thread_never_forks() -> None:
+    out: list[CandidateEvaluation] = []
+    thread = threading.Thread(
+        target=lambda: out.append(run(evaluator(2, whoami=whoami), fn_spec("whoami"), examples(64)))
+    )
+    thread.start()
+    thread.join()
+    assert {int(r.output_summary.split("@")[1]) for r in out[0].results} == {PARENT}
