@@ -34,8 +34,8 @@ One `evaluate(spec, examples)` call:
    `"model"` is always model time, 0 for a run that recorded none (e.g. functions only: a
    problem whose models all report model time sets it, so identical runs give identical
    latency); `"wall"` is always wall time.
-   With `workers` above 1, an evaluation of enough runs shares them with forked child
-   processes (`core.evaluation._fork`: round-robin, results sent back and handled here in the
+   With `workers` above 1, an evaluation of enough runs shares them with forked worker
+   processes (`core.evaluation._fork`: one queue of runs, results sent back and handled here in the
    same way, so the `CandidateEvaluation` is the same; issue 17).
 
 3. **Verdict** (`core.evaluation._aggregate.judge`): one bundle per example (trials combined),
@@ -64,6 +64,7 @@ import asyncio
 import hashlib
 import json
 import math
+import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -74,7 +75,7 @@ from pydantic_ai.usage import RunUsage
 from core.agents.call_cache import CallCache, CallCacheStats
 from core.errors import EvaluationError, SpecError, SpecLimitError, UnknownNamesError
 from core.evaluation._aggregate import fsum_finite, judge
-from core.evaluation._fork import Job, Workers, resolve_workers, run_sharded
+from core.evaluation._fork import Command, Job, Prepared, WorkerPool, Workers, resolve_workers
 from core.evaluation._records import CandidateEvaluation, CandidateStatus, ExampleResult
 from core.evaluation._run import (
     BlankFn,
@@ -201,11 +202,13 @@ class TopologyEvaluator:
         timer: the wall clock in seconds (default `time.perf_counter`), for wall-time latency;
             tests pass a fake one.
         workers: processes that share the runs of one `evaluate` call: 1 (the default) runs
-            them all here; N > 1 forks N - 1 children per evaluation with at least
-            `core.evaluation._fork.MIN_RUNS_PER_WORKER` runs each (`"auto"`: one per CPU this
-            process may use). Results are identical either way; only for in-process models
-            (replayed, function models), never hosted ones (see `core.evaluation._fork`). Linux
-            only; elsewhere 1.
+            them all here; N > 1 shares each evaluation of at least
+            `core.evaluation._fork.MIN_RUNS_PER_WORKER` runs per process with N - 1 forked
+            worker processes, kept from one evaluation to the next (`"auto"`: one process per
+            CPU this process may use). Results are identical either way. Only for in-process
+            models (replayed, function models), never hosted ones; Linux only, elsewhere 1
+            (see `core.evaluation._fork`). The workers are killed when the evaluator is
+            collected or its call cache is replaced.
 
     Raises:
         EvaluationError: inline agents allowed without an `agent_factory`, `config` given
@@ -284,6 +287,17 @@ class TopologyEvaluator:
             self._n_workers = resolve_workers(workers)
         except ValueError as exc:
             raise EvaluationError(str(exc)) from None
+        self._pool: WorkerPool | None = None
+        if self._n_workers > 1:
+            pool = self._pool = WorkerPool(self._n_workers)
+            weakref.finalize(self, pool.close)
+
+    def close_workers(self) -> None:
+        """Kill and reap the forked evaluation workers, if any (a later evaluation forks fresh
+        ones). A search run calls it when it ends, so their memory is free before the run is
+        stored; it is also done when the evaluator is collected."""
+        if self._pool is not None:
+            self._pool.close()
 
     @property
     def workers(self) -> int:
@@ -301,6 +315,8 @@ class TopologyEvaluator:
         `with_options` copies share it.
         """
         self._call_cache = call_cache
+        if self._pool is not None:
+            self._pool.close()  # its workers read the cache they were forked with
 
     @property
     def call_cache(self) -> CallCache | None:
@@ -458,6 +474,35 @@ class TopologyEvaluator:
             return result.model_copy(update={"reason": reason}), None
         return result, topology
 
+    def _run_context(
+        self, digest: str, split: str, n_agents: int, depth: int, call_cache: CallCache | None
+    ) -> RunContext:
+        """What every run of one evaluation shares (also built by a forked worker)."""
+        cfg = self._config
+        return RunContext(
+            spec_hash=digest,
+            split=split,
+            n_agents=n_agents,
+            depth=depth,
+            pricer=self._pricer,
+            score_fn=self._score_fn,
+            is_blank=self._is_blank,
+            timeout_s=cfg.example_timeout_s,
+            latency_source=cfg.latency_source,
+            capture_traces=cfg.capture_traces,
+            call_cache=call_cache,
+            clock=self._timer,
+        )
+
+    def _prepare_in_worker(self, command: Command, call_cache: CallCache | None) -> Prepared:
+        """In a forked worker: the topology and run context of one evaluation's `command`
+        (hydrated here, from the checked spec's JSON, as the parent hydrated it)."""
+        spec_json, overrides, digest, split, n_agents, depth = command
+        checked, topology = self._check(spec_json, overrides)
+        if topology is None:
+            raise EvaluationError(f"the worker could not hydrate the candidate: {checked.reason}")
+        return topology, self._run_context(digest, split, n_agents, depth, call_cache)
+
     def _rejected(self, split: str, check: CheckResult) -> CandidateEvaluation:
         reason = check.reason or "invalid_spec"
         return CandidateEvaluation(
@@ -520,20 +565,7 @@ class TopologyEvaluator:
         digest = prompted_hash(checked.spec_hash, prompt_overrides)
         n_agents, depth = checked.n_agents or 0, checked.depth or 0
         cfg = self._config
-        ctx = RunContext(
-            spec_hash=digest,
-            split=split,
-            n_agents=n_agents,
-            depth=depth,
-            pricer=self._pricer,
-            score_fn=self._score_fn,
-            is_blank=self._is_blank,
-            timeout_s=cfg.example_timeout_s,
-            latency_source=cfg.latency_source,
-            capture_traces=cfg.capture_traces,
-            call_cache=self._call_cache,
-            clock=self._timer,
-        )
+        ctx = self._run_context(digest, split, n_agents, depth, self._call_cache)
         n_trials = cfg.n_trials
         slots: list[ExampleResult | None] = [None] * (len(examples) * n_trials)
         fresh: list[ExampleResult] = []
@@ -567,15 +599,29 @@ class TopologyEvaluator:
                 if on_example is not None:
                     on_example(cached)
         try:
-            await run_sharded(
-                pending,
-                self._n_workers,
-                topology=topology,
-                ctx=ctx,
-                concurrency=cfg.concurrency,
-                run_here=run_one,
-                done=done,
-            )
+            if self._pool is None or not self._pool.shares(pending):
+                async with asyncio.TaskGroup() as group:
+                    for job in pending:
+                        group.create_task(run_one(job))
+            else:
+                assert checked.spec is not None
+                command: Command = (
+                    checked.spec.model_dump_json(),
+                    dict(prompt_overrides) if prompt_overrides else None,
+                    digest,
+                    split,
+                    n_agents,
+                    depth,
+                )
+                await self._pool.run(
+                    pending,
+                    command,
+                    prepare=self._prepare_in_worker,
+                    call_cache=self._call_cache,
+                    concurrency=cfg.concurrency,
+                    run_here=run_one,
+                    done=done,
+                )
         except BaseExceptionGroup as failed:  # only on_example or the cache can raise here
             raise failed.exceptions[0] from None
         finally:

@@ -271,6 +271,7 @@ class SearchRun(ReportMixin):
                 self._finished("failed", f"{type(exc).__name__}: {exc}")
                 raise
         finally:
+            self.evaluator.close_workers()  # a run evaluates nothing more: free their memory
             if guard is not None:
                 guard.__exit__(None, None, None)
 

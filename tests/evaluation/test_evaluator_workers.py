@@ -1,10 +1,11 @@
 """TopologyEvaluator(workers=N): one evaluation's runs shared with forked children (issue 17).
 
 The rules under test (`core.evaluation._fork`): the same `CandidateEvaluation` as in one
-process; runs dealt round-robin (run i to process i mod N); no fork below
-`MIN_RUNS_PER_WORKER` runs per process; `on_example` once per run; a child's new call-cache
-records and counters come back; a child that dies has its runs made in the parent; an
-evaluation that ends early leaves no child behind.
+process; runs dealt in turn by weight (`deal`); no fork below `MIN_RUNS_PER_WORKER` runs per
+process; `on_example` once per run; one worker kept across
+evaluations until it holds too much private memory; a worker's new call-cache records and
+counters come back; a worker that dies has its runs made in the parent; an evaluation that
+ends early, and an evaluator that is collected, leave no process behind.
 """
 
 import asyncio
@@ -89,7 +90,12 @@ def test_forked_evaluation_is_the_same_as_one_process() -> None:
     assert [r.example_id for r in two.results] == [f"ex{i}" for i in range(100)]
 
 
-def test_runs_are_dealt_round_robin_and_reported_once_each() -> None:
+WORKER_SHARE_OF_64 = [0, 2, 4, 6, 8, 10, 12, 13, 15, 17, 19, 21, 23, 24, 26, 28, 30, 32, 34, 36]
+WORKER_SHARE_OF_64 += [37, 39, 41, 43, 45, 47, 49, 50, 52, 54, 56, 58, 60, 61, 63]
+"""Runs 0..63 on 2 processes: 35 to the worker, 29 to the parent (weight 0.85 to 1)."""
+
+
+def test_runs_are_dealt_by_weight_and_reported_once_each() -> None:
     seen: list[str] = []
 
     def on_example(result: ExampleResult) -> None:
@@ -97,23 +103,55 @@ def test_runs_are_dealt_round_robin_and_reported_once_each() -> None:
 
     ev = run(evaluator(2, whoami=whoami), fn_spec("whoami"), examples(64), on_example=on_example)
     pids = {r.example_id: int(r.output_summary.split("@")[1]) for r in ev.results}
-    in_child = {k for k, pid in pids.items() if pid != PARENT}
-    assert in_child == {f"ex{i}" for i in range(1, 64, 2)}
-    assert len({pids[k] for k in in_child}) == 1
+    in_worker = {k for k, pid in pids.items() if pid != PARENT}
+    assert in_worker == {f"ex{i}" for i in WORKER_SHARE_OF_64}
+    assert len({pids[k] for k in in_worker}) == 1
     assert sorted(seen) == sorted(f"ex{i}" for i in range(64))
+
+
+def test_one_worker_serves_evaluation_after_evaluation_until_it_is_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ev = evaluator(2, whoami=whoami)
+
+    def worker_pids() -> set[int]:
+        out = run(ev, fn_spec("whoami"), examples(64))
+        return {int(r.output_summary.split("@")[1]) for r in out.results} - {PARENT}
+
+    first, second = worker_pids(), worker_pids()
+    assert len(first) == 1
+    assert second == first
+    monkeypatch.setattr(_fork, "RECYCLE_PRIVATE_MIB", -1.0)  # every worker is "too big"
+    third = worker_pids()
+    assert third == first  # it is closed after the evaluation it served ...
+    fourth = worker_pids()
+    assert len(fourth) == 1
+    assert fourth != first  # ... and a fresh one forked for the next
+    ev.close_workers()
+    with pytest.raises(ChildProcessError):  # killed and reaped
+        os.waitpid(-1, os.WNOHANG)
+
+
+def test_a_collected_evaluator_leaves_no_worker_behind() -> None:
+    ev = evaluator(2, whoami=whoami)
+    run(ev, fn_spec("whoami"), examples(64))
+    del ev  # (reference counting collects it at once: its finalizer closes the pool)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)
 
 
 def test_an_evaluation_too_small_to_share_stays_in_the_parent() -> None:
     ev = run(evaluator(2, whoami=whoami), fn_spec("whoami"), examples(63))
     assert {int(r.output_summary.split("@")[1]) for r in ev.results} == {PARENT}
+    with pytest.raises(ChildProcessError):  # nothing was forked
+        os.waitpid(-1, os.WNOHANG)
     assert _fork.deal(list(range(63)), 2) == [list(range(63))]  # type: ignore[arg-type]
-    assert _fork.deal(list(range(6 * 32)), 3) == [  # type: ignore[arg-type]
-        list(range(i, 6 * 32, 3)) for i in range(3)
-    ]
-    assert _fork.deal(list(range(95)), 3) == [  # 95 < 96: two shares of 48 and 47
-        list(range(0, 95, 2)),  # type: ignore[arg-type]
-        list(range(1, 95, 2)),
-    ]
+    jobs: list[Any] = list(range(64))
+    parent, worker = _fork.deal(jobs, 2)
+    assert worker == WORKER_SHARE_OF_64
+    assert parent == sorted(set(range(64)) - set(WORKER_SHARE_OF_64))
+    assert [len(share) for share in _fork.deal(list(range(192)), 3)] == [57, 68, 67]  # type: ignore[arg-type]
+    assert [len(share) for share in _fork.deal(list(range(95)), 3)] == [44, 51]  # type: ignore[arg-type]
 
 
 def test_a_child_that_dies_has_its_runs_made_in_the_parent(
@@ -124,7 +162,8 @@ def test_a_child_that_dies_has_its_runs_made_in_the_parent(
         ev = run(evaluator(2, f=dies_in_child), fn_spec("f"), exs)
     assert ev.accuracy == 1.0
     assert ev.model_dump() == run(evaluator(1, f=dies_in_child), fn_spec("f"), exs).model_dump()
-    assert "ended with 40 run(s) unreported; running them here" in caplog.text
+    # it died on its first run: all 43 of its share of 80 are made here
+    assert "ended with 43 run(s) unreported; running them here" in caplog.text
 
 
 async def _slow_in_child(x: int) -> str:
@@ -140,7 +179,7 @@ def test_an_evaluation_that_ends_early_leaves_no_child_behind() -> None:
     def on_example(result: ExampleResult) -> None:
         raise Stop(result.example_id)
 
-    with pytest.raises(Stop, match="ex0"):
+    with pytest.raises(Stop, match="^ex1$"):  # the parent's first run (the worker has ex0)
         run(evaluator(2, f=_slow_in_child), fn_spec("f"), examples(64), on_example=on_example)
     with pytest.raises(ChildProcessError):  # killed and reaped: no child, not even a zombie
         os.waitpid(-1, os.WNOHANG)
