@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from core.evaluation.metrics import MetricWeights
@@ -99,6 +99,14 @@ class GoldConfig(BaseModel):
         return None if v is None else _relative_path(v)
 
 
+def _check_workers(value: Any) -> Any:
+    """`[search] workers`: a whole number of at least 1 or "auto" (one message, not the two
+    branches of the union)."""
+    if value == "auto" or (type(value) is int and value >= 1):
+        return value
+    raise ValueError("must be a whole number of at least 1 or 'auto'")
+
+
 class SearchDefaults(BaseModel):
     """`[search]`: default search settings for this problem (a CLI flag or the studio may
     override any of them)."""
@@ -125,7 +133,7 @@ class SearchDefaults(BaseModel):
     """Random seed of the strategy and the minibatch draws (0 to 2**63 - 1)."""
     concurrency: int = Field(default=8, ge=1)
     """Examples evaluated concurrently (in each worker process)."""
-    workers: Annotated[int, Field(ge=1)] | Literal["auto"] = 1
+    workers: Annotated[int | Literal["auto"], BeforeValidator(_check_workers)] = 1
     """Processes sharing the runs of one evaluation (`TopologyEvaluator(workers=...)`: forked
     children, Linux only; `"auto"`: one per usable CPU). Only for problems whose models run in
     this process (replayed or function models): a child must not share a hosted model's open

@@ -83,6 +83,39 @@ def test_evaluate_limit_zero_names_the_limit(
     ]
 
 
+@pytest.mark.parametrize(
+    ("command", "value", "message"),
+    [
+        ("search", "0", "expected a whole number of at least 1 or 'auto', not '0'"),
+        ("evaluate", "two", "expected a whole number of at least 1 or 'auto', not 'two'"),
+    ],
+)
+def test_a_bad_workers_value_says_what_is_accepted(
+    workdir: Path, capsys: pytest.CaptureFixture[str], command: str, value: str, message: str
+) -> None:
+    args = ["gsm8k_replay"] if command == "search" else ["gsm8k_replay", str(SEED)]
+    code, out, err = _run(capsys, command, *args, "--workers", value)
+    assert (code, out) == (2, "")
+    assert err == [
+        f"topology-studio: error: {command}: argument --workers: {message} "
+        f"(see 'topology-studio {command} --help')"
+    ]
+    assert _no_journal(workdir)
+
+
+def test_a_bad_workers_setting_names_the_setting(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _run(capsys, "search", "gsm8k_replay", "--set", "search.workers=0")
+    assert (code, out) == (2, "")
+    assert len(err) == 1
+    assert err[0].endswith(
+        "problem.toml: field 'search.workers': Value error, must be a whole number of at least 1 "
+        "or 'auto' (got 0) [value from overrides]"
+    )
+    assert _no_journal(workdir)
+
+
 # ---- budgets of zero --------------------------------------------------------------------------
 
 
