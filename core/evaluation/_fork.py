@@ -44,8 +44,10 @@ How:
   run, never across runs). A worker reads the call cache it was forked with plus what it made
   itself, so in a cold run it may make a call the parent has just stored: the same answer and
   charge (recorded usage either way), one more model call.
-- **Failure loses nothing.** A worker that dies or sends garbage is reaped and the runs it did
-  not report run in the parent (a warning is logged). When an evaluation ends early (Ctrl-C, a
+- **Failure loses nothing.** A worker that dies, sends garbage, or sends nothing for
+  `SILENCE_S` (its event loop sends a heartbeat every `HEARTBEAT_S`: a stopped or deadlocked
+  worker sends none) is killed and reaped, and the runs it did not report run in the parent (a
+  warning is logged). When an evaluation ends early (Ctrl-C, a
   stop, the wall-clock budget cancelling it, `on_example` raising) every worker is killed
   (SIGKILL) and reaped in a `finally`, and fresh ones are forked when next needed. Workers
   ignore SIGINT: a Ctrl-C reaches the whole process group, and it is the parent's to handle.
@@ -82,6 +84,8 @@ from core.evaluation.metrics import GoldExample
 __all__ = [
     "BATCH",
     "FLUSH_S",
+    "HEARTBEAT_S",
+    "SILENCE_S",
     "MIN_RUNS_PER_WORKER",
     "Job",
     "Workers",
@@ -301,10 +305,30 @@ async def _worker_runs(
         if len(ready) >= BATCH or time.monotonic() - last >= FLUSH_S:
             send()
 
-    async with asyncio.TaskGroup() as group:
-        for job in jobs:
-            group.create_task(one(job))
+    loop = asyncio.get_running_loop()
+    beats: list[asyncio.TimerHandle] = []
+
+    def beat() -> None:  # (from the event loop: a worker whose loop is stuck sends none)
+        _write_frame(fd, ("alive",))
+        beats[0] = loop.call_later(HEARTBEAT_S, beat)
+
+    beats.append(loop.call_later(HEARTBEAT_S, beat))
+    try:
+        async with asyncio.TaskGroup() as group:
+            for job in jobs:
+                group.create_task(one(job))
+    finally:
+        beats[0].cancel()
     send()
+
+
+HEARTBEAT_S = 1.0
+"""A worker's event loop sends an `("alive",)` frame this often while it runs an evaluation."""
+
+SILENCE_S = 30.0
+"""A worker that sent nothing for this long (seconds) during an evaluation is taken for stopped
+or deadlocked (e.g. a lock another thread of the parent held at the fork, or `kill -STOP`): it is
+killed, and the runs it did not report are made in the parent."""
 
 
 @dataclass
@@ -520,10 +544,20 @@ async def _collect(
         loop.add_reader(worker.res_fd, readable)
         try:
             while True:
-                message = await messages.get()
+                try:
+                    message = await asyncio.wait_for(messages.get(), SILENCE_S)
+                except TimeoutError:
+                    _log.warning(
+                        "evaluation worker %d sent nothing for %g s (stopped or deadlocked)",
+                        worker.pid,
+                        SILENCE_S,
+                    )
+                    break
                 if message is None:
                     break
                 kind = message[0]
+                if kind == "alive":
+                    continue
                 if kind == "results":
                     for index, result, cacheable in message[1]:
                         if jobs.pop(index, None) is not None:

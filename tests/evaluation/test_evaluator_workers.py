@@ -11,6 +11,7 @@ ends early, and an evaluator that is collected, leave no process behind.
 import asyncio
 import logging
 import os
+import signal
 import threading
 from typing import Any
 
@@ -164,6 +165,45 @@ def test_a_child_that_dies_has_its_runs_made_in_the_parent(
     assert ev.model_dump() == run(evaluator(1, f=dies_in_child), fn_spec("f"), exs).model_dump()
     # it died on its first run: all 43 of its share of 80 are made here
     assert "ended with 43 run(s) unreported; running them here" in caplog.text
+
+
+def stops_in_child(x: int) -> str:
+    if os.getpid() != PARENT:
+        os.kill(os.getpid(), signal.SIGSTOP)  # as `kill -STOP`, or a lock that never comes
+    return str(x)
+
+
+def test_a_stopped_worker_is_killed_and_its_runs_made_in_the_parent(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_fork, "SILENCE_S", 0.5)
+    exs = examples(80)
+    with caplog.at_level(logging.WARNING, logger="core.evaluation._fork"):
+        ev = run(evaluator(2, f=stops_in_child), fn_spec("f"), exs)
+    assert ev.model_dump() == run(evaluator(1, f=stops_in_child), fn_spec("f"), exs).model_dump()
+    assert "sent nothing for 0.5 s (stopped or deadlocked)" in caplog.text
+    assert "ended with 43 run(s) unreported; running them here" in caplog.text
+    with pytest.raises(ChildProcessError):  # killed (SIGKILL ends a stopped process) and reaped
+        os.waitpid(-1, os.WNOHANG)
+
+
+async def _whoami_slowly(x: int) -> str:
+    await asyncio.sleep(0.1)
+    return whoami(x)
+
+
+def test_a_slow_worker_that_beats_is_left_to_finish(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_fork, "SILENCE_S", 0.3)
+    monkeypatch.setattr(_fork, "HEARTBEAT_S", 0.05)
+    monkeypatch.setattr(_fork, "BATCH", 1000)  # no results frame before the end, only beats:
+    monkeypatch.setattr(_fork, "FLUSH_S", 1000.0)  # 35 runs, 8 at a time, 0.1 s each: 0.5 s
+    with caplog.at_level(logging.WARNING, logger="core.evaluation._fork"):
+        ev = run(evaluator(2, f=_whoami_slowly), fn_spec("f"), examples(64))
+    in_worker = {r.example_id for r in ev.results if f"@{PARENT}" not in r.output_summary}
+    assert in_worker == {f"ex{i}" for i in WORKER_SHARE_OF_64}
+    assert caplog.text == ""
 
 
 async def _slow_in_child(x: int) -> str:
