@@ -274,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RUN",
         help="continue the interrupted run RUN of PROBLEM (give it: a journal never chooses the "
         "problem to load; another problem, or changed problem files, is refused) with its "
-        "recorded options (other values are refused, except --concurrency and --time-scale)",
+        "recorded options (other values are refused, except --concurrency, --workers and --time-scale)",
     )
     p.add_argument(
         "--no-test",

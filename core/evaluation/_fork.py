@@ -325,10 +325,13 @@ async def _worker_runs(
 HEARTBEAT_S = 1.0
 """A worker's event loop sends an `("alive",)` frame this often while it runs an evaluation."""
 
-SILENCE_S = 30.0
-"""A worker that sent nothing for this long (seconds) during an evaluation is taken for stopped
-or deadlocked (e.g. a lock another thread of the parent held at the fork, or `kill -STOP`): it is
-killed, and the runs it did not report are made in the parent."""
+SILENCE_S = 120.0
+"""A worker that sent nothing (or read nothing of its command) for this long, in seconds,
+during an evaluation is taken for stopped or deadlocked (e.g. a lock another thread of the
+parent held at the fork, or `kill -STOP`): it is killed, and the runs it did not report are made
+in the parent. The heartbeat comes from the worker's event loop, so a step that holds the loop
+longer than this (a synchronous function running 2 minutes, which stalls every other run of
+its process too) is taken for one as well: its runs are made again, with the same results."""
 
 
 @dataclass
@@ -394,6 +397,7 @@ def _fork(prepare: Prepare, call_cache: CallCache | None, concurrency: int) -> _
     os.close(cmd_read)
     os.close(res_write)
     os.set_blocking(res_read, False)
+    os.set_blocking(cmd_write, False)  # (written by `_send`, never blocking the event loop)
     _PARENT_FDS.update((cmd_write, res_read))
     return _Worker(pid, cmd_write, res_read)
 
@@ -422,6 +426,7 @@ class WorkerPool:
     def __init__(self, n_workers: int) -> None:
         self.n_workers = n_workers
         self._workers: list[_Worker] = []
+        self._busy = False
 
     @property
     def pids(self) -> list[int]:
@@ -431,9 +436,12 @@ class WorkerPool:
     def shares(self, jobs: Sequence[Job]) -> bool:
         """Whether `jobs` are shared at all: on the main thread (a search the studio runs in
         one of its server's threads keeps to one process: forking a threaded server is not
-        safe) and with at least 2 x `MIN_RUNS_PER_WORKER` runs."""
+        safe), with at least 2 x `MIN_RUNS_PER_WORKER` runs, and while no other evaluation of
+        this evaluator has the workers (two evaluations run at once, e.g. under
+        `asyncio.gather`: the second runs in the parent alone)."""
         return (
-            threading.current_thread() is threading.main_thread()
+            not self._busy
+            and threading.current_thread() is threading.main_thread()
             and len(deal(jobs, self.n_workers)) > 1
         )
 
@@ -476,22 +484,20 @@ class WorkerPool:
             else:
                 mine.extend(share)
         finished = False
+        self._busy = True
         try:
-            for worker, share in busy:
-                try:
-                    _write_frame(worker.cmd_fd, (command, share))
-                except OSError as exc:
-                    _log.warning("evaluation worker %d: cannot send (%s)", worker.pid, exc)
-                    worker.close()
             async with asyncio.TaskGroup() as group:
                 for worker, share in busy:
                     group.create_task(
-                        _collect(worker, {j[0]: j for j in share}, done, call_cache, run_here)
+                        _collect(
+                            worker, command, {j[0]: j for j in share}, done, call_cache, run_here
+                        )
                     )
                 for job in mine:
                     group.create_task(run_here(job))
             finished = True
         finally:
+            self._busy = False
             keep: list[_Worker] = []
             for worker in self._workers:
                 # an early end may leave a worker in the middle of runs nobody will read
@@ -502,15 +508,48 @@ class WorkerPool:
             self._workers = keep
 
 
+async def _send(worker: _Worker, frame: Any) -> bool:
+    """Write `frame` to the worker's command pipe without blocking the event loop (a share of a
+    held-out test is about 100 KB, past the pipe's 64 KiB), within `SILENCE_S`; False (with a
+    warning) when the pipe is gone or the worker reads nothing for that long."""
+    loop = asyncio.get_running_loop()
+    data = pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    deadline = loop.time() + SILENCE_S
+    try:
+        while view:
+            try:
+                view = view[os.write(worker.cmd_fd, view) :]
+                continue
+            except BlockingIOError:
+                pass
+            ready = loop.create_future()
+            loop.add_writer(worker.cmd_fd, ready.set_result, None)
+            try:
+                await asyncio.wait_for(ready, max(0.0, deadline - loop.time()))
+            finally:
+                loop.remove_writer(worker.cmd_fd)
+    except TimeoutError:
+        why = f"read nothing for {SILENCE_S:g} s (stopped or deadlocked)"
+    except OSError as exc:
+        why = f"cannot send ({exc})"
+    else:
+        return True
+    _log.warning("evaluation worker %d %s", worker.pid, why)
+    return False
+
+
 async def _collect(
     worker: _Worker,
+    command: Command,
     jobs: dict[int, Job],
     done: Callable[[int, ExampleResult, bool], None],
     call_cache: CallCache | None,
     run_here: Callable[[Job], Coroutine[Any, Any, None]],
 ) -> None:
-    """Hand each run the worker reports to `done` until its `done` frame; when it ends or fails
-    first, close it and run the rest through `run_here`."""
+    """Send `command` with the worker's runs (`jobs`), then hand each run it reports to `done`
+    until its `done` frame; when it ends, fails or falls silent first, close it and run the
+    rest through `run_here`."""
     loop = asyncio.get_running_loop()
     messages: asyncio.Queue[Any] = asyncio.Queue()
     finished = False
@@ -540,7 +579,7 @@ async def _collect(
             except Exception as exc:  # noqa: BLE001 (a damaged frame: run the rest here)
                 messages.put_nowait(("failed", f"unreadable frame ({type(exc).__name__})"))
 
-    if not worker.closed:
+    if not worker.closed and await _send(worker, (command, list(jobs.values()))):
         loop.add_reader(worker.res_fd, readable)
         try:
             while True:

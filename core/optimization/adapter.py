@@ -80,6 +80,11 @@ class PromptAdapter:
         self.cost_usd = 0.0
         """USD spent by the evaluations so far (cache hits excluded)."""
 
+    def close_workers(self) -> None:
+        """Kill the forked evaluation workers of this adapter's evaluator (its own
+        `with_options` copy), if any (`TopologyEvaluator.close_workers`)."""
+        self._evaluator.close_workers()
+
     def _run(self, coro: Any) -> Any:
         try:
             running = asyncio.get_running_loop()

@@ -201,16 +201,19 @@ class OptimizationRunner:
                 self._reflect(str(prompt), call_log), loop
             ).result()
 
-        result = await asyncio.to_thread(  # pyright: ignore[reportUnknownArgumentType]
-            gepa_optimize,  # pyright: ignore[reportUnknownArgumentType]
-            seed_candidate=self._genome.encode(),
-            trainset=list(trainset),
-            valset=val,
-            adapter=cast("Any", adapter),  # gepa's Protocol types propose_new_texts as a proposer
-            reflection_lm=reflection_lm,
-            logger=self._log,
-            **self._config.gepa_kwargs(),
-        )
+        try:
+            result = await asyncio.to_thread(  # pyright: ignore[reportUnknownArgumentType]
+                gepa_optimize,  # pyright: ignore[reportUnknownArgumentType]
+                seed_candidate=self._genome.encode(),
+                trainset=list(trainset),
+                valset=val,
+                adapter=cast("Any", adapter),  # (gepa types propose_new_texts as a proposer)
+                reflection_lm=reflection_lm,
+                logger=self._log,
+                **self._config.gepa_kwargs(),
+            )
+        finally:
+            adapter.close_workers()  # (its evaluator's forked workers, if any: GEPA is done)
         base = spec_hash(self._spec)
         history: list[CandidateRecord] = []
         accuracies: list[float] = []
@@ -236,6 +239,7 @@ class OptimizationRunner:
                     valid=ev["valid"],
                 )
             )
+        self._evaluator.close_workers()  # the re-scoring is done: nothing more is evaluated
         best = result.best_idx
         best_candidate = dict(result.candidates[best])
         quote = self._evaluator.pricer.quote(self._reflection_usage)

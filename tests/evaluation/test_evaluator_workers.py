@@ -187,6 +187,50 @@ def test_a_stopped_worker_is_killed_and_its_runs_made_in_the_parent(
         os.waitpid(-1, os.WNOHANG)
 
 
+def tail(x: str) -> str:
+    return x[500:]
+
+
+def test_a_worker_stopped_between_evaluations_cannot_block_the_parent(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ev = evaluator(2, f=tail)
+    big = [GoldExample(input="x" * 500 + str(i), expected=str(i), id=f"b{i}") for i in range(400)]
+    run(ev, fn_spec("f"), big[:64])  # forks the worker
+    assert ev._pool is not None  # pyright: ignore[reportPrivateUsage]
+    (pid,) = ev._pool.pids  # pyright: ignore[reportPrivateUsage]
+    os.kill(pid, signal.SIGSTOP)
+    monkeypatch.setattr(_fork, "SILENCE_S", 0.5)
+    with caplog.at_level(logging.WARNING, logger="core.evaluation._fork"):
+        out = run(ev, fn_spec("f"), big)  # its share, ~110 KB, is more than a pipe holds
+    assert out.accuracy == 1.0
+    assert f"evaluation worker {pid} read nothing for 0.5 s (stopped or deadlocked)" in caplog.text
+    ev.close_workers()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)
+
+
+def test_two_evaluations_at_once_on_one_evaluator_keep_their_own_results() -> None:
+    ev = evaluator(2, thirds=thirds, whoami=whoami)
+
+    async def both() -> list[CandidateEvaluation]:
+        return list(
+            await asyncio.gather(
+                ev.evaluate(fn_spec("thirds"), examples(100)),
+                ev.evaluate(fn_spec("whoami"), examples(100)),
+            )
+        )
+
+    first, second = asyncio.run(both())
+    assert (
+        first.model_dump()
+        == run(evaluator(1, thirds=thirds), fn_spec("thirds"), examples(100)).model_dump()
+    )
+    assert first.accuracy == 0.66
+    # the second ran in the parent alone: the workers were the first's
+    assert {int(r.output_summary.split("@")[1]) for r in second.results} == {PARENT}
+
+
 async def _whoami_slowly(x: int) -> str:
     await asyncio.sleep(0.1)
     return whoami(x)
