@@ -394,12 +394,9 @@ with guard():
             "click a point of the chart or a row of the table, or pick one in the Inspector tab."
         )
 
-next_tab = st.session_state.pop("live_tab_next", None)
-if next_tab is not None:
-    st.session_state["live_tab"] = next_tab
-tab_archive, tab_inspect = st.tabs([TAB_ARCHIVE, TAB_INSPECT], key="live_tab", on_change="rerun")
 
-with tab_archive:
+def archive_tab() -> None:
+    """The Archive tab: the filters and the archive table (`archive_view`)."""
     f1, f2, f3, f4 = st.columns([3, 2, 1, 1])
     text = f1.text_input(
         "Filter the archive",
@@ -411,7 +408,9 @@ with tab_archive:
     only_front = f4.toggle("Front only", value=False, key="live_front")
     archive_view(text, only_front, sort_by, descending)
 
-with tab_inspect:
+
+def inspector_tab() -> None:
+    """The Inspector tab: the candidate picker, the inspected candidate and its actions."""
     with guard():
         cached = st.session_state.get("live_archive")
         archive = (
@@ -529,3 +528,18 @@ with tab_inspect:
                     label="Review it on Diff & apply",
                     query_params={"proposal": str(pid)},
                 )
+
+
+next_tab = st.session_state.pop("live_tab_next", None)
+if next_tab is not None:
+    st.session_state["live_tab"] = next_tab
+tab_archive, tab_inspect = st.tabs([TAB_ARCHIVE, TAB_INSPECT], key="live_tab", on_change="rerun")
+# only the open tab is drawn: st.tabs(on_change="rerun") runs the page again on a switch and
+# `.open` says which tab is open (None: not tracked, both drawn); the hidden Inspector's picker
+# of every candidate cost the browser ~0.3 s on each load of a large run's page
+with tab_archive:
+    if tab_archive.open is not False:
+        archive_tab()
+with tab_inspect:
+    if tab_inspect.open is not False:
+        inspector_tab()

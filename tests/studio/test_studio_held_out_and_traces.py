@@ -100,8 +100,8 @@ def test_live_page_labels_the_test_front_and_the_missing_trace(app: AppTest) -> 
     app.switch_page(LIVE)
     app.run()
     assert not app.exception, [e.value for e in app.exception]
-    assert f"**{TITLE}**" in [m.value for m in app.markdown]
-    assert "Not scored on the held-out test split (yet)." in [c.value for c in app.caption]
+    # the link's candidate opens the Inspector tab, and only the open tab is drawn
+    assert f"**{TITLE}**" not in [m.value for m in app.markdown]
     box = app.selectbox(key=f"live_trace_{RUN_ID}_1")
     box.set_value(("q1", 0)).run()
     assert not app.exception, [e.value for e in app.exception]
@@ -110,3 +110,9 @@ def test_live_page_labels_the_test_front_and_the_missing_trace(app: AppTest) -> 
     assert any(
         str(m.value).startswith("**#1** answered `answer of 1 to q1`: right") for m in app.markdown
     )
+    # the Archive tab has the held-out test front
+    app.session_state["live_tab"] = "Archive"
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert f"**{TITLE}**" in [m.value for m in app.markdown]
+    assert "Not scored on the held-out test split (yet)." in [c.value for c in app.caption]

@@ -148,6 +148,10 @@ def test_a_minibatch_estimate_is_labelled_and_ranked_after_full_scores(
     assert metrics["best candidate"] == "1"
     assert "Hollow diamonds" in _texts(at)
     assert "reference point cost_usd = 0.5, accuracy = 0" in _texts(at)
+    # the picker is in the Inspector tab, drawn once it is open
+    assert [s for s in at.selectbox if s.label == "Inspect candidate"] == []
+    at.session_state["live_tab"] = "Inspector"
+    at.run()
     box = [s for s in at.selectbox if s.label == "Inspect candidate"][0]
     box.set_value(4).run()
     assert "minibatch estimate: scored on 2 problems of the minibatch split only" in _texts(at)
@@ -231,6 +235,10 @@ def test_the_inspected_candidate_opens_the_inspector_tab_and_its_row_is_selected
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["live_tab"] == "Inspector"
+    # only the open tab is drawn: the archive table once the Archive tab is open
+    assert [d for d in at.dataframe if "on_front" in d.value.columns] == []
+    at.session_state["live_tab"] = "Archive"
+    at.run()
     [table] = [d for d in at.dataframe if "on_front" in d.value.columns]
     assert table.value["candidate_idx"].tolist() == [1, 0, 2, 3]
     # candidate 2 is the table's third row: that row is the table's selection

@@ -91,6 +91,10 @@ def test_live_page_shows_the_archive_the_inspector_and_follows_deep_links(
     at.selectbox(key="live_y").set_value("cost_usd").run()
     assert not at.exception
     assert at.query_params["y"] == "cost_usd"
+    # only the open tab is drawn: the filter and the archive once the Archive tab is open
+    assert "live_filter" not in [t.key for t in at.text_input]
+    at.session_state["live_tab"] = "Archive"
+    at.run()
     at.text_input(key="live_filter").set_value("seed").run()
     archive = [d.value for d in at.dataframe if "on_front" in d.value.columns][0]
     assert archive["candidate_idx"].tolist() == [0]
@@ -107,6 +111,8 @@ def test_live_page_shows_the_archive_the_inspector_and_follows_deep_links(
     at.toggle(key="live_on").set_value(False).run()
     assert "live updates paused" in _texts(at)
     at.query_params["run"] = RUN_ID
+    at.run()
+    at.session_state["live_tab"] = "Inspector"
     at.run()
     # picking another candidate updates the inspector and the link
     box = [s for s in at.selectbox if s.label == "Inspect candidate"][0]
