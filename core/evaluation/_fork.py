@@ -523,8 +523,13 @@ async def _send(worker: _Worker, frame: Any) -> bool:
                 continue
             except BlockingIOError:
                 pass
-            ready = loop.create_future()
-            loop.add_writer(worker.cmd_fd, ready.set_result, None)
+            ready: asyncio.Future[None] = loop.create_future()
+
+            def writable(ready: asyncio.Future[None] = ready) -> None:
+                if not ready.done():  # (called on every turn while writable, until removed)
+                    ready.set_result(None)
+
+            loop.add_writer(worker.cmd_fd, writable)
             try:
                 await asyncio.wait_for(ready, max(0.0, deadline - loop.time()))
             finally:

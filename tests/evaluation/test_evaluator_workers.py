@@ -11,8 +11,10 @@ ends early, and an evaluator that is collected, leave no process behind.
 import asyncio
 import logging
 import os
+import pickle
 import signal
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -208,6 +210,31 @@ def test_a_worker_stopped_between_evaluations_cannot_block_the_parent(
     ev.close_workers()
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)
+
+
+def test_a_share_bigger_than_the_pipe_is_sent_whole_without_an_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    worker = _fork._Worker(pid=-1, cmd_fd=write_fd, res_fd=read_fd)  # pyright: ignore[reportPrivateUsage]
+    frame = ("x" * 300_000, [1, 2, 3])
+    got = bytearray()
+
+    def drain() -> None:  # a slow reader: the pipe fills and empties many times over
+        while chunk := os.read(read_fd, 4096):
+            got.extend(chunk)
+            time.sleep(0.0005)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    with caplog.at_level(logging.WARNING):
+        assert asyncio.run(_fork._send(worker, frame)) is True  # pyright: ignore[reportPrivateUsage]
+    os.close(write_fd)
+    reader.join()
+    os.close(read_fd)
+    assert pickle.loads(bytes(got[8:])) == frame
+    assert caplog.text == ""  # (a writer callback run twice raised InvalidStateError, logged)
 
 
 def test_two_evaluations_at_once_on_one_evaluator_keep_their_own_results() -> None:
