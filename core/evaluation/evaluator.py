@@ -35,8 +35,8 @@ One `evaluate(spec, examples)` call:
    problem whose models all report model time sets it, so identical runs give identical
    latency); `"wall"` is always wall time.
    With `workers` above 1, an evaluation of enough runs shares them with forked worker
-   processes (`core.evaluation._fork`: one queue of runs, results sent back and handled here in the
-   same way, so the `CandidateEvaluation` is the same; issue 17).
+   processes (`core.evaluation._fork`: runs dealt by weight, results sent back and handled
+   here in the same way, so the `CandidateEvaluation` is the same; issue 17).
 
 3. **Verdict** (`core.evaluation._aggregate.judge`): one bundle per example (trials combined),
    weighted means, the aggregate score, error and blank rates, and the status `ok`,
@@ -202,8 +202,8 @@ class TopologyEvaluator:
         timer: the wall clock in seconds (default `time.perf_counter`), for wall-time latency;
             tests pass a fake one.
         workers: processes that share the runs of one `evaluate` call: 1 (the default) runs
-            them all here; N > 1 shares each evaluation of at least
-            `core.evaluation._fork.MIN_RUNS_PER_WORKER` runs per process with N - 1 forked
+            them all here; N > 1 shares each evaluation of at least 2 x
+            `core.evaluation._fork.MIN_RUNS_PER_WORKER` runs with up to N - 1 forked
             worker processes, kept from one evaluation to the next (`"auto"`: one process per
             CPU this process may use). Results are identical either way. Only for in-process
             models (replayed, function models), never hosted ones; Linux only, elsewhere 1
