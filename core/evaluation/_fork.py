@@ -11,7 +11,11 @@ How:
   evaluation it is needed for, so it inherits the evaluator (registries, score function, the
   problem's data, the call cache) as they are: nothing is imported again. It then serves one
   evaluation after another (`WorkerPool`): for each, the parent sends the checked spec's JSON
-  and the worker's share of the runs (examples pickled), and the worker hydrates the spec as
+  and the worker's share of the runs, each example by its number in the pool's table of the
+  examples it has seen (`WorkerPool._tag`): the worker inherited that table at its fork, so an
+  example arrives whole, its input's own type kept (JSON would turn a state model into a dict).
+  An evaluation with an example numbered after a worker's fork (the held-out test's, say)
+  forks a fresh worker first. The worker hydrates the spec as
   the parent did. (A fork per evaluation was tried first: every page either process wrote
   after a fork took a copy-on-write fault, 632,000 minor faults and 2.3 s of system time in a
   warm default search, against 155,000 and 1.0 s with one worker for the run.) Pages written
@@ -31,12 +35,12 @@ How:
   (a minibatch) stays in the parent. (One queue that topped each worker up as it
   reported balanced better but cost more than it saved: 10.2-10.6 s against 9.1-10.2 s for a
   warm default search, 2026-12-04.)
-- **The way back.** A worker sends its results on a private pipe as pickled frames (8-byte
-  length, then the pickle) of at most `BATCH` runs or `FLUSH_S` seconds each, so the parent
-  journals them as they come (the live dashboard's progress), then a `done` frame with the
-  call cache's new records and counters. Pickle is safe here: both ends are this process's own
-  code and the pipes are private to the pair (nothing stored and nothing from a spec is
-  unpickled).
+- **The way back.** A worker sends its results on a private pipe in frames (8-byte length,
+  then the payload) of at most `BATCH` runs or `FLUSH_S` seconds each, so the parent journals
+  them as they come (the live dashboard's progress), then a `done` frame with the call cache's
+  new records and counters. Everything on the pipes is JSON (a result as
+  `ExampleResult.model_dump_json`, read back with `model_validate_json`, NaN kept); nothing is
+  unpickled or executed (tests/ir/test_ir_no_dynamic_code.py).
 - **What the parent does with them** is what it does with its own runs (evaluation cache, cost
   estimator, `on_example`, the result slots, in example order), so a `CandidateEvaluation` is
   the same whichever process ran which example: every run is a pure function of its example,
@@ -64,9 +68,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import logging
 import os
-import pickle
 import signal
 import struct
 import sys
@@ -219,9 +223,45 @@ class _WorkerCallCache:
         return new, counts
 
 
-def _write_frame(fd: int, message: Any) -> None:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    view = memoryview(_HEADER.pack(len(data)) + data)
+def _frame(payload: bytes) -> bytes:
+    return _HEADER.pack(len(payload)) + payload
+
+
+def _json_frame(message: Any) -> bytes:
+    """A frame holding `message` as JSON (tag `J`)."""
+    return _frame(b"J" + json.dumps(message, separators=(",", ":")).encode())
+
+
+def _results_frame(ready: Sequence[tuple[int, ExampleResult, bool]]) -> bytes:
+    """A frame of results (tag `R`): one line per run, `index<TAB>cacheable<TAB>result JSON`."""
+    lines = [
+        f"{index}\t{int(cacheable)}\t".encode() + result.model_dump_json().encode()
+        for index, result, cacheable in ready
+    ]
+    return _frame(b"R" + b"\n".join(lines))
+
+
+def _decode(payload: bytes) -> Any:
+    """A frame's message: `["results", [(index, ExampleResult, cacheable), ...]]` for an `R`
+    frame, the JSON value of a `J` frame.
+
+    Raises:
+        ValueError: not a frame this module writes.
+    """
+    tag, body = payload[:1], payload[1:]
+    if tag == b"J":
+        return json.loads(body)
+    if tag != b"R":
+        raise ValueError(f"unknown frame tag {tag!r}")
+    out: list[tuple[int, ExampleResult, bool]] = []
+    for line in body.split(b"\n"):
+        index, cacheable, text = line.split(b"\t", 2)
+        out.append((int(index), ExampleResult.model_validate_json(text), cacheable == b"1"))
+    return ["results", out]
+
+
+def _write_frame(fd: int, frame: bytes) -> None:
+    view = memoryview(frame)
     while view:
         view = view[os.write(fd, view) :]
 
@@ -243,7 +283,7 @@ def _read_frame(fd: int) -> Any:
     if header is None:
         return None
     data = _read_exactly(fd, _HEADER.unpack(header)[0])
-    return None if data is None else pickle.loads(data)  # noqa: S301 (our own parent)
+    return None if data is None else _decode(data)
 
 
 _PARENT_FDS: set[int] = set()
@@ -253,7 +293,12 @@ last of its siblings does."""
 
 
 def _serve(
-    cmd_fd: int, res_fd: int, prepare: Prepare, call_cache: CallCache | None, concurrency: int
+    cmd_fd: int,
+    res_fd: int,
+    prepare: Prepare,
+    call_cache: CallCache | None,
+    concurrency: int,
+    examples: list[GoldExample],
 ) -> None:
     """A worker's whole life: read commands, run each one's share, report; exit at the end of
     the command pipe (its parent closed it or died). Never returns."""
@@ -268,15 +313,19 @@ def _serve(
         _PARENT_FDS.clear()
         calls = None if call_cache is None else _WorkerCallCache(call_cache)
         while (message := _read_frame(cmd_fd)) is not None:
-            command, jobs = message
-            topology, ctx = prepare(command, calls)
+            command, sent = message
+            jobs: list[Job] = [
+                (index, examples[tag], key, trial) for index, key, trial, tag in sent
+            ]
+            topology, ctx = prepare(tuple(command), calls)  # pyright: ignore[reportArgumentType]
             asyncio.run(_worker_runs(res_fd, jobs, topology, ctx, concurrency))
             new, counts = ([], (0, 0, 0)) if calls is None else calls.take()
-            _write_frame(res_fd, ("done", new, counts))
+            records = [[key, record.to_json()] for key, record in new]
+            _write_frame(res_fd, _json_frame(["done", records, list(counts)]))
     except BaseException as exc:  # noqa: BLE001 (reported to the parent, which runs the rest)
         code = 1
         try:
-            _write_frame(res_fd, ("failed", f"{type(exc).__name__}: {exc}"))
+            _write_frame(res_fd, _json_frame(["failed", f"{type(exc).__name__}: {exc}"]))
         except BaseException:  # noqa: BLE001 (the pipe is gone: the parent is)
             pass
     finally:
@@ -293,7 +342,7 @@ async def _worker_runs(
     def send() -> None:
         nonlocal last
         if ready:
-            _write_frame(fd, ("results", list(ready)))
+            _write_frame(fd, _results_frame(ready))
             ready.clear()
         last = time.monotonic()
 
@@ -309,7 +358,7 @@ async def _worker_runs(
     beats: list[asyncio.TimerHandle] = []
 
     def beat() -> None:  # (from the event loop: a worker whose loop is stuck sends none)
-        _write_frame(fd, ("alive",))
+        _write_frame(fd, _json_frame(["alive"]))
         beats[0] = loop.call_later(HEARTBEAT_S, beat)
 
     beats.append(loop.call_later(HEARTBEAT_S, beat))
@@ -341,6 +390,8 @@ class _Worker:
     pid: int
     cmd_fd: int
     res_fd: int
+    known: int = 0
+    """How many of the pool's examples (`WorkerPool._tag`) this worker inherited at its fork."""
     buffer: bytearray = field(default_factory=bytearray)
     closed: bool = False
 
@@ -378,7 +429,12 @@ class _Worker:
             pass
 
 
-def _fork(prepare: Prepare, call_cache: CallCache | None, concurrency: int) -> _Worker | None:
+def _fork(
+    prepare: Prepare,
+    call_cache: CallCache | None,
+    concurrency: int,
+    examples: list[GoldExample],
+) -> _Worker | None:
     """Fork one worker; None when the fork failed (the parent then runs its share)."""
     cmd_read, cmd_write = os.pipe()
     res_read, res_write = os.pipe()
@@ -393,13 +449,13 @@ def _fork(prepare: Prepare, call_cache: CallCache | None, concurrency: int) -> _
     if pid == 0:  # the worker
         os.close(cmd_write)
         os.close(res_read)
-        _serve(cmd_read, res_write, prepare, call_cache, concurrency)
+        _serve(cmd_read, res_write, prepare, call_cache, concurrency, examples)
     os.close(cmd_read)
     os.close(res_write)
     os.set_blocking(res_read, False)
     os.set_blocking(cmd_write, False)  # (written by `_send`, never blocking the event loop)
     _PARENT_FDS.update((cmd_write, res_read))
-    return _Worker(pid, cmd_write, res_read)
+    return _Worker(pid, cmd_write, res_read, known=len(examples))
 
 
 RECYCLE_PRIVATE_MIB = 48.0
@@ -427,6 +483,10 @@ class WorkerPool:
         self.n_workers = n_workers
         self._workers: list[_Worker] = []
         self._busy = False
+        self._examples: list[GoldExample] = []
+        """Every example evaluated here, by number (kept alive, so an id stays its own)."""
+        self._numbers: dict[int, int] = {}
+        """id(example) -> its number in `_examples`."""
 
     @property
     def pids(self) -> list[int]:
@@ -444,6 +504,14 @@ class WorkerPool:
             and threading.current_thread() is threading.main_thread()
             and len(deal(jobs, self.n_workers)) > 1
         )
+
+    def _tag(self, example: GoldExample) -> int:
+        """The example's number in this pool's table (a new one the first time it is seen)."""
+        number = self._numbers.get(id(example))
+        if number is None:
+            number = self._numbers[id(example)] = len(self._examples)
+            self._examples.append(example)
+        return number
 
     def close(self) -> None:
         """Kill and reap every worker (idempotent)."""
@@ -471,26 +539,34 @@ class WorkerPool:
             Whatever `run_here` or `done` raise (the workers are killed first).
         """
         shares = deal(jobs, self.n_workers)
+        tag_of = {job[0]: self._tag(job[1]) for job in jobs}
+        newest = max(tag_of.values())
+        for worker in self._workers:
+            if worker.known <= newest:  # it was forked before some of these examples existed
+                worker.close()
+        self._workers = [w for w in self._workers if not w.closed]
         mine = list(shares[0])
         while len(self._workers) < len(shares) - 1:
-            worker = _fork(prepare, call_cache, concurrency)
+            worker = _fork(prepare, call_cache, concurrency, self._examples)
             if worker is None:
                 break
             self._workers.append(worker)
-        busy: list[tuple[_Worker, list[Job]]] = []
+        busy: list[tuple[_Worker, list[Job], bytes]] = []
         for share in shares[1:]:
             if len(busy) < len(self._workers):
-                busy.append((self._workers[len(busy)], share))
+                worker = self._workers[len(busy)]
+                runs = [[index, key, trial, tag_of[index]] for index, _, key, trial in share]
+                busy.append((worker, share, _json_frame([list(command), runs])))
             else:
                 mine.extend(share)
         finished = False
         self._busy = True
         try:
             async with asyncio.TaskGroup() as group:
-                for worker, share in busy:
+                for worker, share, frame in busy:
                     group.create_task(
                         _collect(
-                            worker, command, {j[0]: j for j in share}, done, call_cache, run_here
+                            worker, frame, {j[0]: j for j in share}, done, call_cache, run_here
                         )
                     )
                 for job in mine:
@@ -508,13 +584,13 @@ class WorkerPool:
             self._workers = keep
 
 
-async def _send(worker: _Worker, frame: Any) -> bool:
-    """Write `frame` to the worker's command pipe without blocking the event loop (a share of a
-    held-out test is about 100 KB, past the pipe's 64 KiB), within `SILENCE_S`; False (with a
-    warning) when the pipe is gone or the worker reads nothing for that long."""
+async def _send(worker: _Worker, frame: bytes) -> bool:
+    """Write `frame` to the worker's command pipe without blocking the event loop (a command can
+    be longer than the pipe's 64 KiB: a share of 500 runs of long example ids), within
+    `SILENCE_S`; False (with a warning) when the pipe is gone or the worker reads nothing for
+    that long."""
     loop = asyncio.get_running_loop()
-    data = pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL)
-    view = memoryview(_HEADER.pack(len(data)) + data)
+    view = memoryview(frame)
     deadline = loop.time() + SILENCE_S
     try:
         while view:
@@ -546,13 +622,13 @@ async def _send(worker: _Worker, frame: Any) -> bool:
 
 async def _collect(
     worker: _Worker,
-    command: Command,
+    frame: bytes,
     jobs: dict[int, Job],
     done: Callable[[int, ExampleResult, bool], None],
     call_cache: CallCache | None,
     run_here: Callable[[Job], Coroutine[Any, Any, None]],
 ) -> None:
-    """Send `command` with the worker's runs (`jobs`), then hand each run it reports to `done`
+    """Send `frame` (the command with the worker's runs, `jobs`), then hand each run it reports to `done`
     until its `done` frame; when it ends, fails or falls silent first, close it and run the
     rest through `run_here`."""
     loop = asyncio.get_running_loop()
@@ -580,11 +656,11 @@ async def _collect(
             payload = bytes(buf[_HEADER.size : _HEADER.size + size])
             del buf[: _HEADER.size + size]
             try:
-                messages.put_nowait(pickle.loads(payload))  # noqa: S301 (our own worker)
+                messages.put_nowait(_decode(payload))
             except Exception as exc:  # noqa: BLE001 (a damaged frame: run the rest here)
                 messages.put_nowait(("failed", f"unreadable frame ({type(exc).__name__})"))
 
-    if not worker.closed and await _send(worker, (command, list(jobs.values()))):
+    if not worker.closed and await _send(worker, frame):
         loop.add_reader(worker.res_fd, readable)
         try:
             while True:
@@ -609,8 +685,8 @@ async def _collect(
                 elif kind == "done":
                     new, (hits, misses, uncacheable) = message[1], message[2]
                     if call_cache is not None:
-                        for key, record in new:
-                            call_cache.put(key, record)
+                        for key, text in new:
+                            call_cache.put(key, CallRecord.from_json(text))
                         call_cache.count(hits=hits, misses=misses, uncacheable=uncacheable)
                     finished = True
                     break

@@ -11,7 +11,6 @@ ends early, and an evaluator that is collected, leave no process behind.
 import asyncio
 import logging
 import os
-import pickle
 import signal
 import threading
 import time
@@ -35,6 +34,31 @@ models.ALLOW_MODEL_REQUESTS = False
 pytestmark = pytest.mark.skipif(not _fork.fork_supported(), reason="forking needs Linux")
 
 PARENT = os.getpid()
+
+
+@pytest.fixture
+def forked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The pids of every worker forked during the test (`_fork._fork` wrapped)."""
+    pids: list[int] = []
+    original = _fork._fork  # pyright: ignore[reportPrivateUsage]
+
+    def recording(*args: Any) -> Any:
+        worker = original(*args)
+        if worker is not None:
+            pids.append(worker.pid)
+        return worker
+
+    monkeypatch.setattr(_fork, "_fork", recording)
+    return pids
+
+
+def assert_reaped(pids: list[int]) -> None:
+    """Each worker was killed and reaped: not a child of this process any more, not even a
+    zombie (other tests' processes may still be alive, so only these pids are asked about)."""
+    assert pids
+    for pid in pids:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
 
 
 def exact(output: Any, example: GoldExample) -> float:
@@ -113,41 +137,43 @@ def test_runs_are_dealt_by_weight_and_reported_once_each() -> None:
 
 
 def test_one_worker_serves_evaluation_after_evaluation_until_it_is_closed(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, forked: list[int]
 ) -> None:
     ev = evaluator(2, whoami=whoami)
+    exs = examples(64)
 
-    def worker_pids() -> set[int]:
-        out = run(ev, fn_spec("whoami"), examples(64))
+    def worker_pids(exs: list[GoldExample] = exs) -> set[int]:
+        out = run(ev, fn_spec("whoami"), exs)
         return {int(r.output_summary.split("@")[1]) for r in out.results} - {PARENT}
 
     first, second = worker_pids(), worker_pids()
     assert len(first) == 1
     assert second == first
+    fresh = worker_pids(examples(64))  # examples it was forked before: a fresh worker has them
+    assert len(fresh) == 1 and fresh != first
     monkeypatch.setattr(_fork, "RECYCLE_PRIVATE_MIB", -1.0)  # every worker is "too big"
     third = worker_pids()
-    assert third == first  # it is closed after the evaluation it served ...
+    assert third == fresh  # it is closed after the evaluation it served ...
     fourth = worker_pids()
     assert len(fourth) == 1
-    assert fourth != first  # ... and a fresh one forked for the next
+    assert fourth != fresh  # ... and a fresh one forked for the next
     ev.close_workers()
-    with pytest.raises(ChildProcessError):  # killed and reaped
-        os.waitpid(-1, os.WNOHANG)
+    assert_reaped(forked)
+    assert len(forked) == 3
 
 
-def test_a_collected_evaluator_leaves_no_worker_behind() -> None:
+def test_a_collected_evaluator_leaves_no_worker_behind(forked: list[int]) -> None:
     ev = evaluator(2, whoami=whoami)
     run(ev, fn_spec("whoami"), examples(64))
+    assert ev._pool is not None and ev._pool.pids == forked  # pyright: ignore[reportPrivateUsage]
     del ev  # (reference counting collects it at once: its finalizer closes the pool)
-    with pytest.raises(ChildProcessError):
-        os.waitpid(-1, os.WNOHANG)
+    assert_reaped(forked)
 
 
-def test_an_evaluation_too_small_to_share_stays_in_the_parent() -> None:
+def test_an_evaluation_too_small_to_share_stays_in_the_parent(forked: list[int]) -> None:
     ev = run(evaluator(2, whoami=whoami), fn_spec("whoami"), examples(63))
     assert {int(r.output_summary.split("@")[1]) for r in ev.results} == {PARENT}
-    with pytest.raises(ChildProcessError):  # nothing was forked
-        os.waitpid(-1, os.WNOHANG)
+    assert forked == []  # nothing was forked
     assert _fork.deal(list(range(63)), 2) == [list(range(63))]  # type: ignore[arg-type]
     jobs: list[Any] = list(range(64))
     parent, worker = _fork.deal(jobs, 2)
@@ -176,7 +202,7 @@ def stops_in_child(x: int) -> str:
 
 
 def test_a_stopped_worker_is_killed_and_its_runs_made_in_the_parent(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, forked: list[int]
 ) -> None:
     monkeypatch.setattr(_fork, "SILENCE_S", 0.5)
     exs = examples(80)
@@ -185,8 +211,7 @@ def test_a_stopped_worker_is_killed_and_its_runs_made_in_the_parent(
     assert ev.model_dump() == run(evaluator(1, f=stops_in_child), fn_spec("f"), exs).model_dump()
     assert "sent nothing for 0.5 s (stopped or deadlocked)" in caplog.text
     assert "ended with 43 run(s) unreported; running them here" in caplog.text
-    with pytest.raises(ChildProcessError):  # killed (SIGKILL ends a stopped process) and reaped
-        os.waitpid(-1, os.WNOHANG)
+    assert_reaped(forked)  # killed (SIGKILL ends a stopped process) and reaped
 
 
 def tail(x: str) -> str:
@@ -194,22 +219,25 @@ def tail(x: str) -> str:
 
 
 def test_a_worker_stopped_between_evaluations_cannot_block_the_parent(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, forked: list[int]
 ) -> None:
     ev = evaluator(2, f=tail)
-    big = [GoldExample(input="x" * 500 + str(i), expected=str(i), id=f"b{i}") for i in range(400)]
-    run(ev, fn_spec("f"), big[:64])  # forks the worker
+    # long example ids: the worker's share of the next command is ~120 KB, past a pipe's 64 KiB
+    big = [
+        GoldExample(input="x" * 500 + str(i), expected=str(i), id=f"b{i}-" + "k" * 500)
+        for i in range(400)
+    ]
+    run(ev, fn_spec("f"), big)  # forks the worker (after numbering every example)
     assert ev._pool is not None  # pyright: ignore[reportPrivateUsage]
     (pid,) = ev._pool.pids  # pyright: ignore[reportPrivateUsage]
     os.kill(pid, signal.SIGSTOP)
     monkeypatch.setattr(_fork, "SILENCE_S", 0.5)
     with caplog.at_level(logging.WARNING, logger="core.evaluation._fork"):
-        out = run(ev, fn_spec("f"), big)  # its share, ~110 KB, is more than a pipe holds
+        out = run(ev, fn_spec("f"), big)
     assert out.accuracy == 1.0
     assert f"evaluation worker {pid} read nothing for 0.5 s (stopped or deadlocked)" in caplog.text
     ev.close_workers()
-    with pytest.raises(ChildProcessError):
-        os.waitpid(-1, os.WNOHANG)
+    assert_reaped(forked)
 
 
 def test_a_share_bigger_than_the_pipe_is_sent_whole_without_an_error(
@@ -218,7 +246,7 @@ def test_a_share_bigger_than_the_pipe_is_sent_whole_without_an_error(
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
     worker = _fork._Worker(pid=-1, cmd_fd=write_fd, res_fd=read_fd)  # pyright: ignore[reportPrivateUsage]
-    frame = ("x" * 300_000, [1, 2, 3])
+    message = ["x" * 300_000, [1, 2, 3]]
     got = bytearray()
 
     def drain() -> None:  # a slow reader: the pipe fills and empties many times over
@@ -229,11 +257,13 @@ def test_a_share_bigger_than_the_pipe_is_sent_whole_without_an_error(
     reader = threading.Thread(target=drain)
     reader.start()
     with caplog.at_level(logging.WARNING):
+        frame = _fork._json_frame(message)  # pyright: ignore[reportPrivateUsage]
         assert asyncio.run(_fork._send(worker, frame)) is True  # pyright: ignore[reportPrivateUsage]
     os.close(write_fd)
     reader.join()
     os.close(read_fd)
-    assert pickle.loads(bytes(got[8:])) == frame
+    assert bytes(got) == frame
+    assert _fork._decode(bytes(got[8:])) == message  # pyright: ignore[reportPrivateUsage]
     assert caplog.text == ""  # (a writer callback run twice raised InvalidStateError, logged)
 
 
@@ -283,7 +313,7 @@ async def _slow_in_child(x: int) -> str:
     return str(x)
 
 
-def test_an_evaluation_that_ends_early_leaves_no_child_behind() -> None:
+def test_an_evaluation_that_ends_early_leaves_no_child_behind(forked: list[int]) -> None:
     class Stop(Exception):
         pass
 
@@ -292,8 +322,7 @@ def test_an_evaluation_that_ends_early_leaves_no_child_behind() -> None:
 
     with pytest.raises(Stop, match="^ex1$"):  # the parent's first run (the worker has ex0)
         run(evaluator(2, f=_slow_in_child), fn_spec("f"), examples(64), on_example=on_example)
-    with pytest.raises(ChildProcessError):  # killed and reaped: no child, not even a zombie
-        os.waitpid(-1, os.WNOHANG)
+    assert_reaped(forked)  # killed and reaped: not even a zombie
 
 
 def _echo_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
