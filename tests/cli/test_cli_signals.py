@@ -224,17 +224,22 @@ def test_ctrl_c_twice_prints_one_line_and_the_resume_command_in_every_phase(
         proc.send_signal(signal.SIGINT)
         out, err = _finish(proc)
     assert proc.returncode == 130, err
-    assert out == ""
     lines = err.splitlines()
     assert len(lines) == 2, err
     assert lines[0] == "topology-studio: error: interrupted"
     assert _hint(journal.stem, db).fullmatch(lines[1]), err
     finished = read_journal(journal)[-1]
     # The second Ctrl-C comes 0.2 s after the first. Usually the run is still unwinding and
-    # records both; on a loaded machine the first stop can already be recorded (the second
-    # then lands in the report, which is cut short just the same: exit 130, the two lines).
+    # records both, and no report is printed. When the first stop is already recorded (a fast
+    # unwind, or a loaded machine), the second lands while the report is being printed: the
+    # report is cut short where it was (CI once saw it stop after "== Best topology"), with
+    # exit 130 and the same two lines.
     assert (finished.type, finished.status) == ("run_finished", "stopped")
     assert finished.reason in ("SIGINT, then cancelled", "SIGINT"), finished.reason
+    if finished.reason == "SIGINT, then cancelled":
+        assert out == ""
+    else:
+        assert out == "" or out.startswith(f"== Run {journal.stem} ==\n"), out
     if phase in ("re-scoring", "test"):  # the journal is intact: the run resumes to its end
         again = _cli(["search", str(SLEEPY), "--resume", journal.stem, "--db", str(db)], tmp_path)
         assert again.returncode == 0, again.stderr
