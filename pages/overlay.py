@@ -16,6 +16,7 @@ from studio.views.overlay import (
     hypervolume_curves,
     overlay_figure,
     progress_overlay_figure,
+    run_colours,
     run_summary,
     spread_table,
 )
@@ -72,9 +73,10 @@ def _views(
     ]
     ref = common_reference(data)
     summary = run_summary(data, ref)
+    colours = run_colours(data)  # one colour per run in both charts
     return (
-        overlay_figure(front_points(data)),
-        progress_overlay_figure(hypervolume_curves(data, ref)),
+        overlay_figure(front_points(data), colours),
+        progress_overlay_figure(hypervolume_curves(data, ref), colours),
         summary,
         spread_table(summary),
         ref,

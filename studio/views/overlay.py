@@ -30,6 +30,7 @@ __all__ = [
     "hypervolume_curves",
     "overlay_figure",
     "progress_overlay_figure",
+    "run_colours",
     "run_summary",
     "spread_table",
 ]
@@ -38,7 +39,20 @@ PALETTE: tuple[str, ...] = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
 )  # fmt: skip
-"""One colour per run, the same in every chart of the page."""
+"""The runs' colours, in the page's run order (`run_colours`)."""
+
+
+def run_colours(runs: Sequence[RunData]) -> dict[str, str]:
+    """Run label -> its colour, by the runs' order: every chart of the page draws a run in the
+    same colour (each chart coloured by its own row order gave the fronts' first run the
+    progress charts' second run's colour, as their rows are sorted by label)."""
+    return {r.label: PALETTE[k % len(PALETTE)] for k, r in enumerate(runs)}
+
+
+def _colour(colours: Mapping[str, str] | None, run: object, k: int) -> str:
+    """`run`'s colour in `colours`, else the k-th of the palette."""
+    return (colours or {}).get(str(run), PALETTE[k % len(PALETTE)])
+
 
 _DIRS = ("min", "max")
 """(cost_usd, accuracy): less cost, more accuracy."""
@@ -141,9 +155,10 @@ def hypervolume_curves(runs: Sequence[RunData], reference: tuple[float, float]) 
 
 
 def run_summary(runs: Sequence[RunData], reference: tuple[float, float]) -> pd.DataFrame:
-    """One row per run with the figures a researcher reports: `run, problem, strategy, seed,
-    candidates, evaluations, best_accuracy, best_score, hypervolume` (common reference),
-    `front_size, cost_usd` (the whole run's model cost)."""
+    """One row per run with the figures a researcher reports, first (in view at 1000 px, where
+    they were off screen behind the run's description): `run, best_accuracy, best_score,
+    hypervolume` (common reference), `front_size, cost_usd` (the whole run's model cost),
+    `evaluations, candidates, strategy, seed, problem`."""
     rows = []
     for r in runs:
         scored = _scored(r.archive)
@@ -152,16 +167,16 @@ def run_summary(runs: Sequence[RunData], reference: tuple[float, float]) -> pd.D
         rows.append(
             {
                 "run": r.label,
-                "problem": r.run.get("problem"),
-                "strategy": r.run.get("strategy"),
-                "seed": r.run.get("seed"),
-                "candidates": int(len(r.archive)),
-                "evaluations": r.run.get("n_evaluations"),
                 "best_accuracy": _top(scored, "accuracy"),
                 "best_score": _top(scored, "aggregate_score"),
                 "hypervolume": hypervolume(pts, reference, _DIRS) if len(pts) else 0.0,
                 "front_size": int(front.sum()),
                 "cost_usd": r.run.get("cost_usd"),
+                "evaluations": r.run.get("n_evaluations"),
+                "candidates": int(len(r.archive)),
+                "strategy": r.run.get("strategy"),
+                "seed": r.run.get("seed"),
+                "problem": r.run.get("problem"),
             }
         )
     return pd.DataFrame(rows)
@@ -206,9 +221,10 @@ def spread_table(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def overlay_figure(fronts: pd.DataFrame) -> go.Figure:
+def overlay_figure(fronts: pd.DataFrame, colours: Mapping[str, str] | None = None) -> go.Figure:
     """The runs' validation fronts on one chart: a step line and markers per run (cost on x,
-    accuracy on y); each point's customdata is `[candidate_idx]`."""
+    accuracy on y) in its colour of `colours` (`run_colours`); each point's customdata is
+    `[candidate_idx]`."""
     fig = go.Figure()
     for k, (run, g) in enumerate(fronts.groupby("run", sort=False)):
         fig.add_trace(
@@ -216,7 +232,7 @@ def overlay_figure(fronts: pd.DataFrame) -> go.Figure:
                 x=g["cost_usd"],
                 y=g["accuracy"],
                 mode="lines+markers",
-                line={"shape": "hv", "color": PALETTE[k % len(PALETTE)]},
+                line={"shape": "hv", "color": _colour(colours, run, k)},
                 name=str(run),
                 customdata=g[["candidate_idx"]].to_numpy(),
                 hovertemplate="%{fullData.name}<br>#%{customdata[0]}: $%{x:.4f}, %{y:.1%}<extra></extra>",
@@ -233,13 +249,16 @@ def overlay_figure(fronts: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def progress_overlay_figure(curves: pd.DataFrame) -> go.Figure:
-    """Hypervolume and best score against evaluations, one line per run in each panel."""
+def progress_overlay_figure(
+    curves: pd.DataFrame, colours: Mapping[str, str] | None = None
+) -> go.Figure:
+    """Hypervolume and best score against evaluations, one line per run in each panel, in its
+    colour of `colours` (`run_colours`)."""
     fig = make_subplots(
         rows=1, cols=2, subplot_titles=("hypervolume (common reference)", "best score")
     )
     for k, (run, g) in enumerate(curves.groupby("run", sort=False)):
-        colour = PALETTE[k % len(PALETTE)]
+        colour = _colour(colours, run, k)
         fig.add_trace(
             go.Scatter(
                 x=g["n_evaluations"],

@@ -48,8 +48,22 @@ def test_two_runs_on_one_chart_with_a_table_and_spread(overlay: AppTest) -> None
     assert sorted(t["name"][-7:-1] for t in fronts) == ["abc123", "run2xx"]
     progress = json.loads(charts[1].proto.spec)["data"]
     assert len(progress) == 4  # hypervolume and best score, per run
+    # a run is one colour in every chart (the progress charts' rows are sorted by label, and
+    # gave the fronts' first run the second one's colour)
+    front_colour = {t["name"]: t["line"]["color"] for t in fronts}
+    assert [t["name"] for t in fronts] == [
+        f"evolutionary s1 ({RUN2[-6:]})",
+        f"evolutionary s1 ({RUN_ID[-6:]})",
+    ]
+    assert front_colour == {fronts[0]["name"]: "#1f77b4", fronts[1]["name"]: "#ff7f0e"}
+    assert {t["name"]: t["line"]["color"] for t in progress} == front_colour
     summary = [d.value for d in at.dataframe if "hypervolume" in d.value.columns][0]
     assert len(summary) == 2 and summary["best_accuracy"].tolist() == [0.6, 0.6]
+    # the reported figures first: in view at 1000 px
+    assert summary.columns.tolist() == [
+        "run", "best_accuracy", "best_score", "hypervolume", "front_size", "cost_usd",
+        "evaluations", "candidates", "strategy", "seed", "problem",
+    ]  # fmt: skip
     spread = [d.value for d in at.dataframe if "runs" in d.value.columns][0]
     assert spread["runs"].tolist() == [2]
     assert spread["best_accuracy"].tolist() == ["0.6000 ± 0.0000"]
