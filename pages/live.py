@@ -47,6 +47,9 @@ from studio.views.tables import (
 REFRESH_S = 2.0
 """Seconds between live refreshes."""
 
+CONTROL_WIDTH = 240
+"""Pixels of a picker in the page's wrapping rows of controls: its longest choice in full."""
+
 TAB_ARCHIVE, TAB_INSPECT = "Archive", "Inspector"
 """The tabs right below the chart: the archive table, and the inspected candidate (a click on
 the chart or on a row opens it, so it is never a long scroll away: issue 12, defect 6)."""
@@ -98,23 +101,29 @@ def _select(idx: int | None) -> None:
         st.session_state["live_tab_next"] = TAB_INSPECT
 
 
-c1, c2, c3, c4 = st.columns([2, 2, 1, 1])
-x = c1.selectbox(
+# the axes and switches in a wrapping row (issue 12, item 15): four fixed columns cut
+# "Live updates" to "L..." and the axes' names to "cost per example (US" at 1000 px
+controls = st.container(horizontal=True, vertical_alignment="bottom", key="live_controls")
+x = controls.selectbox(
     "X objective",
     OBJECTIVES,
     index=OBJECTIVES.index(link.x or "cost_usd"),
     format_func=lambda o: str(OBJECTIVE_LABELS.get(o, o)),
     key="live_x",
+    width=CONTROL_WIDTH,
 )
-y = c2.selectbox(
+y = controls.selectbox(
     "Y objective",
     OBJECTIVES,
     index=OBJECTIVES.index(link.y or "accuracy"),
     format_func=lambda o: str(OBJECTIVE_LABELS.get(o, o)),
     key="live_y",
+    width=CONTROL_WIDTH,
 )
-log_x = c3.checkbox("log X", key="live_logx")
-live = c4.toggle("Live updates", value=True, key="live_on", help="Pause to stop refreshing.")
+log_x = controls.checkbox("log X", key="live_logx", width="content")
+live = controls.toggle(
+    "Live updates", value=True, key="live_on", help="Pause to stop refreshing.", width="content"
+)
 st.query_params["x"] = x
 st.query_params["y"] = y
 
@@ -397,15 +406,17 @@ with guard():
 
 def archive_tab() -> None:
     """The Archive tab: the filters and the archive table (`archive_view`)."""
-    f1, f2, f3, f4 = st.columns([3, 2, 1, 1])
-    text = f1.text_input(
+    # a wrapping row, as the axes above (fixed columns cut the switches to "D..." and "Fr...")
+    row = st.container(horizontal=True, vertical_alignment="bottom", key="live_filters")
+    text = row.text_input(
         "Filter the archive",
         key="live_filter",
         placeholder="agent, operator, thought, reason, number, value",
+        width=2 * CONTROL_WIDTH,
     )
-    sort_by = f2.selectbox("Sort by", ARCHIVE_SORTS, key="live_sort")
-    descending = f3.toggle("Descending", value=True, key="live_desc")
-    only_front = f4.toggle("Front only", value=False, key="live_front")
+    sort_by = row.selectbox("Sort by", ARCHIVE_SORTS, key="live_sort", width=CONTROL_WIDTH)
+    descending = row.toggle("Descending", value=True, key="live_desc", width="content")
+    only_front = row.toggle("Front only", value=False, key="live_front", width="content")
     archive_view(text, only_front, sort_by, descending)
 
 

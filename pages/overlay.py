@@ -97,6 +97,17 @@ with guard():
         "the runs' numbers compare (each run's Live page uses its own reference)."
     )
     st.subheader("Runs side by side")
-    st.dataframe(summary, hide_index=True, key="ov_summary")
+    figure = st.column_config.NumberColumn(format="%.4f")
+    st.dataframe(
+        summary,
+        hide_index=True,
+        key="ov_summary",
+        column_config={
+            "best_accuracy": figure,
+            "best_score": figure,
+            "hypervolume": figure,
+            "cost_usd": st.column_config.NumberColumn("cost (USD)", format="%.2f"),
+        },
+    )
     st.subheader("Spread across seeds")
     st.dataframe(spread, hide_index=True, key="ov_spread")

@@ -16,6 +16,7 @@ from studio_harness import chromium_missing_reason, idle, no_errors, settle, sho
 
 from core.ir import parse_topology
 from core.search.registry import TopologyRegistry
+from studio._st_common import PAGE_SPECS
 from studio.drafts import Draft, DraftStore
 from studio.views.compare import mcnemar_exact_p
 from studio.views.history import EditHistory
@@ -30,15 +31,24 @@ if _missing is not None:
 
 
 def _pages(run_id: str) -> list[tuple[str, str]]:
+    """Every page of the studio's menu (`PAGE_SPECS`, so a new page is never left out), with
+    the run for those that show one."""
+    with_run = {"live", "compare", "runtime"}
     return [
-        ("/", "Runs"),
-        (f"/live?run={run_id}", "Live search"),
-        ("/editor", "Topology editor"),
-        (f"/compare?run={run_id}", "Compare"),
-        ("/overlay", "Run overlay"),
-        ("/diff", "Diff & apply"),
-        ("/agents", "Agents"),
+        (
+            "/" if name == "runs" else f"/{name}" + (f"?run={run_id}" if name in with_run else ""),
+            title,
+        )
+        for name, title in PAGE_SPECS.items()
     ]
+
+
+_CUT_TEXT = """() => [...document.querySelectorAll('[data-testid="stMain"] *')].filter(e =>
+  e.innerText && e.innerText.trim() && e.scrollWidth > e.clientWidth + 1
+  && getComputedStyle(e).textOverflow === 'ellipsis').map(e => e.innerText)"""
+"""The texts the page cuts with an ellipsis (a widget's label squeezed into a narrow column:
+the Live page's "Live updates", "Descending" and "Front only" read "L...", "D...", "Fr..." at
+1000 px, issue 12, item 15)."""
 
 
 def test_no_page_load_fails_a_request_and_every_page_at_1000_px(
@@ -57,6 +67,7 @@ def test_no_page_load_fails_a_request_and_every_page_at_1000_px(
         if title in ("Topology editor", "Compare"):
             page.locator('[data-testid="stGraphVizChart"] svg').first.wait_for(timeout=60_000)
         no_errors(page)
+        assert page.evaluate(_CUT_TEXT) == [], title
         shot(page, "w1000-" + title.lower().replace(" & ", "-").replace(" ", "-"))
     assert page.studio_bad_responses == []
     assert [c for c in console if "404" in c or "Failed to load" in c] == []
