@@ -43,6 +43,19 @@ def chromium_missing_reason() -> str | None:
     return f"{CHROMIUM} is missing (apt-get install chromium); .ci/run installs it in CI"
 
 
+def require_chromium() -> None:
+    """Called at a browser test module's top: skips the module when Chromium is missing, except
+    in CI (`CI=true`), where that fails it."""
+    import pytest
+
+    missing = chromium_missing_reason()
+    if missing is None:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"the browser tests need Chromium in CI: {missing}", pytrace=False)
+    pytest.skip(missing, allow_module_level=True)
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

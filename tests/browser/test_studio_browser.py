@@ -22,17 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from studio_harness import REPO, chromium_missing_reason, idle, no_errors, select, settle, shot
+from studio_harness import REPO, idle, no_errors, require_chromium, select, settle, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 DATASETS = os.environ.get("TOPOLOGY_STUDIO_DATASETS") or str(REPO.parent / "shared" / "datasets")
 
-_missing = chromium_missing_reason()
-if _missing is not None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"the browser tests need Chromium in CI: {_missing}", pytrace=False)
-    pytest.skip(_missing, allow_module_level=True)
+require_chromium()
 
 
 def test_every_page_opens_and_is_screenshotted(

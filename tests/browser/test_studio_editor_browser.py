@@ -10,20 +10,15 @@ a reload that keeps the draft, and invalid JSON that disables Save.
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import Any
 
 import pytest
-from studio_harness import chromium_missing_reason, idle, no_errors, settle, shot
+from studio_harness import idle, no_errors, require_chromium, settle, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-_missing = chromium_missing_reason()
-if _missing is not None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"the browser tests need Chromium in CI: {_missing}", pytrace=False)
-    pytest.skip(_missing, allow_module_level=True)
+require_chromium()
 
 TWO = {
     "kind": "pipeline",

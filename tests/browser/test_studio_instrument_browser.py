@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from studio_harness import chromium_missing_reason, idle, no_errors, settle, shot
+from studio_harness import idle, no_errors, require_chromium, settle, shot
 
 from core.ir import parse_topology
 from core.search.registry import TopologyRegistry
@@ -23,11 +23,7 @@ from studio.views.history import EditHistory
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-_missing = chromium_missing_reason()
-if _missing is not None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"the browser tests need Chromium in CI: {_missing}", pytrace=False)
-    pytest.skip(_missing, allow_module_level=True)
+require_chromium()
 
 
 def _pages(run_id: str) -> list[tuple[str, str]]:

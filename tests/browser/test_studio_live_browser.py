@@ -9,7 +9,6 @@ Skipped when Chromium is missing, except in CI (`CI=true`), where that is a fail
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -19,15 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from studio_harness import REPO, chromium_missing_reason, idle, no_errors, settle, shot
+from studio_harness import REPO, idle, no_errors, require_chromium, settle, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-_missing = chromium_missing_reason()
-if _missing is not None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"the browser tests need Chromium in CI: {_missing}", pytrace=False)
-    pytest.skip(_missing, allow_module_level=True)
+require_chromium()
 
 _RANGE = "() => { const gd = document.querySelector('.js-plotly-plot'); return gd && gd.layout.xaxis.range ? gd.layout.xaxis.range.map(Number) : null; }"  # noqa: E501
 _AUTORANGE = "() => document.querySelector('.js-plotly-plot').layout.xaxis.autorange"

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from studio_harness import chromium_missing_reason, idle, no_errors, serve_studio, settle, shot
+from studio_harness import idle, no_errors, require_chromium, serve_studio, settle, shot
 
 from core.search.events import (
     ArchiveSnapshot,
@@ -24,11 +24,7 @@ from core.storage import DuckDBRunStore
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-_missing = chromium_missing_reason()
-if _missing is not None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"the browser tests need Chromium in CI: {_missing}", pytrace=False)
-    pytest.skip(_missing, allow_module_level=True)
+require_chromium()
 
 DATASETS = os.environ.get("TOPOLOGY_STUDIO_DATASETS") or str(
     Path(__file__).resolve().parents[3] / "shared" / "datasets"

@@ -6,7 +6,6 @@ words for it."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from collections.abc import Callable
@@ -15,15 +14,11 @@ from typing import Any, TypeVar
 
 import pytest
 from playwright.sync_api import expect
-from studio_harness import chromium_missing_reason, idle, no_errors, settle, shot
+from studio_harness import idle, no_errors, require_chromium, settle, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-_missing = chromium_missing_reason()
-if _missing is not None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"the browser tests need Chromium in CI: {_missing}", pytrace=False)
-    pytest.skip(_missing, allow_module_level=True)
+require_chromium()
 
 RESUMED = "20250105-000000-resume"
 T = TypeVar("T")

@@ -7,21 +7,16 @@ Skipped when Chromium is missing, except in CI (`CI=true`), where that is a fail
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
-from studio_harness import chromium_missing_reason, idle, no_errors, settle, shot
+from studio_harness import idle, no_errors, require_chromium, settle, shot
 
 from core.problems import load_problem
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-_missing = chromium_missing_reason()
-if _missing is not None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"the browser tests need Chromium in CI: {_missing}", pytrace=False)
-    pytest.skip(_missing, allow_module_level=True)
+require_chromium()
 
 
 def _metric(pg: Any, label: str) -> str:
