@@ -402,8 +402,9 @@ def live_figure(
         annotations=[
             {**title, "text": "Pareto front", "x": 0.0, "y": 1.08},
             {**title, "text": "Best aggregate score", "x": 0.68, "y": 1.08},
-            {**title, "text": hv.label if hv is not None else "hypervolume", "x": 0.68,
-             "y": 0.47},
+            # one word, as the title above: "hypervolume (cost_usd, accuracy)" ran past the
+            # chart's edge at 1000 px; the legend and the caption below name the axes
+            {**title, "text": "Hypervolume", "x": 0.68, "y": 0.47},
         ],
     )  # fmt: skip
     if not frame.empty:

@@ -145,7 +145,7 @@ def test_live_figure_gives_score_and_hypervolume_their_own_axes() -> None:
     assert [a.text for a in fig.layout.annotations] == [
         "Pareto front",
         "Best aggregate score",
-        "hypervolume (cost_usd, accuracy)",
+        "Hypervolume",  # the axes in the legend (the trace's name above) and the caption
     ]
     assert fig.data[3].customdata is None  # a progress point never maps to a candidate
     assert selected_candidates({"points": [{"curve_number": 3, "point_index": 0}]}) == []
