@@ -184,3 +184,36 @@ def select(pg: Any, label: str, option: str) -> None:
         if box.input_value() == option:
             return
     raise AssertionError(f"could not choose {option!r} in {label!r}")
+
+
+def studio_pages(run_id: str) -> list[tuple[str, str]]:
+    """`(path, title)` of every page of the studio's menu (`PAGE_SPECS`, so a new page is never
+    left out), with `?run=` for those that show one run."""
+    from studio._st_common import PAGE_SPECS
+
+    with_run = {"live", "compare", "runtime"}
+    return [
+        (
+            "/" if name == "runs" else f"/{name}" + (f"?run={run_id}" if name in with_run else ""),
+            title,
+        )
+        for name, title in PAGE_SPECS.items()
+    ]
+
+
+def open_drawn(pg: Any, url: str, title: str) -> None:
+    """Open a page and wait for its script and its drawings: the Live page's chart points, the
+    editor's and Compare's graphs, the overlay's charts."""
+    pg.goto(url)
+    settle(pg, title)
+    if title == "Live search":
+        pg.locator(".js-plotly-plot .scatterlayer .points path").first.wait_for(timeout=60_000)
+    if title == "Run overlay":
+        pg.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+    if title in ("Topology editor", "Compare"):
+        pg.locator('[data-testid="stGraphVizChart"] svg').first.wait_for(timeout=60_000)
+
+
+def page_shot_name(title: str) -> str:
+    """A page title as a screenshot's name: `Diff & apply` -> `diff-apply`."""
+    return title.lower().replace(" & ", "-").replace(" ", "-")

@@ -22,7 +22,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from studio_harness import REPO, idle, no_errors, require_chromium, select, settle, shot
+from studio_harness import (
+    REPO,
+    idle,
+    no_errors,
+    open_drawn,
+    page_shot_name,
+    require_chromium,
+    select,
+    settle,
+    shot,
+    studio_pages,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -34,25 +45,10 @@ require_chromium()
 def test_every_page_opens_and_is_screenshotted(
     page: Any, studio: str, replay_store: dict[str, Any]
 ) -> None:
-    run_id = replay_store["run_id"]
-    for path, title in (
-        ("/", "Runs"),
-        (f"/live?run={run_id}", "Live search"),
-        ("/editor", "Topology editor"),
-        (f"/compare?run={run_id}", "Compare"),
-        ("/diff", "Diff & apply"),
-        ("/agents", "Agents"),
-    ):
-        page.goto(studio + path)
-        settle(page, title)
-        if title == "Live search":
-            page.locator(".js-plotly-plot .scatterlayer .points path").first.wait_for(
-                timeout=60_000
-            )
-        if title in ("Topology editor", "Compare"):
-            page.locator('[data-testid="stGraphVizChart"] svg').first.wait_for(timeout=60_000)
+    for path, title in studio_pages(replay_store["run_id"]):
+        open_drawn(page, studio + path, title)
         no_errors(page)
-        shot(page, title.lower().replace(" & ", "-").replace(" ", "-"))
+        shot(page, "w1400-" + page_shot_name(title))  # beside the w1000- ones
 
 
 def test_a_click_on_the_pareto_chart_inspects_that_candidate(

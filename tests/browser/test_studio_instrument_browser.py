@@ -12,11 +12,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from studio_harness import idle, no_errors, require_chromium, settle, shot
+from studio_harness import (
+    idle,
+    no_errors,
+    open_drawn,
+    page_shot_name,
+    require_chromium,
+    settle,
+    shot,
+    studio_pages,
+)
 
 from core.ir import parse_topology
 from core.search.registry import TopologyRegistry
-from studio._st_common import PAGE_SPECS
 from studio.drafts import Draft, DraftStore
 from studio.views.compare import mcnemar_exact_p
 from studio.views.history import EditHistory
@@ -24,19 +32,6 @@ from studio.views.history import EditHistory
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 require_chromium()
-
-
-def _pages(run_id: str) -> list[tuple[str, str]]:
-    """Every page of the studio's menu (`PAGE_SPECS`, so a new page is never left out), with
-    the run for those that show one."""
-    with_run = {"live", "compare", "runtime"}
-    return [
-        (
-            "/" if name == "runs" else f"/{name}" + (f"?run={run_id}" if name in with_run else ""),
-            title,
-        )
-        for name, title in PAGE_SPECS.items()
-    ]
 
 
 _CUT_TEXT = """() => [...document.querySelectorAll('[data-testid="stMain"] *')].filter(e =>
@@ -53,18 +48,11 @@ def test_no_page_load_fails_a_request_and_every_page_at_1000_px(
     console: list[str] = []
     page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
     page.set_viewport_size({"width": 1000, "height": 800})
-    for path, title in _pages(replay_store["run_id"]):
-        page.goto(studio + path)
-        settle(page, title)
-        if title == "Live search":
-            page.locator(".js-plotly-plot .scatterlayer .points path").first.wait_for(
-                timeout=60_000
-            )
-        if title in ("Topology editor", "Compare"):
-            page.locator('[data-testid="stGraphVizChart"] svg').first.wait_for(timeout=60_000)
+    for path, title in studio_pages(replay_store["run_id"]):
+        open_drawn(page, studio + path, title)
         no_errors(page)
         assert page.evaluate(_CUT_TEXT) == [], title
-        shot(page, "w1000-" + title.lower().replace(" & ", "-").replace(" ", "-"))
+        shot(page, "w1000-" + page_shot_name(title))
     assert page.studio_bad_responses == []
     assert [c for c in console if "404" in c or "Failed to load" in c] == []
 
