@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import pytest
 from playwright.sync_api import expect
-from studio_harness import idle, no_errors, require_chromium, settle, shot
+from studio_harness import idle, no_errors, require_chromium, select, settle, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -173,3 +173,29 @@ def test_the_live_pickers_state_follows_the_status_line_and_the_phase_is_said(
         stop.touch()
         if writer.poll() is None:
             writer.wait(timeout=30)
+
+
+def test_a_meta_agent_run_with_an_unknown_model_provider_is_refused_before_started(
+    page: Any, studio: str, replay_store: dict[str, Any]
+) -> None:
+    # issue 12, defect 7: the page said "Started run ..." with a "Watch it live" link to another
+    # run, and the run failed later, visible only after a reload
+    journals = Path(f"{replay_store['db']}.journals")
+    before = sorted(p.name for p in journals.glob("*.jsonl"))
+    page.set_viewport_size({"width": 1000, "height": 800})
+    page.goto(studio + "/")
+    settle(page, "Runs")
+    select(page, "Strategy", "meta_agent")
+    page.get_by_role("textbox", name="Designer model (meta_agent only), provider:model").fill(
+        "nosuchprovider:gpt-x"
+    )
+    page.get_by_role("button", name="Start search").click()
+    error = page.locator('[data-testid="stAlertContentError"]').first
+    error.wait_for(timeout=60_000)
+    idle(page)
+    errors = page.locator('[data-testid="stAlertContentError"]').all_inner_texts()
+    assert len(errors) == 1 and "nosuchprovider" in errors[0], errors
+    assert page.get_by_text("Started run").count() == 0
+    assert page.get_by_role("link", name="Watch it live").count() == 0
+    assert sorted(p.name for p in journals.glob("*.jsonl")) == before  # no run was begun
+    shot(page, "runs-bad-model-refused")
