@@ -215,3 +215,49 @@ def test_phase_2_journals_each_prompt_candidate_while_gepa_runs(
             "status": "running",
         }
     ]
+
+
+def test_runs_show_and_apply_present_one_run_with_two_phases(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 16: "both phases are recorded in the run store as one run with two phases". Phase 2
+    keeps its own record, but `runs` lists it under its search, `show SEARCH` prints both phases
+    and `apply SEARCH N --phase 2` applies its candidate (`studio.views.phases`)."""
+    argv = ["search", "gsm8k_replay", *TINY, "--then-prompts", "--reflection-model", "test"]
+    assert main([*argv, "--prompt-budget", "12"]) == 0
+    text = capsys.readouterr().out.split("== Phase 2: prompts (GEPA) ==")[1]
+    search, phase2 = kv(text, "parent run"), kv(text, "run")
+
+    assert main(["runs"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in lines[1:]] == [[search, "gsm8k_replay"], ["phase", "2"]]
+    assert lines[2].split()[2:6] == ["(prompts)", "gsm8k_replay", "gepa", "completed"]
+    assert phase2 not in "\n".join(lines)  # addressed by the search's run id
+
+    assert main(["show", search]) == 0
+    shown = capsys.readouterr().out
+    assert f"== Run {search} ==" in shown
+    part = shown.split(f"== Run {search}, phase 2: prompts (GEPA) ==")[1]
+    assert [kv(part, k) for k in ("status", "candidates", "metric calls", "start accuracy")] == [
+        "completed (prompt budget of 12 metric calls reached)", "1", "16 of 12", "0.4000",
+    ]  # fmt: skip
+    assert kv(part, "best") == "candidate 0: accuracy 0.4000, score 0.3961"
+    assert kv(part, "apply") == f"topology-studio apply {search} 0 --phase 2"
+
+    assert main(["apply", search, "0", "--phase", "2"]) == 0
+    applied = capsys.readouterr().out
+    assert f"Apply run {phase2} candidate 0 (topology and prompts)" in applied
+    assert "(phase 2 changed no prompt: candidate 0's starting prompts)" in applied
+    assert "dry run: nothing was written (add --yes to write it)" in applied
+
+
+def test_apply_phase_2_of_a_run_without_one_is_refused(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["search", "gsm8k_replay", *TINY]) == 0
+    search = kv(capsys.readouterr().out, "run")
+    assert main(["apply", search, "0", "--phase", "2"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"topology-studio: error: run {search} has no phase 2 (prompts): it was not run with "
+        "search --then-prompts"
+    )
