@@ -39,8 +39,10 @@ def prompt_section(manager: Any, run_id: str, *, run_every: float | None) -> Non
         run = prompt_run(run_id, record.strategy, record.config or {}) if record else None
         if record is not None and run is None:
             second = phase_two_of(manager.store.list_runs()).get(run_id)
-            record = manager.store.get_run(second) if second is not None else None
-            run = prompt_run(second, record.strategy, record.config or {}) if record else None
+            record = None
+            if second is not None:
+                record = manager.store.get_run(second)
+                run = prompt_run(second, record.strategy, record.config or {}) if record else None
     if run is None or record is None:
         return
     run_id = run.run_id
