@@ -415,9 +415,11 @@ def run_prompt_phase_on(
     out: Output,
     *,
     seed: int | None = None,
+    ingest: bool = True,
 ) -> str:
     """Phase 2 on `winner` (phase 1's best topology): GEPA, its run journaled as it goes, then
-    ingested and printed.
+    ingested (unless `ingest=False`: the studio, which holds the database, ingests journals
+    itself) and printed.
 
     Prints the start and end accuracy (validation split), the best aggregate score (phase 1's
     score: accuracy with the problem's cost and latency weights) beside the accuracy GEPA ranked
@@ -526,7 +528,8 @@ def run_prompt_phase_on(
             )
         live.finish(prompts, budget, started_at)
     _write_settings(settings_path, {**settings, "status": "completed"})
-    _ingest(db, out)
+    if ingest:
+        _ingest(db, out)
     used = prompts.raw["budget_used"]
     rows: list[tuple[str, Any]] = [
         ("run", run_id),
