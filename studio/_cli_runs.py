@@ -30,7 +30,7 @@ from studio._cli_report import (
     table_records,
 )
 from studio._cli_store import open_cli_store
-from studio.views.phases import PHASE_COLUMN, fold_phases, phase_two_of
+from studio.views.phases import fold_phases, phase_two_of
 from studio.views.prompt_apply import (
     PROMPT_STRATEGY,
     Part,
@@ -247,9 +247,11 @@ def cmd_runs(args: argparse.Namespace, out: Output) -> int:
             out.line(f"no runs recorded in {db}")
             return ExitCode.OK
         rows: list[list[str]] = []
+        second = set(phase_two_of(runs).values())
         for r in fold_phases(runs).to_dict("records"):
-            # phase 2 of a search is listed right under it, as its second phase
-            phase2 = r[PHASE_COLUMN] == "2 prompts" and isinstance(r["parent_run_id"], str)
+            # phase 2 of a listed search is right under it, as its second phase (a phase 2
+            # whose search is not in the store keeps its run id)
+            phase2 = str(r["run_id"]) in second
             rows.append(
                 [
                     "  phase 2 (prompts)" if phase2 else str(r["run_id"]),

@@ -39,9 +39,9 @@ def test_gepa_finds_the_final_answer_line() -> None:
     assert result.raw["discovery_metric_calls"] == [0, 6]
 
 
-def test_each_candidate_is_reported_as_gepa_accepts_it() -> None:
-    """`on_candidate` (issue 16, item 3: the Live page shows prompt candidates while phase 2
-    runs): the seed comes before GEPA's first reflection, candidate 1 after it, both scored."""
+def _counted_runner() -> tuple[OptimizationRunner, list[str]]:
+    """The runner of `test_gepa_finds_the_final_answer_line`, and a list that grows by one
+    entry per reflection call."""
     evaluator, spec, genome = world()
     reflections: list[str] = []
 
@@ -56,6 +56,13 @@ def test_each_candidate_is_reported_as_gepa_accepts_it() -> None:
         spec=spec,
         reflection_model=FunctionModel(reflect, model_name="reflect-fn"),
     )
+    return runner, reflections
+
+
+def test_each_candidate_is_reported_as_gepa_accepts_it() -> None:
+    """`on_candidate` (issue 16, item 3: the Live page shows prompt candidates while phase 2
+    runs): the seed comes before GEPA's first reflection, candidate 1 after it, both scored."""
+    runner, reflections = _counted_runner()
     seen: list[tuple[int, int, int, dict[str, str], float | None, float | None, float]] = []
 
     def on_candidate(c: PromptCandidate) -> None:
@@ -75,20 +82,7 @@ def test_each_candidate_is_reported_as_gepa_accepts_it() -> None:
 
 def test_an_error_in_on_candidate_stops_gepa_and_is_raised() -> None:
     """gepa only logs a callback's exception; the runner stops GEPA and raises it."""
-    evaluator, spec, genome = world()
-    reflections: list[str] = []
-
-    def reflect(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        reflections.append("r")
-        return _reflect(messages, info)
-
-    runner = OptimizationRunner(
-        OptimizationConfig(max_metric_calls=8, reflection_minibatch_size=2),
-        genome=genome,
-        evaluator=evaluator,
-        spec=spec,
-        reflection_model=FunctionModel(reflect, model_name="reflect-fn"),
-    )
+    runner, reflections = _counted_runner()
 
     def failing(c: PromptCandidate) -> None:
         raise OSError("journal full")
