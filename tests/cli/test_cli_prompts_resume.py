@@ -42,6 +42,24 @@ def _phase2(out: str) -> dict[str, str]:
     return {key: kv(text, key) for key in ROWS}
 
 
+def record_calls(monkeypatch: pytest.MonkeyPatch, *, stop_at_evaluate: int = 0) -> list[str]:
+    """Make `PromptCallLog.append` record each call's kind in the list returned (after writing
+    it); with `stop_at_evaluate=N`, raise KeyboardInterrupt (a Ctrl-C) once the N-th
+    `evaluate` is written. Patched until the test ends, or until called again."""
+    append = getattr(PromptCallLog.append, "_original", PromptCallLog.append)
+    kinds: list[str] = []
+
+    def recording(self: PromptCallLog, kind: str, key: str, answer: dict[str, Any]) -> None:
+        append(self, kind, key, answer)
+        kinds.append(kind)
+        if stop_at_evaluate and kinds.count("evaluate") == stop_at_evaluate:
+            raise KeyboardInterrupt
+
+    recording._original = append  # type: ignore[attr-defined]
+    monkeypatch.setattr(PromptCallLog, "append", recording)
+    return kinds
+
+
 def test_phase_2_resumes_from_its_call_log(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -55,16 +73,7 @@ def test_phase_2_resumes_from_its_call_log(
     )
 
     _env(monkeypatch, tmp_path / "cut")
-    append = PromptCallLog.append
-    made: list[str] = []
-
-    def stopping(self: PromptCallLog, kind: str, key: str, answer: dict[str, Any]) -> None:
-        append(self, kind, key, answer)
-        made.append(kind)
-        if made.count("evaluate") == 2:  # the seed's validation pass, one minibatch
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(PromptCallLog, "append", stopping)
+    made = record_calls(monkeypatch, stop_at_evaluate=2)  # the seed's validation, a minibatch
     assert main([*argv, "--prompt-budget", "12"]) == 130
     cap = capsys.readouterr()
     search_run = kv(cap.out, "run")
@@ -75,7 +84,6 @@ def test_phase_2_resumes_from_its_call_log(
     )
     # the seed's validation pass, its re-scoring as GEPA accepted it, one minibatch
     assert made == ["evaluate", "rescore", "evaluate"]
-    monkeypatch.setattr(PromptCallLog, "append", append)
     db = tmp_path / "cut" / "runs.duckdb"
     settings = json.loads((Path(f"{db}.prompts") / f"{search_run}.json").read_text())
     phase2 = settings["run_id"]
@@ -90,13 +98,7 @@ def test_phase_2_resumes_from_its_call_log(
 
     journal = tmp_path / "cut" / "runs.duckdb.journals" / f"{search_run}.jsonl"
     recorded = journal.read_text().splitlines()
-    live: list[str] = []
-
-    def counting(self: PromptCallLog, kind: str, key: str, answer: dict[str, Any]) -> None:
-        append(self, kind, key, answer)
-        live.append(kind)
-
-    monkeypatch.setattr(PromptCallLog, "append", counting)
+    live = record_calls(monkeypatch)
     assert main(["search", "gsm8k_replay", "--resume", search_run]) == 0  # no phase 2 flag
     cap = capsys.readouterr()
     added = [json.loads(line)["type"] for line in journal.read_text().splitlines()[len(recorded) :]]

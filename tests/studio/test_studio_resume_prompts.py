@@ -7,26 +7,17 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.optimization.replay import PromptCallLog
 from studio.cli import main
+from tests.cli.test_cli_prompts_resume import TINY, record_calls
 
 REPO = Path(__file__).resolve().parents[2]
 APP = str(REPO / "studio" / "app.py")
 DATASETS = os.environ.get("TOPOLOGY_STUDIO_DATASETS") or str(REPO.parent / "shared" / "datasets")
-TINY = [
-    "--seed", "1",
-    "--max-evaluations", "2",
-    "--minibatch-size", "5",
-    "--set", "gold.validation_size=10",
-    "--time-scale", "0",
-    "--no-test",
-    "--then-prompts", "--reflection-model", "test", "--prompt-budget", "12",
-]  # fmt: skip
+PHASES = [*TINY, "--then-prompts", "--reflection-model", "test", "--prompt-budget", "12"]
 
 
 def test_the_runs_page_resumes_an_interrupted_phase_2(
@@ -40,25 +31,10 @@ def test_the_runs_page_resumes_an_interrupted_phase_2(
     monkeypatch.setenv("TOPOLOGY_STUDIO_DB", str(db))
     monkeypatch.setenv("TOPOLOGY_STUDIO_REGISTRY", str(tmp_path / "registry"))
     monkeypatch.chdir(tmp_path)
-    append = PromptCallLog.append
-    made: list[str] = []
-
-    def stopping(self: PromptCallLog, kind: str, key: str, answer: dict[str, Any]) -> None:
-        append(self, kind, key, answer)
-        made.append(kind)
-        if made.count("evaluate") == 2:  # the seed's validation pass, one minibatch
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(PromptCallLog, "append", stopping)
-    assert main(["search", "gsm8k_replay", *TINY]) == 130
+    record_calls(monkeypatch, stop_at_evaluate=2)  # the seed's validation pass, a minibatch
+    assert main(["search", "gsm8k_replay", *PHASES]) == 130
     capsys.readouterr()
-    live: list[str] = []
-
-    def counting(self: PromptCallLog, kind: str, key: str, answer: dict[str, Any]) -> None:
-        append(self, kind, key, answer)
-        live.append(kind)
-
-    monkeypatch.setattr(PromptCallLog, "append", counting)
+    live = record_calls(monkeypatch)
     (settings_path,) = Path(f"{db}.prompts").glob("*.json")
     search, phase2 = settings_path.stem, json.loads(settings_path.read_text())["run_id"]
 
