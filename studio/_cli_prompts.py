@@ -550,7 +550,7 @@ def run_prompt_phase_on(
         rows.append((name, shown if len(shown) <= 100 else shown[:97] + "..."))
     if used["replayed_metric_calls"]:
         rows.append(("replayed", f"{used['replayed_metric_calls']} metric calls from the log"))
-    rows.append(("show", f"topology-studio show {run_id} --db {db}"))
+    rows.append(("show", f"topology-studio show {parent_run_id} --db {db}"))  # both phases
     out.kv(rows)
     return run_id
 

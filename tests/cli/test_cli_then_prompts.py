@@ -243,6 +243,7 @@ def test_runs_show_and_apply_present_one_run_with_two_phases(
     ]  # fmt: skip
     assert kv(part, "best") == "candidate 0: accuracy 0.4000, score 0.3961"
     assert kv(part, "apply") == f"topology-studio apply {search} 0 --phase 2"
+    assert kv(text, "show") == f"topology-studio show {search} --db {isolated / 'runs.duckdb'}"
 
     assert main(["apply", search, "0", "--phase", "2"]) == 0
     applied = capsys.readouterr().out
