@@ -7,24 +7,15 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 from cli_text import kv
 
-from core.optimization.replay import PromptCallLog
 from studio.cli import main
+from tests.fixtures.phase_two import TINY, record_calls
 
 REPO = Path(__file__).resolve().parents[2]
 DATASETS = os.environ.get("TOPOLOGY_STUDIO_DATASETS") or str(REPO.parent / "shared" / "datasets")
-TINY = [
-    "--seed", "1",
-    "--max-evaluations", "2",
-    "--minibatch-size", "5",
-    "--set", "gold.validation_size=10",
-    "--time-scale", "0",
-    "--no-test",
-]  # fmt: skip
 ROWS = ("start accuracy", "end accuracy", "best aggregate score", "gepa best accuracy",
         "metric calls", "model requests", "candidates")  # fmt: skip
 
@@ -40,24 +31,6 @@ def _env(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
 def _phase2(out: str) -> dict[str, str]:
     text = out.split("== Phase 2: prompts (GEPA) ==")[1]
     return {key: kv(text, key) for key in ROWS}
-
-
-def record_calls(monkeypatch: pytest.MonkeyPatch, *, stop_at_evaluate: int = 0) -> list[str]:
-    """Make `PromptCallLog.append` record each call's kind in the list returned (after writing
-    it); with `stop_at_evaluate=N`, raise KeyboardInterrupt (a Ctrl-C) once the N-th
-    `evaluate` is written. Patched until the test ends, or until called again."""
-    append = getattr(PromptCallLog.append, "_original", PromptCallLog.append)
-    kinds: list[str] = []
-
-    def recording(self: PromptCallLog, kind: str, key: str, answer: dict[str, Any]) -> None:
-        append(self, kind, key, answer)
-        kinds.append(kind)
-        if stop_at_evaluate and kinds.count("evaluate") == stop_at_evaluate:
-            raise KeyboardInterrupt
-
-    recording._original = append  # type: ignore[attr-defined]
-    monkeypatch.setattr(PromptCallLog, "append", recording)
-    return kinds
 
 
 def test_phase_2_resumes_from_its_call_log(

@@ -12,7 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from studio.cli import main
-from tests.cli.test_cli_prompts_resume import TINY, record_calls
+from tests.fixtures.phase_two import TINY, record_calls
 
 REPO = Path(__file__).resolve().parents[2]
 APP = str(REPO / "studio" / "app.py")
