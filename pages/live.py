@@ -32,6 +32,7 @@ from studio.views.pareto import (
     selected_candidates,
     view_revision,
 )
+from studio.views.phases import phase_two_of
 from studio.views.progress import run_progress
 from studio.views.tables import (
     ARCHIVE_SORTS,
@@ -57,6 +58,14 @@ the chart or on a row opens it, so it is never a long scroll away: issue 12, def
 manager, runs = open_runs_page(
     "Live search", "No runs yet: start one on the Runs page or with `topology-studio search`."
 )
+
+# one run, two phases (`studio.views.phases`): a search's phase 2 is drawn on the search's page,
+# not picked on its own; a link to it opens its search
+second = phase_two_of(runs)
+search_of_phase2 = {child: parent for parent, child in second.items()}
+if st.query_params.get("run") in search_of_phase2:
+    st.query_params["run"] = search_of_phase2[str(st.query_params.get("run"))]
+runs = runs.loc[~runs["run_id"].astype(str).isin(search_of_phase2)].reset_index(drop=True)
 
 link = parse_live_link(
     st.query_params.to_dict(), runs=[str(r) for r in runs["run_id"]], objectives=OBJECTIVES
@@ -378,8 +387,9 @@ st.html(KEEP_VIEW_JS, unsafe_allow_javascript=True)
 
 
 live_view()
-# a phase-2 (prompt) run: its score against metric calls and each candidate's prompts
-prompt_section(manager, run_id, run_every=REFRESH_S if live and running else None)
+# phase 2 (prompts) of this search, or a phase-2 run itself: score against metric calls and
+# each candidate's prompts, refreshed while phase 2 runs
+prompt_section(manager, run_id, run_every=REFRESH_S if live else None)
 
 # a link's candidate the run does not have: said above the tabs, not replaced silently
 # (issue 12, defect 6); a running search may still evaluate it

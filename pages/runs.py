@@ -10,6 +10,7 @@ from core.search.strategies import STRATEGY_NAMES
 from studio._cli_common import CliUsageError, parse_overrides
 from studio._st_common import get_manager, guard, load_runs, page, show_error, store_banner
 from studio.manager import SearchRequest
+from studio.views.phases import PHASE_COLUMN, fold_phases
 from studio.views.tables import runs_overview, split_editor_runs
 
 REFRESH_S = 3.0
@@ -78,10 +79,14 @@ def runs_view() -> None:
         if n_editor and not show_editor:
             runs = only_searches
             st.caption(f"{n_editor} editor evaluation(s) not listed.")
+        # one run, two phases: a search's phase 2 right under it (`studio.views.phases`)
+        runs = fold_phases(runs)
         searches = manager.searches()
         states = {s.run_id: s.state for s in searches if s.alive}
         basis = {str(p): manager.cost_basis(str(p)) for p in set(runs["problem"].tolist())}
         table = runs_overview(runs, search_states=states, cost_basis=basis)
+        if not table.empty:  # "1 topology" / "2 prompts" for a run with two phases
+            table.insert(1, PHASE_COLUMN, runs[PHASE_COLUMN].tolist())
         if table.empty:
             st.info("No runs yet: start a search below, or run `topology-studio search PROBLEM`.")
         else:
@@ -137,12 +142,22 @@ def runs_view() -> None:
                 "one where it stopped, as `topology-studio search PROBLEM --resume RUN` does: "
                 "its recorded options, the recorded work not done again."
             )
+            parents = dict(
+                zip(
+                    runs["run_id"].astype(str).tolist(),
+                    runs["parent_run_id"].tolist(),
+                    strict=True,
+                )
+            )
             for r in interrupted.to_dict("records"):
                 rid = str(r["run_id"])
                 cols = st.columns([4, 1])
+                parent = parents.get(rid)
+                # phase 2 is resumed as phase 2 of its search (the search's run id)
                 cols[0].markdown(
-                    f"`{rid}` {r['problem']} / {r['strategy']}: "
-                    f"{r['n_candidates']} candidates recorded"
+                    (f"`{parent}` phase 2 (prompts)" if isinstance(parent, str) else f"`{rid}`")
+                    + f" {r['problem']} / {r['strategy']}: {r['n_candidates']} candidates "
+                    "recorded"
                 )
                 if cols[1].button(
                     "Resume",

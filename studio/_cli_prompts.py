@@ -5,21 +5,27 @@ winning topology's agents (`core.optimization.genome_for`: one `PromptGene` per 
 with the prompt it runs now) on the problem's validation split, with a budget of
 `--prompt-budget` metric calls (one metric call = one candidate run on one example).
 
-Recording: phase 2 is its own run in the run store, with its own journal and run id, linked to
-the search: its `run_started` has `strategy="gepa"` and `config.phase = "prompts"`,
-`config.parent_run_id = <the search's run id>`. Each GEPA candidate is a candidate of that run
-(`candidate_proposed` with the winner's spec and, as its `thought`, the candidate's prompt texts;
-`candidate_evaluated` on the validation split), so `runs`, `show` and the studio's pages show
-phase 2 as they show any run; the events are written when GEPA has finished (not live).
+Recording: phase 2 is stored as its own run in the run store, with its own journal and run id,
+linked to the search: its `run_started` has `strategy="gepa"` and `config.phase = "prompts"`,
+`config.parent_run_id = <the search's run id>` and `config.winner_spec` (the topology the prompts
+evolve on). The user sees one run with two phases (`studio.views.phases`): `runs` lists phase 2
+under its search, `show RUN` prints both, `apply RUN N --phase 2` applies a prompt candidate, and
+the studio's Live page of the search draws phase 2's chart below its own. Each GEPA candidate is
+a candidate of that record (`candidate_proposed` with the winner's spec and, as its `thought`,
+the candidate's prompt texts; `candidate_evaluated` on the validation split; an
+`archive_snapshot` at the metric calls GEPA found it at), journaled as GEPA accepts it
+(`OptimizationRunner.optimize(on_candidate=...)`), so the studio, which reads the journals,
+shows each while phase 2 runs; the last snapshot and `run_finished` come when it ends.
 
 Resume: while phase 2 runs, every metric call, reflection and re-scoring is appended as it is
 made to `<db>.prompts/<search run id>.calls` (a `core.optimization.PromptCallLog`), beside
-`<search run id>.json` (phase 2's settings: reflection model, budget, seed, and its status,
-`"running"` until its run is recorded, then `"completed"` with that run's id). An interrupted
-phase 2 continues with `topology-studio search PROBLEM --resume <search run id>`: the search
-(complete) is replayed from its journal, then phase 2 runs again with its recorded settings
-(no phase 2 flag needed), answering every recorded call from the log, so no metric call is
-made twice and it ends as the uninterrupted run would.
+`<search run id>.json` (phase 2's settings: reflection model, budget, seed, its run id, and its
+status: `"running"` until it ends, then `"completed"`). An interrupted phase 2 continues with
+`topology-studio search PROBLEM --resume <search run id>` (or the studio's Resume button,
+`StudioManager.resume_search`): the search (complete) is replayed from its journal, then phase 2
+runs again with its recorded settings (no phase 2 flag needed), answering every recorded call
+from the log, so no metric call is made twice and it ends as the uninterrupted run would; its
+journal is continued (a candidate already journaled is not written again).
 
 Reflection model: GEPA's reflection proposes new prompt texts, which no replayed model can do
 (a replay problem's models only replay recorded answers), so `--then-prompts` needs
@@ -42,9 +48,10 @@ if TYPE_CHECKING:  # the parser is built without these (they load pydantic-ai an
     from pydantic_ai.models import Model
 
     from core.ir import TopologySpec
-    from core.optimization import Genome, OptimizationConfig
+    from core.optimization.runner import PromptCandidate
     from core.problems import Problem
-    from core.search.result import OptimizationResult
+    from core.search.result import CandidateRecord, OptimizationResult
+    from core.storage import RunJournal
     from core.vocab.events import SearchEvent
     from studio._cli_output import Output
 
@@ -56,6 +63,7 @@ __all__ = [
     "prompt_state_paths",
     "recorded_prompt_phase",
     "run_prompt_phase",
+    "run_prompt_phase_on",
 ]
 
 DEFAULT_PROMPT_BUDGET_PASSES = 3
@@ -104,6 +112,8 @@ class PromptPhase:
         """GEPA's seed; None: the problem's search seed (a resumed phase 2 keeps its own)."""
         self.resuming = False
         """True when these settings were read back from an interrupted phase 2."""
+        self.run_id: str | None = None
+        """The interrupted phase 2's run id (its journal is continued), when recorded."""
 
     def budget_for(self, n_validation: int) -> int:
         """The budget in metric calls for a validation split of `n_validation` examples."""
@@ -208,6 +218,8 @@ def recorded_prompt_phase(
         raise CliUsageError(f"resuming phase 2 of run {parent_run_id}: {exc}") from exc
     phase = PromptPhase(model_text, model, budget, seed)
     phase.resuming = True
+    run_id = recorded.get("run_id")
+    phase.run_id = run_id if isinstance(run_id, str) and run_id else None
     return phase
 
 
@@ -242,144 +254,140 @@ def _prompt_lines(candidate: dict[str, str]) -> str:
     return "\n".join(f"{name}: {text}" for name, text in candidate.items())
 
 
-def _events(
-    run_id: str,
-    parent: str,
-    problem: Problem,
-    phase: PromptPhase,
-    config: OptimizationConfig,
-    genome: Genome,
-    n_val: int,
-    result: OptimizationResult,
-    started_at: float,
-) -> list[SearchEvent]:
-    from core.vocab.events import (
-        ArchiveSnapshot,
-        CandidateEvaluated,
-        CandidateProposed,
-        RunFinished,
-        RunStarted,
-    )
+class _LiveJournal:
+    """Phase 2's run journal, written as phase 2 goes (see the module docstring).
 
-    raw = result.raw
-    used: dict[str, Any] = raw["budget_used"]
-    candidates: list[dict[str, str]] = raw["candidates"]
-    now = time.time()
-    events: list[SearchEvent] = [
-        RunStarted(
-            run_id=run_id,
-            seq=0,
-            ts=started_at,
-            problem=problem.name,
-            strategy="gepa",
-            seed=config.seed,
-            config={
-                "phase": "prompts",
-                "parent_run_id": parent,
-                "genes": list(genome.names),
-                "reflection_model": phase.reflection_model,
-                "optimization": config.model_dump(),
-                "budget": {"max_metric_calls": config.max_metric_calls},
-                "n_validation": n_val,
-            },
-            problem_config=problem.to_dict(),
-        )
-    ]
-    for record in result.history:
-        idx = record.candidate_idx
-        events.append(
-            CandidateProposed(
-                run_id=run_id,
-                seq=len(events),
-                ts=now,
-                candidate_idx=idx,
-                generation=record.generation,
-                spec_hash=record.spec_hash,
-                spec_json=record.spec_json,
-                parent_idx=record.parent_idx,
-                operator=record.operator,
-                thought=_prompt_lines(candidates[idx]),
-            )
-        )
-        events.append(
-            CandidateEvaluated(
-                run_id=run_id,
-                seq=len(events),
-                ts=now,
-                candidate_idx=idx,
-                spec_hash=record.spec_hash,
-                split="validation",
-                n_examples=n_val,
-                accuracy=_num(record.accuracy),
-                cost_usd=_num(record.cost_usd),
-                latency_ms=_num(record.latency_ms),
-                n_agents=record.n_agents or 0,
-                depth=record.depth or 0,
-                aggregate_score=_num(record.score),
-                valid=record.valid,
-            )
-        )
-    best: int = raw["best_idx"]
-    reflection_usd = used["reflection_cost_usd"]
-    usd = used["cost_usd"] + (reflection_usd if math.isfinite(reflection_usd) else 0.0)
-    # one snapshot per candidate at the metric calls it was found at (gepa's
-    # discovery_eval_counts), so the Live page's chart of score against metric calls places
-    # each where it arose; the best so far ranks by the recorded score (NaN never best)
-    found: list[int] = list(raw.get("discovery_metric_calls", []))
-    ordered = sorted(result.history, key=lambda r: r.candidate_idx)
-    leader: int | None = None
-    for k, record in enumerate(ordered[: len(found)]):
+    `candidate(c)` appends, for a candidate GEPA accepted, its `candidate_proposed` (the
+    winner's spec; its prompt texts as the `thought`), its `candidate_evaluated` (validation
+    split) and an `archive_snapshot` at the metric calls GEPA found it at (`n_evaluations`,
+    the Live page's x), the best so far by recorded score (NaN never best). On resume the
+    journal holds an interrupted phase 2's events, and the replayed run reports its candidates
+    again: an event already recorded is not written twice. Called from GEPA's worker thread
+    (`RunJournal` is thread-safe; no other thread writes this journal meanwhile).
+    """
+
+    def __init__(self, journal: RunJournal, run_id: str, n_val: int) -> None:
+        from core.vocab.events import ArchiveSnapshot, CandidateEvaluated, CandidateProposed
+
+        self._journal = journal
+        self._run_id = run_id
+        self._n_val = n_val
+        recorded = journal.recorded
+        self._proposed = {e.candidate_idx for e in recorded if isinstance(e, CandidateProposed)}
+        self._evaluated = {e.candidate_idx for e in recorded if isinstance(e, CandidateEvaluated)}
+        self._listed = {i for e in recorded if isinstance(e, ArchiveSnapshot) for i in e.entries}
+        self._seen: list[CandidateRecord] = []
+        self._leader: CandidateRecord | None = None
+
+    def append(self, event: SearchEvent) -> None:
+        self._journal.append(event)
+
+    @property
+    def next_seq(self) -> int:
+        return self._journal.next_seq
+
+    def candidate(self, c: PromptCandidate) -> None:
+        from core.vocab.events import ArchiveSnapshot, CandidateEvaluated, CandidateProposed
+
+        record, idx, now = c.record, c.record.candidate_idx, time.time()
+        self._seen.append(record)
         score = _num(record.score)
-        if leader is None or (math.isfinite(score) and not _num(ordered[leader].score) >= score):
-            leader = k
-        lead = ordered[leader]
-        events.append(
+        if self._leader is None or (math.isfinite(score) and not _num(self._leader.score) >= score):
+            self._leader = record
+        if idx not in self._proposed:
+            self.append(
+                CandidateProposed(
+                    run_id=self._run_id,
+                    seq=self.next_seq,
+                    ts=now,
+                    candidate_idx=idx,
+                    generation=record.generation,
+                    spec_hash=record.spec_hash,
+                    spec_json=record.spec_json,
+                    parent_idx=record.parent_idx,
+                    operator=record.operator,
+                    thought=_prompt_lines(c.prompts),
+                )
+            )
+        if idx not in self._evaluated:
+            self.append(
+                CandidateEvaluated(
+                    run_id=self._run_id,
+                    seq=self.next_seq,
+                    ts=now,
+                    candidate_idx=idx,
+                    spec_hash=record.spec_hash,
+                    split="validation",
+                    n_examples=self._n_val,
+                    accuracy=_num(record.accuracy),
+                    cost_usd=_num(record.cost_usd),
+                    latency_ms=_num(record.latency_ms),
+                    n_agents=record.n_agents or 0,
+                    depth=record.depth or 0,
+                    aggregate_score=score,
+                    valid=record.valid,
+                )
+            )
+        if idx not in self._listed:
+            lead = self._leader
+            self.append(
+                ArchiveSnapshot(
+                    run_id=self._run_id,
+                    seq=self.next_seq,
+                    ts=now,
+                    generation=record.generation,
+                    entries=[r.candidate_idx for r in self._seen],
+                    front=[lead.candidate_idx],
+                    best_idx=lead.candidate_idx,
+                    best_score=_num(lead.score),
+                    n_evaluations=c.metric_calls,
+                    cost_usd_total=math.nan,  # not known per candidate: the last snapshot has it
+                )
+            )
+
+    def finish(self, result: OptimizationResult, budget: int, started_at: float) -> None:
+        """The run's last snapshot (every candidate, the metric calls made in all, the cost)
+        and its `run_finished`."""
+        from core.vocab.events import ArchiveSnapshot, RunFinished
+
+        raw = result.raw
+        used: dict[str, Any] = raw["budget_used"]
+        best: int = raw["best_idx"]
+        reflection_usd = used["reflection_cost_usd"]
+        usd = used["cost_usd"] + (reflection_usd if math.isfinite(reflection_usd) else 0.0)
+        now = time.time()
+        self.append(
             ArchiveSnapshot(
-                run_id=run_id,
-                seq=len(events),
+                run_id=self._run_id,
+                seq=self.next_seq,
                 ts=now,
-                generation=record.generation,
-                entries=[r.candidate_idx for r in ordered[: k + 1]],
-                front=[lead.candidate_idx],
-                best_idx=lead.candidate_idx,
-                best_score=_num(lead.score),
-                n_evaluations=found[k],
-                cost_usd_total=math.nan,  # not known per candidate: the last snapshot has it
+                generation=max(r.generation for r in result.history),
+                entries=[r.candidate_idx for r in result.history],
+                front=[best],
+                best_idx=best,
+                best_score=result.best_score,
+                n_evaluations=used["metric_calls"],
+                cost_usd_total=usd,
             )
         )
-    events.append(
-        ArchiveSnapshot(
-            run_id=run_id,
-            seq=len(events),
-            ts=now,
-            generation=max(r.generation for r in result.history),
-            entries=[r.candidate_idx for r in result.history],
-            front=[best],
-            best_idx=best,
-            best_score=result.best_score,
-            n_evaluations=used["metric_calls"],
-            cost_usd_total=usd,
+        self.append(
+            RunFinished(
+                run_id=self._run_id,
+                seq=self.next_seq,
+                ts=now,
+                status="completed",
+                reason=f"prompt budget of {budget} metric calls reached",
+                best_idx=best,
+                budget_used={
+                    "evaluations": float(len(result.history)),
+                    "metric_calls": float(used["metric_calls"]),
+                    "usd": usd,
+                    "wall_s": now - started_at,
+                    "model_requests": float(used["model_requests"]),
+                    "reflection_requests": float(used["reflection_requests"]),
+                },
+            )
         )
-    )
-    events.append(
-        RunFinished(
-            run_id=run_id,
-            seq=len(events),
-            ts=now,
-            status="completed",
-            reason=f"prompt budget of {config.max_metric_calls} metric calls reached",
-            best_idx=best,
-            budget_used={
-                "evaluations": float(len(result.history)),
-                "metric_calls": float(used["metric_calls"]),
-                "usd": usd,
-                "wall_s": now - started_at,
-                "model_requests": float(used["model_requests"]),
-                "reflection_requests": float(used["reflection_requests"]),
-            },
-        )
-    )
-    return events
 
 
 def run_prompt_phase(
@@ -392,7 +400,26 @@ def run_prompt_phase(
     *,
     seed: int | None = None,
 ) -> str:
-    """Phase 2 on the winner of `result`: GEPA, then its run recorded and printed.
+    """Phase 2 on the winner of `result` (`run_prompt_phase_on`)."""
+    return run_prompt_phase_on(
+        problem, _winner(problem, result), parent_run_id, phase, db, out, seed=seed
+    )
+
+
+def run_prompt_phase_on(
+    problem: Problem,
+    winner: TopologySpec,
+    parent_run_id: str,
+    phase: PromptPhase,
+    db: Path,
+    out: Output,
+    *,
+    seed: int | None = None,
+    ingest: bool = True,
+) -> str:
+    """Phase 2 on `winner` (phase 1's best topology): GEPA, its run journaled as it goes, then
+    ingested (unless `ingest=False`: the studio, which holds the database, ingests journals
+    itself) and printed.
 
     Prints the start and end accuracy (validation split), the best aggregate score (phase 1's
     score: accuracy with the problem's cost and latency weights) beside the accuracy GEPA ranked
@@ -416,9 +443,9 @@ def run_prompt_phase(
     from core.optimization.seeds import genome_for
     from core.problems._prices import cost_basis
     from core.storage import RunJournal, journal_path, new_run_id
+    from core.vocab.events import RunStarted
     from studio._cli_output import fmt_float
 
-    winner = _winner(problem, result)
     evaluator = problem.evaluator()
     genome = genome_for(winner, problem.agent_registry)
     val = list(problem.splits.get("validation", []))
@@ -451,32 +478,58 @@ def run_prompt_phase(
             "a problem with live models to improve prompts)"
         )
     settings_path, log_path = prompt_state_paths(db, parent_run_id)
+    # phase 2's run id is chosen once and kept in its settings, so a resumed phase 2 continues
+    # its own journal (an interrupted one recorded before that was kept: a new id)
+    run_id = phase.run_id if phase.resuming and phase.run_id else new_run_id()
     settings: dict[str, Any] = {
         "reflection_model": phase.reflection_model,
         "budget": budget,
         "seed": config.seed,
         "status": "running",
+        "run_id": run_id,
     }
     if not phase.resuming:
         log_path.unlink(missing_ok=True)  # a finished phase 2 run again starts afresh
     _write_settings(settings_path, settings)
     started_at = time.time()
-    with PromptCallLog(log_path) as call_log:
-        if call_log.recorded:
-            out.note(
-                f"resuming phase 2 of run {parent_run_id}: {call_log.recorded} recorded calls "
-                f"are answered from {log_path}"
+    with RunJournal.open(journal_path(db, run_id)) as journal:
+        live = _LiveJournal(journal, run_id, len(val))
+        live.append(
+            RunStarted(
+                run_id=run_id,
+                seq=journal.next_seq,
+                ts=started_at,
+                problem=problem.name,
+                strategy="gepa",
+                seed=config.seed,
+                config={
+                    "phase": "prompts",
+                    "parent_run_id": parent_run_id,
+                    "genes": list(genome.names),
+                    "reflection_model": phase.reflection_model,
+                    "optimization": config.model_dump(),
+                    "budget": {"max_metric_calls": config.max_metric_calls},
+                    "n_validation": len(val),
+                    # the topology the prompts evolve on: what the studio's Resume needs
+                    "winner_spec": winner.model_dump_json(),
+                },
+                problem_config=problem.to_dict(),
+                resumed=bool(journal.recorded),
             )
-        prompts = asyncio.run(runner.optimize(trainset=val, call_log=call_log))
-    run_id = new_run_id()
-    path = journal_path(db, run_id)
-    with RunJournal.create(path) as journal:
-        for event in _events(
-            run_id, parent_run_id, problem, phase, config, genome, len(val), prompts, started_at
-        ):
-            journal.append(event)
-    _write_settings(settings_path, {**settings, "status": "completed", "run_id": run_id})
-    _ingest(db, out)
+        )
+        with PromptCallLog(log_path) as call_log:
+            if call_log.recorded:
+                out.note(
+                    f"resuming phase 2 of run {parent_run_id}: {call_log.recorded} recorded "
+                    f"calls are answered from {log_path}"
+                )
+            prompts = asyncio.run(
+                runner.optimize(trainset=val, call_log=call_log, on_candidate=live.candidate)
+            )
+        live.finish(prompts, budget, started_at)
+    _write_settings(settings_path, {**settings, "status": "completed"})
+    if ingest:
+        _ingest(db, out)
     used = prompts.raw["budget_used"]
     rows: list[tuple[str, Any]] = [
         ("run", run_id),
@@ -497,7 +550,7 @@ def run_prompt_phase(
         rows.append((name, shown if len(shown) <= 100 else shown[:97] + "..."))
     if used["replayed_metric_calls"]:
         rows.append(("replayed", f"{used['replayed_metric_calls']} metric calls from the log"))
-    rows.append(("show", f"topology-studio show {run_id} --db {db}"))
+    rows.append(("show", f"topology-studio show {parent_run_id} --db {db}"))  # both phases
     out.kv(rows)
     return run_id
 

@@ -30,10 +30,12 @@ from studio._cli_report import (
     table_records,
 )
 from studio._cli_store import open_cli_store
+from studio.views.phases import fold_phases, phase_two_of
 from studio.views.prompt_apply import (
     PROMPT_STRATEGY,
     Part,
     PromptApplyPlan,
+    candidate_prompts,
     evolved_prompts,
     part_label,
     plan_apply,
@@ -73,6 +75,11 @@ def resolve_run_id(store: RunStore, run: str) -> str:
     runs = store.list_runs()
     ids = [str(r) for r in runs["run_id"]] if not runs.empty else []
     matches = [r for r in ids if r.startswith(run)]
+    if len(matches) > 1:  # a search and its phase 2: the run is the search
+        second = set(phase_two_of(runs).values())
+        searches = [r for r in matches if r not in second]
+        if len(searches) == 1:
+            matches = searches
     if len(matches) == 1:
         return matches[0]
     if not matches:
@@ -240,10 +247,14 @@ def cmd_runs(args: argparse.Namespace, out: Output) -> int:
             out.line(f"no runs recorded in {db}")
             return ExitCode.OK
         rows: list[list[str]] = []
-        for r in runs.to_dict("records"):
+        second = set(phase_two_of(runs).values())
+        for r in fold_phases(runs).to_dict("records"):
+            # phase 2 of a listed search is right under it, as its second phase (a phase 2
+            # whose search is not in the store keeps its run id)
+            phase2 = str(r["run_id"]) in second
             rows.append(
                 [
-                    str(r["run_id"]),
+                    "  phase 2 (prompts)" if phase2 else str(r["run_id"]),
                     str(r["problem"] or "-"),
                     str(r["strategy"] or "-"),
                     str(r["status"]),
@@ -275,10 +286,73 @@ def cmd_runs(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_show(args: argparse.Namespace, out: Output) -> int:
-    """`show RUN`: summary, front, best topology and test score."""
+    """`show RUN`: summary, front, best topology and test score; for a search with a phase 2
+    (`search --then-prompts`), then phase 2's (`print_phase_two`)."""
     with open_cli_store(resolve_db_path(args.db), out) as store:
-        print_run(store, resolve_run_id(store, args.run), out)
+        run_id = resolve_run_id(store, args.run)
+        print_run(store, run_id, out)
+        second = phase_two_of(store.list_runs()).get(run_id)
+        if second is not None:
+            print_phase_two(store, run_id, second, out)
     return ExitCode.OK
+
+
+def print_phase_two(store: RunStore, run_id: str, phase2_id: str, out: Output) -> None:
+    """Phase 2 of run `run_id` (its record `phase2_id`): status, candidates, metric calls
+    against the budget, start and best accuracy and score (validation), cost, the best
+    candidate's prompts, and how to apply or resume it by the search's run id."""
+    run = store.get_run(phase2_id)
+    if run is None:
+        return
+    used = run.budget_used or {}
+    budget = run.config.get("budget")
+    limit = budget.get("max_metric_calls") if isinstance(budget, dict) else None
+    archive = store.archive_records(phase2_id, include_unevaluated=True)
+    by_idx = {int(r["candidate_idx"]): r for r in archive}
+    out.heading(f"Run {run_id}, phase 2: prompts (GEPA)")
+    pairs: list[tuple[str, Any]] = [
+        ("status", run.status + (f" ({run.reason})" if run.reason else "")),
+        ("candidates", str(len(archive))),
+        (
+            "metric calls",
+            (f"{int(used['metric_calls'])}" if "metric_calls" in used else "-")
+            + (f" of {limit}" if limit is not None else ""),
+        ),
+    ]
+    start = by_idx.get(0)
+    if start is not None:
+        pairs.append(("start accuracy", fmt_float(_none_if_na(start.get("accuracy")), 4)))
+    best = [r for r in archive if bool(r.get("is_best"))]
+    if best:
+        row = best[0]
+        pairs.append(
+            (
+                "best",
+                f"candidate {int(row['candidate_idx'])}: accuracy "
+                f"{fmt_float(_none_if_na(row.get('accuracy')), 4)}, score "
+                f"{fmt_float(_none_if_na(row.get('aggregate_score')), 4)}",
+            )
+        )
+        phase2 = prompt_run(phase2_id, run.strategy, run.config)
+        if phase2 is not None:
+            try:
+                texts = candidate_prompts(str(row.get("thought") or ""), phase2.genes)
+            except ValueError:
+                texts = {}
+            for gene, text in texts.items():
+                shown = " ".join(text.split())
+                pairs.append((gene, shown if len(shown) <= 100 else shown[:97] + "..."))
+    if used:
+        pairs.append(("cost_usd_total", f"{fmt_float(used.get('usd'), 6)} ({PROMPT_COST_NOTE})"))
+    if best:
+        pairs.append(
+            ("apply", f"topology-studio apply {run_id} {int(best[0]['candidate_idx'])} --phase 2")
+        )
+    if run.status == "interrupted":
+        pairs.append(
+            ("resume", f"topology-studio search {run.problem or 'PROBLEM'} --resume {run_id}")
+        )
+    out.kv(pairs)
 
 
 def cmd_diff(args: argparse.Namespace, out: Output) -> int:
@@ -483,6 +557,14 @@ def cmd_apply(args: argparse.Namespace, out: Output) -> int:
     with open_cli_store(db, out) as store:
         _recover_registry(registry, store, out)
         run_id = resolve_run_id(store, args.run)
+        if getattr(args, "phase", 1) == 2:  # phase 2 of the search: its own record
+            second = phase_two_of(store.list_runs()).get(run_id)
+            if second is None:
+                raise CliUsageError(
+                    f"run {run_id} has no phase 2 (prompts): it was not run with "
+                    "search --then-prompts"
+                )
+            run_id = second
         run = store.get_run(run_id)
         phase2 = prompt_run(run_id, run.strategy, run.config) if run is not None else None
         only: str | None = getattr(args, "only", None)

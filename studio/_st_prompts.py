@@ -1,7 +1,11 @@
 """The Live page's phase-2 section (issue 16, item 3): for a prompt run, score against metric
 calls (`studio.views.prompts_chart`), the candidates' table, and the prompts of the candidate
 picked on the chart or in the picker below it. It refreshes with the page's other fragments
-while the run goes on, and draws nothing for a run that is not a phase-2 run."""
+while the run goes on, and draws nothing for a run that is not a phase-2 run.
+
+Drawn on a search's Live page when the search has a phase 2 (`studio.views.phases`: one run,
+two phases), below the topology chart; and on a phase 2's own page when its search is not in
+the store."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import streamlit as st
 
 from studio._st_common import guard
 from studio.views.pareto import selected_candidates
+from studio.views.phases import phase_two_of
 from studio.views.prompt_apply import prompt_run
 from studio.views.prompts_chart import PROMPT_COLUMNS, prompt_figure, prompt_table
 
@@ -19,19 +24,30 @@ __all__ = ["prompt_section"]
 
 
 def prompt_section(manager: Any, run_id: str, *, run_every: float | None) -> None:
-    """Draw the phase-2 section of run `run_id` (nothing unless it is a phase-2 run).
+    """Draw the phase-2 section of run `run_id`: its phase 2 when it is a search that has one,
+    itself when it is a phase-2 run, else nothing.
 
     Args:
         manager: the page's `StudioManager`.
         run_id: the run the Live page shows.
-        run_every: seconds between refreshes (None: the run is finished or updates are paused).
+        run_every: seconds between refreshes while phase 2 runs (None: updates are paused);
+            a phase 2 that is not running is not refreshed.
     """
     record = None
     with guard():
         record = manager.store.get_run(run_id)
-    run = prompt_run(run_id, record.strategy, record.config or {}) if record is not None else None
-    if run is None:
+        run = prompt_run(run_id, record.strategy, record.config or {}) if record else None
+        if record is not None and run is None:
+            second = phase_two_of(manager.store.list_runs()).get(run_id)
+            record = None
+            if second is not None:
+                record = manager.store.get_run(second)
+                run = prompt_run(second, record.strategy, record.config or {}) if record else None
+    if run is None or record is None:
         return
+    run_id = run.run_id
+    if record.status != "running":
+        run_every = None
     pick_key = f"pc_pick_{run_id}"
 
     @st.fragment(run_every=run_every)

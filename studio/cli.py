@@ -4,7 +4,8 @@
 topology-studio search PROBLEM [--strategy evolutionary|meta-agent|random] [budget options]
                                [--meta-model provider:model] [--seed N] [--db PATH] [--resume RUN]
 topology-studio evaluate PROBLEM SPEC.json [--split validation|test|all] [--limit N]
-topology-studio runs | show RUN | diff RUN CANDIDATE | apply RUN CANDIDATE [--to PATH] [--only topology|prompts] [--yes]
+topology-studio runs | show RUN | diff RUN CANDIDATE
+topology-studio apply RUN CANDIDATE [--to PATH] [--phase 2 [--only topology|prompts]] [--yes]
 topology-studio studio [--port N] | demo [--no-ui]
 topology-studio store rebuild [--force]
 topology-studio solve "GOAL" --planner provider:model|demo [--model M] | roster
@@ -377,10 +378,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="the topology's name in the registry (default: the run's problem)",
     )
     p.add_argument(
+        "--phase",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="2: CANDIDATE is a prompt candidate of RUN's phase 2 (search --then-prompts); "
+        "default 1, a candidate of its topology search",
+    )
+    p.add_argument(
         "--only",
         choices=("topology", "prompts"),
-        help="a phase-2 (prompt) run: write only its topology part (the search's winner) or only "
-        "its prompt part (the evolved prompts into the registry's current topology); default both",
+        help="a phase-2 (prompt) candidate: write only its topology part (the search's winner) or "
+        "only its prompt part (the evolved prompts into the registry's current topology); "
+        "default both",
     )
     p.add_argument("--yes", action="store_true", help="write it (otherwise only show the diff)")
     p.add_argument("--by", metavar="WHO", help="who approves (default: the login name)")

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import io
 import json
 import logging
 import math
@@ -77,6 +78,7 @@ from core.storage import (
     journal_path,
     new_run_id,
 )
+from studio.views.phases import phase_two_of, search_of
 
 __all__ = [
     "DB_ENV",
@@ -598,6 +600,17 @@ class StudioManager:
         record = self.store.get_run(run_id)
         if record is None:
             raise StoreError(f"no run {run_id!r} in this store")
+        # one run, two phases (`studio.views.phases`): phase 2's record resumes as its search,
+        # and a search whose phase 2 was cut resumes phase 2
+        runs = self.store.list_runs()
+        search = search_of(runs, run_id)
+        if search is not None:
+            return self.resume_search(search)
+        second = phase_two_of(runs).get(run_id)
+        if record.status != "interrupted" and second is not None:
+            child = self.store.get_run(second)
+            if child is not None and child.status == "interrupted":
+                return self._resume_prompt_phase(run_id, record.problem, child)
         if record.status != "interrupted":
             raise StoreError(
                 f"run {run_id} is {record.status}, not interrupted: only a run that no process "
@@ -644,6 +657,75 @@ class StudioManager:
             journal.close()  # the recorded journal stays as it was
             raise
         self._launch(bg, run, journal, journal_path(self.db_path, run_id))
+        return run_id
+
+    def _resume_prompt_phase(self, run_id: str, problem: str | None, child: Any) -> str:
+        """Continue the interrupted phase 2 (record `child`) of the completed search `run_id`
+        in a background thread, as `topology-studio search PROBLEM --resume RUN` does: the
+        search's problem with its recorded settings (`resume_setup`; the search's journal is
+        only read), phase 2's recorded reflection model, budget and seed
+        (`recorded_prompt_phase`), the topology it evolves from its `config.winner_spec`, and
+        every call already made answered from its call log. The studio ingests phase 2's
+        journal itself, as for any run. Returns `run_id` at once.
+
+        Raises:
+            StoreError: the problem is not among this studio's, changed problem files, damaged
+                or missing phase-2 settings, a phase 2 recorded without its topology (before
+                `winner_spec` was recorded: resume it on the command line).
+        """
+        from core.ir import parse_topology
+        from studio._cli_common import CliUsageError
+        from studio._cli_output import Output
+        from studio._cli_prompts import recorded_prompt_phase, run_prompt_phase_on
+        from studio._cli_search import resume_setup
+
+        hint = (
+            f"topology-studio search {problem or 'PROBLEM'} --resume {run_id} --db {self.db_path}"
+        )
+        if problem not in self.problem_names():
+            raise StoreError(
+                f"run {run_id}'s problem {problem!r} is not among this studio's problems: "
+                f"resume it on the command line, {hint}"
+            )
+        winner_json = child.config.get("winner_spec")
+        if not isinstance(winner_json, str):
+            raise StoreError(
+                f"phase 2 of run {run_id} was recorded without its topology: resume it on the "
+                f"command line, {hint}"
+            )
+        try:
+            setup = resume_setup(problem, run_id, self.db_path)
+            setup.journal.close()  # phase 1 is complete: its journal is read, never written
+            phase = recorded_prompt_phase(self.db_path, run_id, None)
+        except CliUsageError as exc:
+            raise StoreError(str(exc)) from exc
+        if phase is None or not phase.resuming:
+            raise StoreError(f"phase 2 of run {run_id} has no interrupted settings to resume")
+        winner = parse_topology(winner_json)
+        bg = BackgroundSearch(
+            run_id=run_id,
+            request=SearchRequest(problem=problem, strategy="gepa"),
+            resumed=True,
+        )
+
+        def work() -> None:
+            bg.state = "running"
+            quiet = Output(io.StringIO(), io.StringIO(), rich_output=False)
+            try:
+                run_prompt_phase_on(
+                    setup.problem, winner, run_id, phase, self.db_path, quiet, ingest=False
+                )
+                bg.state = "completed"
+            except Exception as exc:  # noqa: BLE001 (shown in the page, never a traceback)
+                bg.error = f"{type(exc).__name__}: {exc}"
+                bg.state = "failed"
+                _log.warning("phase 2 of %s failed: %s", run_id, bg.error)
+
+        thread = threading.Thread(target=work, name=f"prompts-{run_id}", daemon=True)
+        bg._thread = thread
+        with self._lock:
+            self._searches[run_id] = bg
+        thread.start()
         return run_id
 
     @staticmethod

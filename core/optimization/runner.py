@@ -19,6 +19,15 @@ its `CandidateRecord.score` and the result's `best_score` are phase 1's aggregat
 problem's `MetricWeights`: accuracy, cost, latency), comparable with the topology search's; the
 accuracy GEPA ranked by is `raw["gepa_best_accuracy"]` (and each record's `accuracy`).
 
+Live progress: `optimize(..., on_candidate=fn)` calls `fn(PromptCandidate)` once per candidate,
+as GEPA accepts it (a gepa callback, `on_valset_evaluated`: the seed after its validation pass,
+each later candidate after its own), in candidate order, from GEPA's worker thread, after the
+candidate is re-scored by the evaluator on the validation set (so the record carries phase 1's
+aggregate score). A caller journals each one as it comes (`search --then-prompts` does), so the
+studio's Live page shows prompt candidates while GEPA runs. The re-scoring happens at acceptance
+instead of after GEPA: the same calls, in another order. An exception raised by `fn` stops GEPA
+at its next iteration and is raised by `optimize` (gepa itself would only log it).
+
 Resume: `optimize(..., call_log=PromptCallLog(path))` records every metric call, reflection and
 final re-scoring as it is made; a run given a log that already holds answers (an interrupted
 run's) replays them instead of calling any model again, then continues live, and ends with the
@@ -29,10 +38,11 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from gepa.api import optimize as gepa_optimize  # pyright: ignore[reportUnknownVariableType]
+from pydantic import BaseModel, ConfigDict
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.models import Model, infer_model
@@ -53,10 +63,70 @@ from core.optimization.replay import PromptCallLog, call_key, recorded_or_made
 from core.runtime.tracing import ModelUsage
 from core.search.result import CandidateRecord, OptimizationResult, RunDetails
 
-__all__ = ["DEFAULT_REFLECTION_MODEL", "OptimizationRunner", "build_reflection_model"]
+__all__ = [
+    "DEFAULT_REFLECTION_MODEL",
+    "OptimizationRunner",
+    "PromptCandidate",
+    "build_reflection_model",
+]
 
 DEFAULT_REFLECTION_MODEL = "openai:gpt-4.1"
 """The reflection model when none is given (the reference guide's meta-agent model)."""
+
+
+class PromptCandidate(BaseModel):
+    """One prompt candidate as GEPA accepted it, scored: what `optimize(on_candidate=...)` gets."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    record: CandidateRecord
+    """The candidate as the result's `history` will hold it: `score` is phase 1's aggregate
+    score on the validation set, `accuracy` its accuracy (0..1)."""
+    prompts: dict[str, str]
+    """Gene name -> prompt text."""
+    metric_calls: int
+    """GEPA's metric calls spent when it found this candidate (its `discovery_eval_counts`
+    entry: 0 for the seed)."""
+    gepa_accuracy: float
+    """GEPA's mean validation accuracy for it (what GEPA ranks by)."""
+
+
+class _Accepted:
+    """gepa callback: each candidate GEPA adds, re-scored and handed to `on_candidate`.
+
+    gepa (0.1.4, `core/engine.py`) fires `on_valset_evaluated` for the seed (iteration 0) and
+    for each candidate it adds, right after adding it; the metric calls at its discovery are
+    `state.num_metric_calls_by_discovery[idx]` (the state comes with `on_iteration_start`; the
+    seed's is 0). gepa catches a callback's `Exception` and only logs it, so one is kept in
+    `error` and `should_stop` (a gepa stopper) ends the run at the next iteration.
+    """
+
+    def __init__(self, score: Callable[[int, dict[str, str], list[int], int, float], None]) -> None:
+        self._score = score
+        self._state: Any = None
+        self.error: BaseException | None = None
+
+    def on_iteration_start(self, event: Any) -> None:
+        self._state = event["state"]
+
+    def on_valset_evaluated(self, event: Any) -> None:
+        if self.error is not None:
+            return
+        idx = int(event["candidate_idx"])
+        found = self._state.num_metric_calls_by_discovery if self._state is not None else [0]
+        try:
+            self._score(
+                idx,
+                dict(event["candidate"]),
+                [int(p) for p in event["parent_ids"] if p is not None],
+                int(found[idx]) if idx < len(found) else 0,
+                float(event["average_score"]),
+            )
+        except Exception as exc:  # noqa: BLE001 (raised again by optimize)
+            self.error = exc
+
+    def __call__(self, gepa_state: Any) -> bool:
+        return self.error is not None
 
 
 class _Silent:
@@ -175,6 +245,7 @@ class OptimizationRunner:
         trainset: Sequence[GoldExample],
         valset: Sequence[GoldExample] | None = None,
         call_log: PromptCallLog | None = None,
+        on_candidate: Callable[[PromptCandidate], None] | None = None,
     ) -> OptimizationResult:
         """Run GEPA; the result has the topology search's shape, genes mapped to prompt texts.
 
@@ -190,11 +261,60 @@ class OptimizationRunner:
 
         `call_log`: records every answer and replays those it already holds (resume; see the
         module docstring). The caller closes it.
+
+        `on_candidate`: called with each candidate as GEPA accepts it, from GEPA's worker
+        thread, in candidate order (see the module docstring); a candidate gepa did not report
+        (none known) is re-scored and reported after GEPA ends.
+
+        Raises:
+            Exception: whatever `on_candidate` raised (GEPA stopped at its next iteration).
         """
         loop = asyncio.get_running_loop()
         adapter = PromptAdapter(self._evaluator, self._spec, self._genome, loop, call_log)
         self._reflection_usage = ModelUsage(model_name=self._reflection_usage.model_name)
         val = list(valset) if valset is not None else list(trainset)
+        base = spec_hash(self._spec)
+        scored: dict[int, PromptCandidate] = {}
+
+        async def score(
+            idx: int, candidate: dict[str, str], parents: list[int], found: int, gepa_acc: float
+        ) -> PromptCandidate:
+            ev = await self._rescore(candidate, val, call_log)
+            return PromptCandidate(
+                record=CandidateRecord(
+                    candidate_idx=idx,
+                    generation=-1 if idx == 0 else idx - 1,
+                    parent_idx=parents[0] if parents else None,
+                    operator="seed" if idx == 0 else "gepa_reflection",
+                    spec_hash=prompted_hash(base, self._genome.prompt_overrides(candidate)),
+                    spec_json=self._spec.model_dump_json(),
+                    split="validation",
+                    score=ev["aggregate_score"],
+                    accuracy=ev["accuracy"],
+                    cost_usd=ev["cost_usd"],
+                    latency_ms=ev["latency_ms"],
+                    n_agents=ev["n_agents"],
+                    depth=ev["depth"],
+                    valid=ev["valid"],
+                ),
+                prompts=candidate,
+                metric_calls=found,
+                gepa_accuracy=gepa_acc,
+            )
+
+        def accepted(
+            idx: int, candidate: dict[str, str], parents: list[int], found: int, gepa_acc: float
+        ) -> None:
+            if idx in scored:
+                return
+            made = asyncio.run_coroutine_threadsafe(
+                score(idx, candidate, parents, found, gepa_acc), loop
+            ).result()
+            scored[idx] = made
+            if on_candidate is not None:
+                on_candidate(made)
+
+        feed = _Accepted(accepted)
 
         def reflection_lm(prompt: Any) -> str:
             return asyncio.run_coroutine_threadsafe(
@@ -210,35 +330,31 @@ class OptimizationRunner:
                 adapter=cast("Any", adapter),  # (gepa types propose_new_texts as a proposer)
                 reflection_lm=reflection_lm,
                 logger=self._log,
+                callbacks=cast("Any", [feed]),  # (gepa types its protocol with every hook)
+                stop_callbacks=[feed],
                 **self._config.gepa_kwargs(),
             )
         finally:
             adapter.close_workers()  # (its evaluator's forked workers, if any: GEPA is done)
-        base = spec_hash(self._spec)
+        if feed.error is not None:
+            self._evaluator.close_workers()
+            raise feed.error
         history: list[CandidateRecord] = []
         accuracies: list[float] = []
         for idx, candidate in enumerate(result.candidates):
-            ev = await self._rescore(dict(candidate), val, call_log)
-            accuracies.append(ev["accuracy"])
-            parents = [p for p in result.parents[idx] if p is not None]
-            history.append(
-                CandidateRecord(
-                    candidate_idx=idx,
-                    generation=-1 if idx == 0 else idx - 1,
-                    parent_idx=parents[0] if parents else None,
-                    operator="seed" if idx == 0 else "gepa_reflection",
-                    spec_hash=prompted_hash(base, self._genome.prompt_overrides(candidate)),
-                    spec_json=self._spec.model_dump_json(),
-                    split="validation",
-                    score=ev["aggregate_score"],
-                    accuracy=ev["accuracy"],
-                    cost_usd=ev["cost_usd"],
-                    latency_ms=ev["latency_ms"],
-                    n_agents=ev["n_agents"],
-                    depth=ev["depth"],
-                    valid=ev["valid"],
+            if idx not in scored:  # not reported by gepa: scored now, reported late
+                made = await score(
+                    idx,
+                    dict(candidate),
+                    [p for p in result.parents[idx] if p is not None],
+                    int(result.discovery_eval_counts[idx]),
+                    float(result.val_aggregate_scores[idx]),
                 )
-            )
+                scored[idx] = made
+                if on_candidate is not None:
+                    on_candidate(made)
+            history.append(scored[idx].record)
+            accuracies.append(_num(scored[idx].record.accuracy))
         self._evaluator.close_workers()  # the re-scoring is done: nothing more is evaluated
         best = result.best_idx
         best_candidate = dict(result.candidates[best])

@@ -233,7 +233,10 @@ def list_runs(
                 THEN TRY_CAST(json_extract(b.budget_used, '$.usd') AS DOUBLE)
                 ELSE coalesce(ev.eval_cost, 0.0) + coalesce(cand.design_cost, 0.0)
            END AS cost_usd,
-           best.best_idx, best.best_score
+           best.best_idx, best.best_score,
+           -- phase 2 of `search --then-prompts` names the search it is phase 2 of
+           CASE WHEN json_extract_string(b.config, '$.phase') = 'prompts'
+                THEN json_extract_string(b.config, '$.parent_run_id') END AS parent_run_id
     FROM base b
     LEFT JOIN best USING (run_id)
     LEFT JOIN ev USING (run_id)

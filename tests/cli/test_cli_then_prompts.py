@@ -153,3 +153,112 @@ def test_one_phase_2_flag_alone_is_named_in_the_singular(
 ) -> None:
     line = _error(["search", "gsm8k_replay", "--reflection-model", "test"], capsys, isolated)
     assert line == "topology-studio: error: --reflection-model needs --then-prompts (phase 2)"
+
+
+def test_phase_2_journals_each_prompt_candidate_while_gepa_runs(
+    isolated: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 16, item 3: the Live page's refresh shows prompt candidates during phase 2. At
+    GEPA's first reflection (mid-run) phase 2's journal already holds the seed, scored, and a
+    store reading the journals (as the studio does) lists it with its metric calls."""
+    import json
+
+    from core.optimization.replay import PromptCallLog
+    from studio.views.prompts_chart import prompt_table
+
+    db = isolated / "runs.duckdb"
+    append = PromptCallLog.append
+    mid_run: list[tuple[list[dict[str, object]], list[dict[str, object]]]] = []
+
+    def looking(self: PromptCallLog, kind: str, key: str, answer: dict[str, object]) -> None:
+        if kind == "reflect" and not mid_run:
+            (settings,) = Path(f"{db}.prompts").glob("*.json")
+            run_id = json.loads(settings.read_text())["run_id"]
+            journal = Path(f"{db}.journals") / f"{run_id}.jsonl"
+            events = [json.loads(line) for line in journal.read_text().splitlines()]
+            store = DuckDBRunStore(str(db))
+            try:
+                table = prompt_table(
+                    store.archive(run_id, include_unevaluated=True),
+                    store.snapshots(run_id),
+                    ["175b_finetuning.system_prompt"],
+                )
+                status = store.get_run(run_id).status  # type: ignore[union-attr]
+            finally:
+                store.close()
+            rows = table[["candidate_idx", "metric_calls", "score", "accuracy"]]
+            mid_run.append((events, [{**r, "status": status} for r in rows.to_dict("records")]))
+        append(self, kind, key, answer)
+
+    monkeypatch.setattr(PromptCallLog, "append", looking)
+    argv = ["search", "gsm8k_replay", *TINY, "--then-prompts", "--reflection-model", "test"]
+    assert main([*argv, "--prompt-budget", "12"]) == 0
+    capsys.readouterr()
+    ((events, rows),) = mid_run
+    assert [e["type"] for e in events] == [
+        "run_started", "candidate_proposed", "candidate_evaluated", "archive_snapshot",
+    ]  # fmt: skip
+    evaluated, snapshot = events[2], events[3]
+    # accuracy 0.4 on the 10 validation problems; its aggregate score with gsm8k_replay's cost
+    # and latency weights, as phase 1 scores
+    assert [evaluated[k] for k in ("candidate_idx", "n_examples", "accuracy", "aggregate_score")] == [
+        0, 10, 0.4, 0.3961356,
+    ]  # fmt: skip
+    assert (snapshot["entries"], snapshot["best_idx"], snapshot["n_evaluations"]) == ([0], 0, 0)
+    assert events[1]["thought"] == "175b_finetuning.system_prompt: "
+    assert rows == [
+        {
+            "candidate_idx": 0,
+            "metric_calls": 0,
+            "score": 0.3961356,
+            "accuracy": 0.4,
+            "status": "running",
+        }
+    ]
+
+
+def test_runs_show_and_apply_present_one_run_with_two_phases(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 16: "both phases are recorded in the run store as one run with two phases". Phase 2
+    keeps its own record, but `runs` lists it under its search, `show SEARCH` prints both phases
+    and `apply SEARCH N --phase 2` applies its candidate (`studio.views.phases`)."""
+    argv = ["search", "gsm8k_replay", *TINY, "--then-prompts", "--reflection-model", "test"]
+    assert main([*argv, "--prompt-budget", "12"]) == 0
+    text = capsys.readouterr().out.split("== Phase 2: prompts (GEPA) ==")[1]
+    search, phase2 = kv(text, "parent run"), kv(text, "run")
+
+    assert main(["runs"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in lines[1:]] == [[search, "gsm8k_replay"], ["phase", "2"]]
+    assert lines[2].split()[2:6] == ["(prompts)", "gsm8k_replay", "gepa", "completed"]
+    assert phase2 not in "\n".join(lines)  # addressed by the search's run id
+
+    assert main(["show", search]) == 0
+    shown = capsys.readouterr().out
+    assert f"== Run {search} ==" in shown
+    part = shown.split(f"== Run {search}, phase 2: prompts (GEPA) ==")[1]
+    assert [kv(part, k) for k in ("status", "candidates", "metric calls", "start accuracy")] == [
+        "completed (prompt budget of 12 metric calls reached)", "1", "16 of 12", "0.4000",
+    ]  # fmt: skip
+    assert kv(part, "best") == "candidate 0: accuracy 0.4000, score 0.3961"
+    assert kv(part, "apply") == f"topology-studio apply {search} 0 --phase 2"
+    assert kv(text, "show") == f"topology-studio show {search} --db {isolated / 'runs.duckdb'}"
+
+    assert main(["apply", search, "0", "--phase", "2"]) == 0
+    applied = capsys.readouterr().out
+    assert f"Apply run {phase2} candidate 0 (topology and prompts)" in applied
+    assert "(phase 2 changed no prompt: candidate 0's starting prompts)" in applied
+    assert "dry run: nothing was written (add --yes to write it)" in applied
+
+
+def test_apply_phase_2_of_a_run_without_one_is_refused(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["search", "gsm8k_replay", *TINY]) == 0
+    search = kv(capsys.readouterr().out, "run")
+    assert main(["apply", search, "0", "--phase", "2"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"topology-studio: error: run {search} has no phase 2 (prompts): it was not run with "
+        "search --then-prompts"
+    )

@@ -166,9 +166,29 @@ class StoreContract:
             "run_id", "problem", "strategy", "seed", "status", "status_label", "reason",
             "started_at", "finished_at", "last_event_at", "wall_s", "n_events", "n_resumes",
             "n_candidates", "n_evaluations", "cost_usd", "best_idx", "best_score",
+            "parent_run_id",
         ]  # fmt: skip
         assert store.get_run("nope") is None
         assert store.read_only is False
+
+    def test_phase_2_of_a_run_names_its_search(self, store: RunStore) -> None:
+        """`parent_run_id`: phase 2 of `search --then-prompts` (config.phase "prompts") names
+        the search it follows; any other run, even one with a parent_run_id in its config
+        (an editor evaluation), has None."""
+        b = RunBuilder("p2")
+        store.record_events(small_run("s1"))
+        store.record_events(
+            [b.started(config={"phase": "prompts", "parent_run_id": "s1"}, strategy="gepa")]
+        )
+        e = RunBuilder("e1")
+        store.record_events([e.started(config={"parent_run_id": "s1"})])
+        runs = store.list_runs()
+        # a missing one reads as pandas gives it (NaN here), never a string
+        got = {
+            r: p if isinstance(p, str) else None
+            for r, p in zip(runs["run_id"], runs["parent_run_id"], strict=True)
+        }
+        assert got == {"s1": None, "p2": "s1", "e1": None}
 
     def test_a_run_is_running_until_run_finished(self, store: RunStore) -> None:
         events = small_run()

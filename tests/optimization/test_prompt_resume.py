@@ -107,21 +107,22 @@ def test_interrupted_phase_two_resumes_without_repeating_metric_calls(tmp_path: 
     path = tmp_path / "prompts.jsonl"
     # stopped in GEPA's third iteration: the seed's validation pass (5), iteration 1's parent
     # and child minibatches (2 + 2) and the child's validation pass (5), iteration 2's
-    # minibatch (2), iteration 3's (2)
+    # minibatch (2), iteration 3's (2); each candidate is re-scored as GEPA accepts it (the
+    # seed after its validation pass, candidate 1 after its own), so both re-scorings are in
     log = StoppingLog(path, after=6)
     with pytest.raises(Stop):
         _run(log)
     log.close()
     with PromptCallLog(path) as again:
-        assert again.recorded == 7  # 6 evaluations, 1 reflection
+        assert again.recorded == 9  # 6 evaluations, 1 reflection, 2 re-scorings
         resumed, second_calls = _run(again)
-        assert again.replayed == 7
+        assert again.replayed == 9
 
     assert _comparable(resumed) == _comparable(whole)
     before = resumed.raw["budget_used"]["replayed_metric_calls"]
     assert before == 5 + 2 + 2 + 5 + 2 + 2
     # each model call of the uninterrupted run is made once over the two processes
-    assert second_calls == {"task": 40 - 18, "reflect": 4 - 1}
+    assert second_calls == {"task": 40 - 18 - 2 * 5, "reflect": 4 - 1}
 
 
 def test_a_damaged_call_log_line_is_refused_with_its_number(tmp_path: Path) -> None:

@@ -231,3 +231,54 @@ def test_a_topology_search_has_no_prompt_section(studio_env: Path) -> None:
     finally:
         _manager(str(studio_env.resolve())).close()
         _manager.clear()
+
+
+def _search_events() -> list[SearchEvent]:
+    """SEARCH, the topology search PHASE2 follows: its seed, evaluated, and its end."""
+    from core.search.events import RunFinished as Finished
+
+    return [
+        RunStarted(run_id=SEARCH, seq=0, ts=T0 - 100, problem="gsm8k_replay",
+                   strategy="evolutionary", seed=1, config={}),
+        CandidateProposed(run_id=SEARCH, seq=1, ts=T0 - 99, candidate_idx=0, generation=-1,
+                          spec_hash="s0", spec_json=SPEC, operator="seed"),
+        CandidateEvaluated(run_id=SEARCH, seq=2, ts=T0 - 98, candidate_idx=0, spec_hash="s0",
+                           split="validation", n_examples=10, accuracy=0.4, cost_usd=0.01,
+                           latency_ms=100.0, n_agents=1, depth=1, aggregate_score=0.4),
+        Finished(run_id=SEARCH, seq=3, ts=T0 - 50, status="completed", best_idx=0),
+    ]  # fmt: skip
+
+
+def test_a_search_with_a_phase_2_shows_both_charts_on_its_live_page(studio_env: Path) -> None:
+    """One run, two phases (issue 16): the search's Live page draws its topology chart and,
+    below it, phase 2's chart, refreshing while phase 2 runs (the search itself finished); a
+    link to the phase-2 record opens its search, which the picker lists alone."""
+    from studio._st_common import _manager
+
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    manager: StudioManager = _manager(str(studio_env.resolve()))
+    try:
+        manager.store.record_events(_search_events())
+        manager.store.record_events([_started(), *_candidate(0, 1, snapshot=True)])
+        at.query_params["run"] = PHASE2
+        at.switch_page(str(REPO / "pages" / "live.py"))
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        picker = at.selectbox(key="live_run")
+        assert (picker.value, at.query_params["run"]) == (SEARCH, SEARCH)
+        assert PHASE2 not in picker.options and len(picker.options) == 1
+        charts = at.get("plotly_chart")
+        assert len(charts) == 2  # the topology search's, then phase 2's
+        assert "metric calls" not in charts[0].proto.spec
+        best_line, points = _chart(at)["data"]  # type: ignore[index]
+        assert (points["x"], points["y"]) == ([10], [0.4])
+        assert "Phase 2: prompt candidates" in [s.value for s in at.subheader]
+        # phase 2 goes on: its next candidate appears on the next refresh of the search's page
+        manager.store.record_events(_candidate(1, 4, snapshot=True))
+        at.run()
+        best_line, points = _chart(at)["data"]  # type: ignore[index]
+        assert (points["x"], points["y"]) == ([10, 16], [0.4, 0.55])
+    finally:
+        manager.close()
+        _manager.clear()

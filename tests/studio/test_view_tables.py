@@ -350,3 +350,26 @@ def test_split_editor_runs_leaves_out_the_editors_evaluations_and_counts_them() 
     assert (kept["run_id"].tolist(), kept.index.tolist(), n) == (["s1", "s2"], [0, 1], 2)
     kept, n = split_editor_runs(runs.iloc[0:0])
     assert (kept.empty, list(kept.columns), n) == (True, ["run_id", "strategy"], 0)
+
+
+def test_fold_phases_lists_phase_2_under_its_search() -> None:
+    """One run, two phases (`studio.views.phases`): phase 2 right under its search (its older
+    phase 2 left out), a phase 2 whose search is not listed on its own."""
+    from studio.views.phases import fold_phases, phase_two_of, search_of
+
+    runs = pd.DataFrame(
+        {
+            "run_id": ["p2b", "lone", "s2", "p2a", "s1"],
+            "parent_run_id": ["s1", "gone", None, "s1", None],
+        }
+    )
+    folded = fold_phases(runs)
+    assert folded["run_id"].tolist() == ["lone", "s2", "s1", "p2b"]
+    assert folded["phase"].tolist() == ["2 prompts", "", "1 topology", "2 prompts"]
+    assert phase_two_of(runs) == {"s1": "p2b"}
+    assert (search_of(runs, "p2a"), search_of(runs, "lone"), search_of(runs, "s1")) == (
+        "s1",
+        None,
+        None,
+    )
+    assert fold_phases(runs.iloc[0:0])["phase"].tolist() == []
