@@ -50,6 +50,7 @@ from typing import Any, NoReturn
 
 from core.errors import TopologyStudioError, is_query_interrupt
 from studio._cli_common import DB_ENV, CliInterrupted, CliUsageError, ExitCode
+from studio._cli_executor import add_executor_args
 from studio._cli_output import Output
 
 __all__ = ["build_parser", "main"]
@@ -219,6 +220,7 @@ def _workers(text: str) -> int | str:
 
 
 def _add_workers(p: Any) -> None:
+    add_executor_args(p)
     p.add_argument(
         "--workers",
         type=_workers,
