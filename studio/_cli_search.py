@@ -31,6 +31,7 @@ from typing import Any, cast
 from pydantic import ValidationError
 from pydantic_ai.exceptions import UserError
 
+from core.agents.rate_budget import ProviderLimit, RateBudget
 from core.errors import (
     BudgetError,
     JournalWriteError,
@@ -68,7 +69,7 @@ from studio._cli_common import (
     parse_overrides,
     resolve_db_path,
 )
-from studio._cli_executor import make_executor
+from studio._cli_executor import make_executor, rate_limits
 from studio._cli_output import Output, fmt_float
 from studio._cli_progress import SearchProgress
 from studio._cli_report import structure_line
@@ -240,6 +241,8 @@ class _SearchSetup:
         """False with `--no-call-cache`."""
         self.executor: Executor | None = None
         """Where evaluations run (`--executor`); None: local."""
+        self.rate_limits: dict[str, ProviderLimit] = {}
+        """`--rate-limit`s, for a local run (a remote executor holds its own budget)."""
         self.call_cache_line: str | None = None
         """`call cache: N hits of M calls (x%), K new model calls`, once the run ended."""
         self.interrupted = False
@@ -568,6 +571,8 @@ def run_cli_search(setup: _SearchSetup, out: Output) -> OptimizationResult:
     executor = setup.executor
     if executor is not None:
         search.evaluator.set_executor(executor)
+    elif setup.rate_limits:
+        search.evaluator.set_rate_budget(RateBudget(setup.rate_limits))
     # What is loaded now (modules, the problem's data, the call cache) lives as long as the
     # process: out of the collector's sight, its full collections stop walking it (the `gc`
     # module's own advice for a long-lived startup heap; also what keeps the pages a forked
@@ -764,6 +769,7 @@ def cmd_search(args: argparse.Namespace, out: Output) -> int:
     setup.db = db
     setup.use_call_cache = not getattr(args, "no_call_cache", False)
     setup.executor = make_executor(args, setup.problem)
+    setup.rate_limits = rate_limits(args)
     if setup.note:
         out.line(setup.note)
     code = _run_and_report(setup, db, out)
@@ -957,6 +963,8 @@ def cmd_evaluate(args: argparse.Namespace, out: Output) -> int:
     executor = make_executor(args, problem)
     if executor is not None:
         evaluator.set_executor(executor)
+    elif rate_limits(args):
+        evaluator.set_rate_budget(RateBudget(rate_limits(args)))
     try:
         return _evaluate_splits(args, problem, spec, evaluator, out)
     finally:

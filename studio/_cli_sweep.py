@@ -2,8 +2,9 @@
 named group (issue 18, item 5).
 
 Each (strategy, seed) is a normal `topology-studio search` run in its own process (so each is
-recorded in the store exactly as a search typed by hand), `--parallel` at a time; `--executor`
-and `--ray-address` are passed on. The group is a JSON file in `<db>.sweeps/<name>.json`
+recorded in the store exactly as a search typed by hand), `--parallel` at a time; `--executor`,
+`--ray-address` and `--rate-limit` are passed on (so each search has its own budget: a sweep's
+searches do not share one). The group is a JSON file in `<db>.sweeps/<name>.json`
 (`name`, `problem`, `strategies`, `seeds`, `runs`: the run ids in (strategy, seed) order), and
 the command prints the studio's Run overlay link that opens every run of the group at once
 (`/overlay?runs=ID,ID,...`).
@@ -69,6 +70,10 @@ def cmd_sweep(args: argparse.Namespace, out: Output) -> int:
         argv += ["--strategy", strategy, "--seed", str(seed), "--executor", args.executor]
         if args.ray_address:
             argv += ["--ray-address", args.ray_address]
+        for provider, limit in getattr(args, "rate_limit", []):
+            parts = (limit.requests_per_minute, limit.tokens_per_minute, limit.max_concurrent)
+            text = ":".join("" if v is None else f"{v:g}" for v in parts)
+            argv += ["--rate-limit", f"{provider}={text}"]
         if args.max_evaluations is not None:
             argv += ["--max-evaluations", str(args.max_evaluations)]
         if args.no_test:

@@ -344,6 +344,10 @@ class TopologyEvaluator:
         """Where runs execute (`LocalExecutor` unless one was given)."""
         return self._executor
 
+    def set_rate_budget(self, budget: RateBudgetLike | None) -> None:
+        """Draw every model call of later in-process runs from `budget` (None: unlimited)."""
+        self._rate_budget = budget
+
     @property
     def rate_budget(self) -> RateBudgetLike | None:
         """The in-process rate budget of model calls, if any."""
