@@ -46,9 +46,17 @@ def ray_instance() -> Iterator[None]:
 
 def _search(executor: Any, overrides: dict[str, Any] | None = None) -> tuple[Any, Any]:
     problem = load_problem(SLEEPY, overrides=overrides or {})
-    search = build_search(problem, "evolutionary", seed=7, handle_sigint=False)
+    started: list[Any] = []
+    search = build_search(
+        problem,
+        "evolutionary",
+        seed=7,
+        handle_sigint=False,
+        subscribers=[lambda e: started.append(e) if type(e).__name__ == "RunStarted" else None],
+    )
     search.evaluator.set_executor(executor)
     result = asyncio.run(search.run())
+    assert [e.config["executor"] for e in started] == [executor.describe()]
     raw = result.raw
     archive = [
         (e.spec_hash, e.split, e.aggregate_score, tuple(e.bundles)) for e in raw.archive.entries
