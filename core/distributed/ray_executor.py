@@ -47,7 +47,14 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 from core.agents.call_cache import CallCache, CallCacheStats, CallRecord, InMemoryCallCache
 from core.agents.rate_budget import ProviderLimit, TokenBuckets
 from core.errors import EvaluationError
-from core.evaluation.executor import BatchOutcome, Done, RemoteBatch, WorkerHealth, run_batch
+from core.evaluation.executor import (
+    BatchOutcome,
+    Done,
+    RemoteBatch,
+    WorkerHealth,
+    run_batch,
+    split_items,
+)
 
 __all__ = ["RayExecutor"]
 
@@ -367,10 +374,7 @@ class RayExecutor:
         self.start()
         self._seed(call_cache)
         n = len(self._workers)
-        items = list(batch.items)
-        n_parts = max(1, min(len(items), n * self._per_worker))
-        parts = [tuple(items[i::n_parts]) for i in range(n_parts)]
-        queue = list(reversed(parts))
+        queue = list(reversed(split_items(batch.items, n * self._per_worker)))
         use_cache = call_cache is not None
 
         async def feed(i: int) -> None:

@@ -45,6 +45,7 @@ __all__ = [
     "RemoteExecutor",
     "WorkerHealth",
     "run_batch",
+    "split_items",
 ]
 
 

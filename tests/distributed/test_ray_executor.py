@@ -143,3 +143,33 @@ def test_rate_budget_holds_across_two_workers(ray_instance: None) -> None:
             assert j - i + 1 <= 2 + 4 * w + 1e-9
     assert report["in_flight"] == {"function": 0}
     assert all(n > 0 for n in workers)
+
+
+def test_call_cache_is_shared_by_workers_and_seeded_from_the_driver(ray_instance: None) -> None:
+    from core.agents.call_cache import InMemoryCallCache
+
+    problem = load_problem(SLEEPY)
+    examples = problem.splits["validation"]
+    cache = InMemoryCallCache()
+    evaluator = problem.evaluator()
+    evaluator.set_call_cache(cache)
+    first = RayExecutor(SLEEPY, num_workers=2)
+    evaluator.set_executor(first)
+    try:
+        asyncio.run(evaluator.evaluate(problem.seed_spec, examples))
+        made = cache.stats()
+        asyncio.run(evaluator.evaluate(problem.seed_spec, examples))  # no evaluation cache
+        again = cache.stats()
+    finally:
+        first.close()
+    # the driver holds every call the workers made; run again, every call is a hit
+    assert (made.hits, made.misses, len(cache)) == (0, 8, 8)
+    assert (again.hits - made.hits, again.misses - made.misses) == (8, 0)
+    # a new executor's cache actor is seeded from the driver's cache: still no model call
+    second = RayExecutor(SLEEPY, num_workers=2)
+    evaluator.set_executor(second)
+    try:
+        asyncio.run(evaluator.evaluate(problem.seed_spec, examples))
+    finally:
+        second.close()
+    assert cache.stats().misses == 8
