@@ -3,12 +3,13 @@ against evaluations, and the runs side by side with their spread across seeds.""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 import streamlit as st
 
-from studio._st_common import get_manager, guard, open_runs_page
+from studio._cli_sweep import sweep_groups
+from studio._st_common import db_path, get_manager, guard, open_runs_page
 from studio.views.overlay import (
     RunData,
     common_reference,
@@ -39,6 +40,18 @@ if runs.empty:
 
 records = {str(r["run_id"]): r for r in runs.to_dict("records")}
 ids = list(records)
+groups = sweep_groups(db_path())
+if groups:
+    # a sweep (`topology-studio sweep`) is a named group of runs: one click opens them all
+    with st.expander(f"Sweeps ({len(groups)})", expanded=not st.query_params.get("runs")):
+        for g in groups:
+            members = [str(r) for r in cast(list[object], g["runs"]) if str(r) in records]
+            label = f"Open sweep {g['name']}: {len(members)} runs of {g['problem']}"
+            if st.button(label, key=f"ov_sweep_{g['name']}", disabled=not members):
+                for key in [k for k in st.session_state if str(k).startswith("ov_")]:
+                    del st.session_state[key]
+                st.query_params["runs"] = ",".join(members)
+                st.rerun()
 problems = sorted({str(r["problem"]) for r in records.values()})
 linked = [i for i in str(st.query_params.get("runs", "")).split(",") if i in records]
 if linked and "ov_problem" not in st.session_state:

@@ -31,6 +31,7 @@ from typing import Any, cast
 from pydantic import ValidationError
 from pydantic_ai.exceptions import UserError
 
+from core.agents.rate_budget import ProviderLimit, RateBudget
 from core.errors import (
     BudgetError,
     JournalWriteError,
@@ -42,6 +43,7 @@ from core.errors import (
 )
 from core.evaluation.call_cache import DuckDBCallCache, call_cache_path
 from core.evaluation.evaluator import CandidateEvaluation, ExampleResult, TopologyEvaluator
+from core.evaluation.executor import Executor
 from core.evaluation.metrics import GoldExample
 from core.ir import TopologySpec, parse_topology
 from core.problems import Problem, default_cache_root, load_problem
@@ -67,6 +69,7 @@ from studio._cli_common import (
     parse_overrides,
     resolve_db_path,
 )
+from studio._cli_executor import make_executor, rate_limits
 from studio._cli_output import Output, fmt_float
 from studio._cli_progress import SearchProgress
 from studio._cli_report import structure_line
@@ -236,6 +239,10 @@ class _SearchSetup:
         """The run store; the call cache is kept beside it (`call_cache_path`)."""
         self.use_call_cache = True
         """False with `--no-call-cache`."""
+        self.executor: Executor | None = None
+        """Where evaluations run (`--executor`); None: local."""
+        self.rate_limits: dict[str, ProviderLimit] = {}
+        """`--rate-limit`s, for a local run (a remote executor holds its own budget)."""
         self.call_cache_line: str | None = None
         """`call cache: N hits of M calls (x%), K new model calls`, once the run ended."""
         self.interrupted = False
@@ -561,6 +568,11 @@ def run_cli_search(setup: _SearchSetup, out: Output) -> OptimizationResult:
         raise CliUsageError(str(exc)) from exc
     call_cache = _call_cache(setup)
     search.evaluator.set_call_cache(call_cache)
+    executor = setup.executor
+    if executor is not None:
+        search.evaluator.set_executor(executor)
+    elif setup.rate_limits:
+        search.evaluator.set_rate_budget(RateBudget(setup.rate_limits))
     # What is loaded now (modules, the problem's data, the call cache) lives as long as the
     # process: out of the collector's sight, its full collections stop walking it (the `gc`
     # module's own advice for a long-lived startup heap; also what keeps the pages a forked
@@ -579,6 +591,8 @@ def run_cli_search(setup: _SearchSetup, out: Output) -> OptimizationResult:
         if call_cache is not None:
             call_cache.flush()
             setup.call_cache_line = call_cache.stats().summary_line()
+        if executor is not None:
+            executor.close()
 
 
 def _call_cache(setup: _SearchSetup) -> DuckDBCallCache | None:
@@ -754,6 +768,8 @@ def cmd_search(args: argparse.Namespace, out: Output) -> int:
     setup = _resume_setup(args, db, out) if args.resume else _new_setup(args, db)
     setup.db = db
     setup.use_call_cache = not getattr(args, "no_call_cache", False)
+    setup.executor = make_executor(args, setup.problem)
+    setup.rate_limits = rate_limits(args)
     if setup.note:
         out.line(setup.note)
     code = _run_and_report(setup, db, out)
@@ -944,6 +960,26 @@ def cmd_evaluate(args: argparse.Namespace, out: Output) -> int:
     problem = load_problem(args.problem, overrides=_problem_overrides(args))
     spec = _read_spec(args.spec)
     evaluator = problem.evaluator()  # the problem's blank test, prices and latency source
+    executor = make_executor(args, problem)
+    if executor is not None:
+        evaluator.set_executor(executor)
+    elif rate_limits(args):
+        evaluator.set_rate_budget(RateBudget(rate_limits(args)))
+    try:
+        return _evaluate_splits(args, problem, spec, evaluator, out)
+    finally:
+        if executor is not None:
+            executor.close()
+
+
+def _evaluate_splits(
+    args: argparse.Namespace,
+    problem: Problem,
+    spec: Any,
+    evaluator: TopologyEvaluator,
+    out: Output,
+) -> int:
+    """`cmd_evaluate`'s per-split evaluations and tables."""
     splits = ["validation", "test"] if args.split == "all" else [args.split]
     worst = ExitCode.OK
     for split in splits:

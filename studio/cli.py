@@ -51,6 +51,7 @@ from typing import Any, NoReturn
 
 from core.errors import TopologyStudioError, is_query_interrupt
 from studio._cli_common import DB_ENV, CliInterrupted, CliUsageError, ExitCode
+from studio._cli_executor import add_executor_args
 from studio._cli_output import Output
 
 __all__ = ["build_parser", "main"]
@@ -220,6 +221,7 @@ def _workers(text: str) -> int | str:
 
 
 def _add_workers(p: Any) -> None:
+    add_executor_args(p)
     p.add_argument(
         "--workers",
         type=_workers,
@@ -320,6 +322,21 @@ def build_parser() -> argparse.ArgumentParser:
     _add_workers(p)
     _add_example_timeout(p)
     _add_problem_overrides(p)
+
+    p = sub.add_parser(
+        "sweep", help="searches over strategies x seeds, run concurrently, as one named group"
+    )
+    p.add_argument("problem", metavar="PROBLEM", help="a problem name or directory")
+    p.add_argument("--strategies", required=True, metavar="A,B", help="e.g. evolutionary,random")
+    p.add_argument("--seeds", required=True, metavar="SEEDS", help="e.g. 1-5 or 1,3,7")
+    p.add_argument("--name", metavar="NAME", help="the group's name (default: sweep-<time>)")
+    p.add_argument(
+        "--parallel", type=_positive_int, default=2, metavar="N", help="searches at once (2)"
+    )
+    p.add_argument("--max-evaluations", type=_positive_int, metavar="N")
+    p.add_argument("--no-test", action="store_true", help="skip each winner's test evaluation")
+    _add_db(p)
+    add_executor_args(p)
 
     p = sub.add_parser("runs", help="list the recorded runs")
     _add_db(p)
@@ -501,6 +518,10 @@ def _handler(
         from studio import _cli_library
 
         return _cli_library.cmd_library if command == "library" else _cli_library.cmd_serve_topology
+    if command == "sweep":
+        from studio import _cli_sweep
+
+        return _cli_sweep.cmd_sweep
     if command == "store":
         from studio import _cli_store
 

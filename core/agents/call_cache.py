@@ -211,6 +211,12 @@ class InMemoryCallCache:
     def flush(self) -> None:
         """Nothing to do in memory."""
 
+    def records(self) -> list[tuple[str, CallRecord]]:
+        """A snapshot of every stored (key, record) (a distributed executor seeds its shared
+        cache with it)."""
+        with self._lock:
+            return list(self._data.items())
+
     def __len__(self) -> int:
         return len(self._data)
 

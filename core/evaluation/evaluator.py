@@ -36,7 +36,12 @@ One `evaluate(spec, examples)` call:
    latency); `"wall"` is always wall time.
    With `workers` above 1, an evaluation of enough runs shares them with forked worker
    processes (`core.evaluation._fork`: runs dealt by weight, results sent back and handled
-   here in the same way, so the `CandidateEvaluation` is the same; issue 17).
+   here in the same way, so the `CandidateEvaluation` is the same; issue 17). With a remote
+   `executor` (`core.evaluation.executor`, e.g. `core.distributed.RayExecutor`), the runs
+   go to its workers as JSON batches instead and their results are handled here in the same
+   way, each (example, trial) recorded once even when a lost worker's batch is retried
+   (issue 18). With a `rate_budget` (`core.agents.rate_budget`), every model call of a run
+   made in this process draws from it.
 
 3. **Verdict** (`core.evaluation._aggregate.judge`): one bundle per example (trials combined),
    weighted means, the aggregate score, error and blank rates, and the status `ok`,
@@ -73,6 +78,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_ai.usage import RunUsage
 
 from core.agents.call_cache import CallCache, CallCacheStats
+from core.agents.rate_budget import RateBudgetLike, use_rate_budget
 from core.errors import EvaluationError, SpecError, SpecLimitError, UnknownNamesError
 from core.evaluation._aggregate import fsum_finite, judge
 from core.evaluation._fork import Command, Job, Prepared, WorkerPool, Workers, resolve_workers
@@ -94,6 +100,7 @@ from core.evaluation.checks import (
     inline_agent_path,
     normalize_allowed_kinds,
 )
+from core.evaluation.executor import Executor, LocalExecutor, RemoteBatch, RemoteExecutor
 from core.evaluation.metrics import GoldExample, MetricBundle, MetricWeights, ScoreFn
 from core.evaluation.pricing import Pricer
 from core.hydrate import (
@@ -209,6 +216,11 @@ class TopologyEvaluator:
             models (replayed, function models), never hosted ones; Linux only, elsewhere 1
             (see `core.evaluation._fork`). The workers are killed when the evaluator is
             collected or its call cache is replaced.
+        executor: where runs execute (`core.evaluation.executor`); None: `LocalExecutor`
+            (in this process and its forked workers). A remote executor gets every run the
+            evaluation cache did not answer.
+        rate_budget: what every model call of a run made in this process draws from (None:
+            unlimited; a remote executor brings its workers their own client of one budget).
 
     Raises:
         EvaluationError: inline agents allowed without an `agent_factory`, `config` given
@@ -243,6 +255,8 @@ class TopologyEvaluator:
         confidence_protocol: Any = None,
         timer: Callable[[], float] | None = None,
         workers: Workers = 1,
+        executor: Executor | None = None,
+        rate_budget: RateBudgetLike | None = None,
     ) -> None:
         if confidence_protocol is not None:
             raise EvaluationError(
@@ -288,6 +302,8 @@ class TopologyEvaluator:
         except ValueError as exc:
             raise EvaluationError(str(exc)) from None
         self._pool: WorkerPool | None = None
+        self._executor: Executor = executor if executor is not None else LocalExecutor()
+        self._rate_budget = rate_budget
         if self._n_workers > 1:
             pool = self._pool = WorkerPool(self._n_workers)
             weakref.finalize(self, pool.close)
@@ -317,6 +333,25 @@ class TopologyEvaluator:
         self._call_cache = call_cache
         if self._pool is not None:
             self._pool.close()  # its workers read the cache they were forked with
+
+    def set_executor(self, executor: Executor | None) -> None:
+        """Run later evaluations on `executor` (None: `LocalExecutor`). The evaluator does not
+        own it: the caller closes it."""
+        self._executor = executor if executor is not None else LocalExecutor()
+
+    @property
+    def executor(self) -> Executor:
+        """Where runs execute (`LocalExecutor` unless one was given)."""
+        return self._executor
+
+    def set_rate_budget(self, budget: RateBudgetLike | None) -> None:
+        """Draw every model call of later in-process runs from `budget` (None: unlimited)."""
+        self._rate_budget = budget
+
+    @property
+    def rate_budget(self) -> RateBudgetLike | None:
+        """The in-process rate budget of model calls, if any."""
+        return self._rate_budget
 
     @property
     def call_cache(self) -> CallCache | None:
@@ -377,8 +412,8 @@ class TopologyEvaluator:
 
     def with_options(self, **options: Any) -> TopologyEvaluator:
         """A new evaluator with some options changed (any `EvaluatorConfig` field), sharing
-        this one's registries, score function, pricer, cache, agent factory, blank test and
-        workers.
+        this one's registries, score function, pricer, cache, agent factory, blank test,
+        workers, executor and rate budget.
 
         Example: `evaluator.with_options(max_depth=3)` checks against a gene's depth limit.
 
@@ -400,6 +435,8 @@ class TopologyEvaluator:
             cost_estimator=self._cost_estimator,
             timer=self._timer,
             workers=self._workers,
+            executor=self._executor,
+            rate_budget=self._rate_budget,
         )
         copy.set_call_cache(self._call_cache)
         return copy
@@ -598,11 +635,31 @@ class TopologyEvaluator:
                 slots[index] = cached
                 if on_example is not None:
                     on_example(cached)
+        executor = self._executor
         try:
-            if self._pool is None or not self._pool.shares(pending):
-                async with asyncio.TaskGroup() as group:
-                    for job in pending:
-                        group.create_task(run_one(job))
+            if pending and isinstance(executor, RemoteExecutor):
+                assert checked.spec is not None
+                batch = RemoteBatch(
+                    spec_json=checked.spec.model_dump_json(),
+                    prompt_overrides=dict(prompt_overrides) if prompt_overrides else None,
+                    spec_hash=digest,
+                    split=split,
+                    n_agents=n_agents,
+                    depth=depth,
+                    config=cfg.model_dump(mode="json"),
+                    items=tuple((index, key, trial) for index, _, key, trial in pending),
+                )
+
+                def done_once(index: int, result: ExampleResult, cacheable: bool) -> None:
+                    if slots[index] is None:  # a retried batch's run is recorded once
+                        done(index, result, cacheable)
+
+                await executor.run(batch, done_once, self._call_cache)
+            elif self._pool is None or not self._pool.shares(pending):
+                with use_rate_budget(self._rate_budget):
+                    async with asyncio.TaskGroup() as group:
+                        for job in pending:
+                            group.create_task(run_one(job))
             else:
                 assert checked.spec is not None
                 command: Command = (

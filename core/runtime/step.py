@@ -13,6 +13,7 @@ take *step-likes* and turn them into steps once, at construction, with `coerce_s
 
 from __future__ import annotations
 
+import asyncio
 import weakref
 from collections.abc import Callable
 from typing import Any, Protocol, cast, runtime_checkable
@@ -27,6 +28,8 @@ from core.agents.call_cache import (
     is_quoting_model,
     is_simulated_clock,
 )
+from core.agents.rate_budget import active_rate_budget, provider_of
+from core.agents.usage import UsageRecorder
 from core.runtime._tasks import is_async_callable, may_await
 from core.runtime._trace import run_in_span
 from core.runtime.tracing import (
@@ -255,20 +258,42 @@ class AgentStep:
         return output
 
     async def _run(self, prompt: Any) -> Any:
-        """Call the agent; a `QuotingModel`'s quote is charged first, at once (see its doc)."""
+        """Call the agent; a `QuotingModel`'s quote is charged first, at once (see its doc).
+
+        With a rate budget active (`core.agents.rate_budget`), the call takes its provider's
+        lease first and returns it after, charging the tokens it recorded: the budget is drawn
+        here, at the model call only, never while a parent step waits (no hold-and-wait)."""
+        budget = active_rate_budget()
+        if budget is None:
+            return await self._call(prompt)
+        provider = provider_of(self._agent)
+        await budget.acquire(provider)
+        tokens = [0]
+
+        def record(name: str, /, *, requests: int, input_tokens: int, output_tokens: int) -> None:
+            tokens[0] += input_tokens + output_tokens
+            record_usage(
+                name, requests=requests, input_tokens=input_tokens, output_tokens=output_tokens
+            )
+
+        try:
+            return await self._call(prompt, record)
+        finally:
+            await asyncio.shield(budget.release(provider, tokens[0]))
+
+    async def _call(self, prompt: Any, record: UsageRecorder = record_usage) -> Any:
+        """The model call itself (see `_run`); `record` receives its usage."""
         model = getattr(self._agent, "model", None)
         quote = model.quote_request(prompt) if is_quoting_model(model) else None
         if quote is None:
-            return await run_agent(self._agent, prompt, record=record_usage)
+            return await run_agent(self._agent, prompt, record=record)
         name, requests, input_tokens, output_tokens, latency_ms = quote
-        record_usage(
-            name, requests=requests, input_tokens=input_tokens, output_tokens=output_tokens
-        )
+        record(name, requests=requests, input_tokens=input_tokens, output_tokens=output_tokens)
         record_model_latency(latency_ms)
         return await run_agent(
             self._agent,
             prompt,
-            record=record_usage,
+            record=record,
             quoted=(name, requests, input_tokens, output_tokens),
         )
 

@@ -144,6 +144,7 @@ class RunBase:
                     "constraints": self.gene.constraints,
                 },
                 "evaluator": self.evaluator.config.model_dump(mode="json"),
+                "executor": self.evaluator.executor.describe(),
                 "n_validation": len(self.validation),
                 "n_test": len(self.test or []),
             },

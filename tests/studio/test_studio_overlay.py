@@ -123,3 +123,31 @@ def test_editor_evaluations_are_left_out_unless_switched_on(studio_env: Path) ->
     ]
     _manager(os.environ["TOPOLOGY_STUDIO_DB"]).close()
     _manager.clear()
+
+
+def test_a_sweep_group_opens_its_runs_in_one_click(studio_env: Path) -> None:
+    import json
+
+    from studio._cli_sweep import sweep_dir
+    from studio._st_common import _manager
+
+    with DuckDBRunStore(studio_env) as store:
+        store.record_events(run_events(RUN2, t0=1_735_776_000.0))
+    folder = sweep_dir(studio_env)
+    folder.mkdir()
+    group = {"name": "g1", "problem": "p", "strategies": ["random"], "seeds": [1, 2]}
+    (folder / "g1.json").write_text(json.dumps({**group, "runs": [RUN_ID, RUN2]}))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page(OVERLAY)
+    at.run()
+    try:
+        (button,) = [b for b in at.button if b.label.startswith("Open sweep g1")]
+        assert button.label.startswith("Open sweep g1: 2 runs")
+        button.click().run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert at.query_params["runs"] == f"{RUN_ID},{RUN2}"
+        assert sorted(at.multiselect[0].value) == sorted([RUN_ID, RUN2])
+    finally:
+        _manager(os.environ["TOPOLOGY_STUDIO_DB"]).close()
+        _manager.clear()

@@ -1,0 +1,5 @@
+"""Evaluation beyond one machine (issue 18): `core.distributed.ray_executor.RayExecutor`.
+
+Import `RayExecutor` from `core.distributed.ray_executor` (it needs the `ray` extra:
+`pip install 'topology-studio[ray]'`); this package itself imports nothing from Ray.
+"""

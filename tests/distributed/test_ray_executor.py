@@ -1,0 +1,175 @@
+"""`RayExecutor` on a local Ray instance the module starts (127.0.0.1, 2 CPUs, no dashboard)
+and shuts down after (issue 18). Skipped only when `ray` is not importable; CI installs the
+extra (`.ci/run`), so there they run."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
+
+from core.agents.rate_budget import ProviderLimit  # noqa: E402
+from core.distributed.ray_executor import RayExecutor  # noqa: E402
+from core.evaluation.executor import LocalExecutor  # noqa: E402
+from core.problems import load_problem  # noqa: E402
+from core.search.engine import build_search  # noqa: E402
+
+SLEEPY = Path(__file__).resolve().parents[1] / "fixtures" / "sleepy"
+SLOW = {"params.delay_s": 0.1}
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="module")
+def ray_instance() -> Iterator[None]:
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        object_store_memory=80 * 1024 * 1024,
+        log_to_driver=False,
+    )
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def _search(executor: Any, overrides: dict[str, Any] | None = None) -> tuple[Any, Any]:
+    problem = load_problem(SLEEPY, overrides=overrides or {})
+    started: list[Any] = []
+    search = build_search(
+        problem,
+        "evolutionary",
+        seed=7,
+        handle_sigint=False,
+        subscribers=[lambda e: started.append(e) if type(e).__name__ == "RunStarted" else None],
+    )
+    search.evaluator.set_executor(executor)
+    result = asyncio.run(search.run())
+    assert [e.config["executor"] for e in started] == [executor.describe()]
+    raw = result.raw
+    archive = [
+        (e.spec_hash, e.split, e.aggregate_score, tuple(e.bundles)) for e in raw.archive.entries
+    ]
+    return archive, (raw["pareto_idx"], result.best_score, result.best_candidate)
+
+
+def _examples_recorded_once(executor: RayExecutor, overrides: dict[str, Any]) -> Any:
+    """A search whose every result the test counts by (candidate, split, example, trial)."""
+    problem = load_problem(SLEEPY, overrides=overrides)
+    seen: dict[tuple[str, str, str, int], int] = {}
+    search = build_search(problem, "evolutionary", seed=7, handle_sigint=False)
+    search.evaluator.set_executor(executor)
+    evaluate = search.evaluator.evaluate
+
+    async def counting(spec: Any, examples: Any, **kw: Any) -> Any:
+        outer = kw.pop("on_example", None)
+
+        def on_example(r: Any) -> None:
+            if not r.cached:
+                k = (r.spec_hash, r.split, r.example_id, r.trial)
+                seen[k] = seen.get(k, 0) + 1
+            if outer is not None:
+                outer(r)
+
+        return await evaluate(spec, examples, on_example=on_example, **kw)
+
+    search.evaluator.evaluate = counting  # type: ignore[method-assign]
+    result = asyncio.run(search.run())
+    return result, seen
+
+
+def test_same_seed_same_archive_and_front_local_and_ray(ray_instance: None) -> None:
+    local = _search(LocalExecutor())
+    executor = RayExecutor(SLEEPY, num_workers=2)
+    try:
+        remote = _search(executor)
+        health = executor.health()
+    finally:
+        executor.close()
+    assert remote == local
+    assert [h.state for h in health] == ["alive", "alive"]
+    assert sum(h.runs for h in health) > 0
+
+
+def test_worker_killed_mid_run_same_front_every_example_once(ray_instance: None) -> None:
+    _, local_front = _search(LocalExecutor(), SLOW)
+    executor = RayExecutor(SLEEPY, overrides=SLOW, num_workers=2, batches_per_worker=1)
+    executor.start()
+    victim = executor.worker_pids()[0]
+    timer = threading.Timer(0.8, os.kill, (victim, signal.SIGKILL))
+    timer.start()
+    try:
+        result, seen = _examples_recorded_once(executor, SLOW)
+        restarts = sum(h.restarts for h in executor.health())
+    finally:
+        timer.cancel()
+        executor.close()
+    raw = result.raw
+    assert (raw["pareto_idx"], result.best_score, result.best_candidate) == local_front
+    assert seen and set(seen.values()) == {1}
+    assert restarts == 1
+
+
+def test_rate_budget_holds_across_two_workers(ray_instance: None) -> None:
+    # 240 requests a minute (4 a second), at most 2 at once in a burst: over any window of w
+    # seconds at most 2 + 4 w calls are granted, whichever worker asks
+    limits = {"function": ProviderLimit(requests_per_minute=240, burst_s=0.5)}
+    executor = RayExecutor(SLEEPY, num_workers=2, rate_limits=limits)
+    problem = load_problem(SLEEPY)
+    evaluator = problem.evaluator()
+    evaluator.set_executor(executor)
+    try:
+        ev = asyncio.run(evaluator.evaluate(problem.seed_spec, problem.splits["validation"]))
+        report = executor.budget_report()
+        workers = [h.runs for h in executor.health()]
+    finally:
+        executor.close()
+    times = sorted(report["grant_times"]["function"])
+    assert len(times) == ev.n_model_requests == report["granted"]["function"]
+    for i, start in enumerate(times):
+        for j in range(i, len(times)):
+            w = times[j] - start
+            assert j - i + 1 <= 2 + 4 * w + 1e-9
+    assert report["in_flight"] == {"function": 0}
+    assert all(n > 0 for n in workers)
+
+
+def test_call_cache_is_shared_by_workers_and_seeded_from_the_driver(ray_instance: None) -> None:
+    from core.agents.call_cache import InMemoryCallCache
+
+    problem = load_problem(SLEEPY)
+    examples = problem.splits["validation"]
+    cache = InMemoryCallCache()
+    evaluator = problem.evaluator()
+    evaluator.set_call_cache(cache)
+    first = RayExecutor(SLEEPY, num_workers=2)
+    evaluator.set_executor(first)
+    try:
+        asyncio.run(evaluator.evaluate(problem.seed_spec, examples))
+        made = cache.stats()
+        asyncio.run(evaluator.evaluate(problem.seed_spec, examples))  # no evaluation cache
+        again = cache.stats()
+    finally:
+        first.close()
+    # the driver holds every call the workers made; run again, every call is a hit
+    assert (made.hits, made.misses, len(cache)) == (0, 8, 8)
+    assert (again.hits - made.hits, again.misses - made.misses) == (8, 0)
+    # a new executor's cache actor is seeded from the driver's cache: still no model call
+    second = RayExecutor(SLEEPY, num_workers=2)
+    evaluator.set_executor(second)
+    try:
+        asyncio.run(evaluator.evaluate(problem.seed_spec, examples))
+    finally:
+        second.close()
+    assert cache.stats().misses == 8
