@@ -30,7 +30,6 @@ from studio._cli_report import (
     table_records,
 )
 from studio._cli_store import open_cli_store
-from studio.views.phases import fold_phases, phase_two_of
 from studio.views.prompt_apply import (
     PROMPT_STRATEGY,
     Part,
@@ -76,6 +75,8 @@ def resolve_run_id(store: RunStore, run: str) -> str:
     ids = [str(r) for r in runs["run_id"]] if not runs.empty else []
     matches = [r for r in ids if r.startswith(run)]
     if len(matches) > 1:  # a search and its phase 2: the run is the search
+        from studio.views.phases import phase_two_of  # (pandas: not at import, see `show`)
+
         second = set(phase_two_of(runs).values())
         searches = [r for r in matches if r not in second]
         if len(searches) == 1:
@@ -240,6 +241,8 @@ def print_run(
 
 def cmd_runs(args: argparse.Namespace, out: Output) -> int:
     """`runs`: every recorded run, newest first."""
+    from studio.views.phases import fold_phases, phase_two_of  # (pandas: not at import)
+
     db = resolve_db_path(args.db)
     with open_cli_store(db, out) as store:
         runs = store.list_runs()
@@ -291,7 +294,7 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
     with open_cli_store(resolve_db_path(args.db), out) as store:
         run_id = resolve_run_id(store, args.run)
         print_run(store, run_id, out)
-        second = phase_two_of(store.list_runs()).get(run_id)
+        second = store.phase_two_run(run_id)
         if second is not None:
             print_phase_two(store, run_id, second, out)
     return ExitCode.OK
@@ -558,7 +561,7 @@ def cmd_apply(args: argparse.Namespace, out: Output) -> int:
         _recover_registry(registry, store, out)
         run_id = resolve_run_id(store, args.run)
         if getattr(args, "phase", 1) == 2:  # phase 2 of the search: its own record
-            second = phase_two_of(store.list_runs()).get(run_id)
+            second = store.phase_two_run(run_id)
             if second is None:
                 raise CliUsageError(
                     f"run {run_id} has no phase 2 (prompts): it was not run with "

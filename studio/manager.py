@@ -1180,6 +1180,9 @@ class _ReopeningStore(RunStore):
     def get_run(self, run_id: str) -> RunRecord | None:
         return self._manager._call(lambda s: s.get_run(run_id))
 
+    def phase_two_run(self, run_id: str) -> str | None:
+        return self._manager._call(lambda s: s.phase_two_run(run_id))
+
     def list_runs(self) -> pd.DataFrame:
         return self._manager._call(lambda s: s.list_runs())
 

@@ -146,6 +146,13 @@ class RunStore(ABC):
         """One run, or None if the store has never seen it."""
 
     @abstractmethod
+    def phase_two_run(self, run_id: str) -> str | None:
+        """The run id of phase 2 (prompts) of the search `run_id`, the newest if it ran more
+        than once, else None: the runs whose `config.phase` is `"prompts"` and whose
+        `config.parent_run_id` is `run_id` (`list_runs`' `parent_run_id`). Reads no
+        DataFrame, so `show` stays free of pandas."""
+
+    @abstractmethod
     def list_runs(self) -> pd.DataFrame:
         """Every run, newest first.
 

@@ -832,6 +832,21 @@ class DuckDBRunStore(RunStore):
         )
 
     @_tracked
+    def phase_two_run(self, run_id: str) -> str | None:
+        self._refresh()
+        row = (
+            self._cur()
+            .execute(
+                "SELECT run_id FROM runs WHERE json_extract_string(config, '$.phase') = 'prompts' "
+                "AND json_extract_string(config, '$.parent_run_id') = ? "
+                "ORDER BY started_at DESC NULLS LAST, run_id DESC LIMIT 1",
+                [run_id],
+            )
+            .fetchone()
+        )
+        return None if row is None else str(row[0])
+
+    @_tracked
     def list_runs(self) -> pd.DataFrame:
         self._refresh()
         cur = self._cur()

@@ -189,6 +189,9 @@ class StoreContract:
             for r, p in zip(runs["run_id"], runs["parent_run_id"], strict=True)
         }
         assert got == {"s1": None, "p2": "s1", "e1": None}
+        # the same link without a DataFrame (what `show` reads)
+        assert (store.phase_two_run("s1"), store.phase_two_run("p2")) == ("p2", None)
+        assert store.phase_two_run("e1") is None
 
     def test_a_run_is_running_until_run_finished(self, store: RunStore) -> None:
         events = small_run()
