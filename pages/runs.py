@@ -85,8 +85,10 @@ def runs_view() -> None:
         states = {s.run_id: s.state for s in searches if s.alive}
         basis = {str(p): manager.cost_basis(str(p)) for p in set(runs["problem"].tolist())}
         table = runs_overview(runs, search_states=states, cost_basis=basis)
-        if not table.empty:  # "1 topology" / "2 prompts" for a run with two phases
-            table.insert(1, PHASE_COLUMN, runs[PHASE_COLUMN].tolist())
+        if not table.empty:  # "1 topology" / "2 prompts" for a run with two phases, after
+            # the links, which stay beside the run id (`runs_overview`)
+            at = list(table.columns).index("overlay") + 1
+            table.insert(at, PHASE_COLUMN, runs[PHASE_COLUMN].tolist())
         if table.empty:
             st.info("No runs yet: start a search below, or run `topology-studio search PROBLEM`.")
         else:
