@@ -12,19 +12,10 @@ from pydantic_ai.models.test import TestModel
 
 from core.storage import DuckDBRunStore
 from studio.cli import main
+from tests.fixtures.phase_two import TINY  # phase 1: 2 evaluations on 10 problems
 
 REPO = Path(__file__).resolve().parents[2]
 DATASETS = os.environ.get("TOPOLOGY_STUDIO_DATASETS") or str(REPO.parent / "shared" / "datasets")
-
-# phase 1: 2 candidate evaluations on 10 validation problems; phase 2: 12 metric calls
-TINY = [
-    "--seed", "1",
-    "--max-evaluations", "2",
-    "--minibatch-size", "5",
-    "--set", "gold.validation_size=10",
-    "--time-scale", "0",
-    "--no-test",
-]  # fmt: skip
 
 
 @pytest.fixture
