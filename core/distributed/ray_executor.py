@@ -46,6 +46,7 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 
 from core.agents.call_cache import CallCache, CallCacheStats, CallRecord, InMemoryCallCache
 from core.agents.rate_budget import ProviderLimit, TokenBuckets
+from core.distributed.address import probe_ray_address
 from core.errors import EvaluationError
 from core.evaluation.executor import (
     BatchOutcome,
@@ -60,6 +61,9 @@ __all__ = ["RayExecutor"]
 
 SEED_CHUNK = 2000
 """Call records sent to the cache actor per message when it is seeded."""
+
+PING_TIMEOUT_S = 2.0
+"""Seconds `health()` waits for the workers' answers before calling one unreachable."""
 
 
 class _CallCacheActor:
@@ -248,7 +252,10 @@ class RayExecutor:
         evaluation).
 
         Raises:
-            EvaluationError: a worker failed to load the problem.
+            EvaluationError: a malformed address, nothing answering at it
+                (`core.distributed.address.probe_ray_address`, a few seconds, where Ray alone
+                would wait minutes), Ray refusing to connect, or a worker failed to load the
+                problem.
         """
         if self._workers:
             return
@@ -264,8 +271,14 @@ class RayExecutor:
                     **kwargs,
                 }
             else:
+                probe_ray_address(self._address)  # Ray itself waits minutes on a dead address
                 kwargs["address"] = self._address
-            ray.init(**kwargs)
+            try:
+                ray.init(**kwargs)
+            except (ConnectionError, ValueError, RuntimeError) as exc:
+                raise EvaluationError(
+                    f"cannot connect to Ray at {self._address or 'a new local instance'!r}: {exc}"
+                ) from exc
             self._started_ray = True
         n = self._num_workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         helper = ray.remote(num_cpus=0)
@@ -273,8 +286,13 @@ class RayExecutor:
         if self._limits:
             limits = json.dumps({k: v.model_dump() for k, v in self._limits.items()})
             self._budget_actor = helper(_RateBudgetActor).remote(limits)
+        # two threads per worker: `ping` (health) answers while a batch runs, not after it
+        # (one batch at a time goes to a worker: `run` feeds each worker in turn)
         worker_cls = ray.remote(
-            num_cpus=1, max_restarts=self._max_restarts, max_task_retries=self._max_task_retries
+            num_cpus=1,
+            max_restarts=self._max_restarts,
+            max_task_retries=self._max_task_retries,
+            max_concurrency=2,
         )(_EvaluationWorker)
         overrides = json.dumps(self._overrides)
         self._workers = [
@@ -286,8 +304,10 @@ class RayExecutor:
         except Exception as exc:
             self.close()
             raise EvaluationError(f"a Ray worker could not load the problem: {exc}") from exc
+        now = time.time()
         self._stats = [
-            {"where": p, "batches": 0, "runs": 0, "restarts": 0, "state": "alive"} for p in pids
+            {"where": p, "batches": 0, "runs": 0, "restarts": 0, "in_flight": 0, "last_seen": now}
+            for p in pids
         ]
         self.startup_s = time.perf_counter() - began
 
@@ -320,16 +340,24 @@ class RayExecutor:
         ]
 
     def health(self) -> list[WorkerHealth]:
-        """Each worker pinged now (2 s at most): alive or unreachable, with its counters."""
+        """Each worker pinged now (`PING_TIMEOUT_S` at most; a worker answers while it runs a
+        batch): alive, unreachable or dead, with the driver's counters (batches and runs
+        finished, runs in flight, restarts) and when it last answered. Safe to call from
+        another thread than the one running the evaluation (`HealthRecorder` does); `[]`
+        before `start`."""
         out: list[WorkerHealth] = []
-        refs = [w.ping.remote() for w in self._workers]
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=2.0) if refs else ([], [])
+        pairs = list(zip(self._workers, self._stats, strict=False))
+        refs = [w.ping.remote() for w, _ in pairs]
+        ready, _ = (
+            ray.wait(refs, num_returns=len(refs), timeout=PING_TIMEOUT_S) if refs else ([], [])
+        )
         for i, ref in enumerate(refs):
-            stats = self._stats[i]
+            stats = pairs[i][1]
             state, where = "unreachable", str(stats["where"])
             if ref in ready:
                 try:
                     where, state = str(ray.get(ref)), "alive"
+                    stats["last_seen"] = time.time()
                 except Exception:
                     state = "dead"
             pid, _, node = where.partition("@")
@@ -342,6 +370,8 @@ class RayExecutor:
                     batches=int(stats["batches"]),
                     runs=int(stats["runs"]),
                     restarts=int(stats["restarts"]),
+                    in_flight=int(stats["in_flight"]),
+                    last_seen=stats["last_seen"],
                 )
             )
         return out
@@ -382,12 +412,16 @@ class RayExecutor:
             while queue:
                 part = queue.pop()
                 text = batch.model_copy(update={"items": part}).model_dump_json()
+                stats = self._stats[i]
+                stats["in_flight"] += len(part)
                 try:
                     answer = await worker.run.remote(text, use_cache)
                 except Exception as exc:
                     raise EvaluationError(f"a Ray batch failed after retries: {exc}") from exc
+                finally:
+                    stats["in_flight"] -= len(part)
+                stats["last_seen"] = time.time()
                 outcome = BatchOutcome.model_validate_json(answer)
-                stats = self._stats[i]
                 if outcome.worker != stats["where"]:
                     stats["restarts"] += 1
                     stats["where"] = outcome.worker

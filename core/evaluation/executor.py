@@ -33,6 +33,7 @@ from core.errors import EvaluationError
 from core.evaluation._records import ExampleResult
 from core.evaluation._run import run_example
 from core.evaluation.metrics import GoldExample
+from core.vocab.health import WorkerHealth
 
 if TYPE_CHECKING:
     from core.evaluation.evaluator import EvaluatorConfig, TopologyEvaluator
@@ -92,33 +93,27 @@ class BatchOutcome(BaseModel):
         return [(i, ExampleResult.model_validate_json(t), c) for i, c, t in self.results]
 
 
-class WorkerHealth(BaseModel):
-    """One worker as last seen by its executor (the studio's Runs page shows these)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    """The worker's name in its executor, e.g. `"worker-0"`."""
-    state: str
-    """`"alive"`, `"unreachable"` (no answer to a ping in time) or `"dead"`."""
-    pid: int | None = None
-    node: str | None = None
-    """The node's address."""
-    batches: int = 0
-    """Batches this worker finished for the driver."""
-    runs: int = 0
-    """Runs (example x trial) this worker finished for the driver."""
-    restarts: int = 0
-    """Times the driver saw it come back as a new process (its pid changed)."""
-
-
 Done = Callable[[int, ExampleResult, bool], None]
 """The evaluator's handler of one result: (slot index, result, cacheable)."""
 
 
 @runtime_checkable
 class Executor(Protocol):
-    """Where runs execute; `describe()` names it (recorded on the run, shown by the studio)."""
+    """Where runs execute.
+
+    - `start()`: connect and create the workers now, so a bad address or a problem the
+      workers cannot load is refused before a search starts (idempotent; a remote executor
+      also starts on its first batch). Raises `EvaluationError`.
+    - `describe()`: one line naming it, recorded on the run (`RunStarted.config["executor"]`)
+      and shown in the Runs table's `executor` column, e.g. `"local"` or
+      `"ray: 2 workers, local 127.0.0.1"`.
+    - `health()`: each worker as seen now (`WorkerHealth`; `[]` for no remote workers). A
+      search's driver snapshots it while the run goes on (`core.search.subscribers.
+      HealthRecorder`), for the Runs page.
+    - `close()`: release the workers.
+    """
+
+    def start(self) -> None: ...
 
     def describe(self) -> str: ...
 
@@ -144,6 +139,9 @@ class RemoteExecutor(Executor, Protocol):
 class LocalExecutor:
     """Today's in-process asyncio evaluation (the default): the evaluator runs the runs itself,
     with its forked workers when `workers > 1`."""
+
+    def start(self) -> None:
+        """Nothing to start."""
 
     def describe(self) -> str:
         """`"local"`."""

@@ -1,4 +1,5 @@
-"""Ready-made subscribers of a search's event stream: a collector, the journal, progress.
+"""Ready-made subscribers of a search's event stream: a collector, the journal, progress, and
+the workers' health of a run on a remote executor (`HealthRecorder`).
 
 A subscriber is any callable taking one `SearchEvent` (`core.search.engine.Subscriber`); the
 engine calls each, in order, on its own thread, for every event it emits.
@@ -6,9 +7,13 @@ engine calls each, in order, on its own thread, for every event it emits.
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from core.search.events import (
     ArchiveSnapshot,
@@ -19,11 +24,23 @@ from core.search.events import (
     RunStarted,
     SearchEvent,
 )
+from core.vocab.health import HealthSnapshot
 
 if TYPE_CHECKING:
+    from core.evaluation.executor import Executor
     from core.storage.journal import RunJournal
 
-__all__ = ["EventLog", "Progress", "ProgressCallback", "ProgressReporter", "journal_subscriber"]
+__all__ = [
+    "HEALTH_INTERVAL_S",
+    "EventLog",
+    "HealthRecorder",
+    "Progress",
+    "ProgressCallback",
+    "ProgressReporter",
+    "journal_subscriber",
+]
+
+_log = logging.getLogger(__name__)
 
 _E = TypeVar("_E")
 
@@ -144,3 +161,117 @@ class ProgressReporter:
 
 def _replace(state: Progress, **changes: Any) -> Progress:
     return replace(state, **changes)
+
+
+HEALTH_INTERVAL_S = 3.0
+"""Seconds between two health snapshots of a running search's workers (the Runs page refreshes
+as often)."""
+
+_WAKE_TYPES = frozenset({"run_started", "candidate_evaluated", "run_finished"})
+"""Events after which `HealthRecorder` takes a snapshot at once (an evaluation's batches have
+come back)."""
+
+
+class HealthRecorder:
+    """A subscriber that keeps a run's worker-health snapshot current while it runs (issue 18,
+    item 6): the driver's view of its executor's workers, for the studio's Runs page.
+
+    A daemon thread takes `executor.health()` every `interval_s` and at once after each
+    `run_started`, `candidate_evaluated` and `run_finished` event (the event only wakes the
+    thread: a ping, up to 2 s on Ray, never holds up the search), and replaces the run's
+    health file with it (`core.storage.health.write_health`: one file per run, the latest
+    snapshot only). An executor with no workers yet (`health()` is `[]`: local, or Ray
+    before it starts) writes nothing. A failed snapshot is logged and the next one tried;
+    it never stops the search.
+
+    Use as a context manager around the search (or `start()` ... `close()`), and pass it as
+    one of the search's subscribers; close it before closing the executor (`close` takes a
+    last snapshot).
+
+    Args:
+        executor: the evaluator's executor (`core.evaluation.executor.Executor`).
+        db_path: the run database's path (the health file goes beside its journals).
+        run_id: the run.
+        interval_s: seconds between snapshots when no event comes.
+        clock: Unix seconds (tests pass a fixed one).
+    """
+
+    def __init__(
+        self,
+        executor: Executor,
+        db_path: str | os.PathLike[str],
+        run_id: str,
+        *,
+        interval_s: float = HEALTH_INTERVAL_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._executor = executor
+        self._db_path = db_path
+        self._run_id = run_id
+        self._interval_s = interval_s
+        self._clock = clock
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.written = 0
+        """Snapshots written so far."""
+
+    def __call__(self, event: SearchEvent) -> None:
+        if event.type in _WAKE_TYPES:
+            self._wake.set()
+
+    def record(self) -> HealthSnapshot | None:
+        """Take a snapshot now and write it; returns it (None: no workers, or it failed)."""
+        from core.storage.health import write_health
+
+        with self._lock:  # the thread and `close` never write at once
+            try:
+                workers = tuple(self._executor.health())
+                if not workers:
+                    return None
+                snapshot = HealthSnapshot(
+                    run_id=self._run_id,
+                    executor=self._executor.describe(),
+                    taken_at=self._clock(),
+                    workers=workers,
+                )
+                write_health(self._db_path, snapshot)
+            except Exception as exc:  # noqa: BLE001 (health is advisory; the search goes on)
+                _log.warning("worker health of run %s not recorded: %s", self._run_id, exc)
+                return None
+            self.written += 1
+            return snapshot
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self._interval_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            self.record()
+
+    def start(self) -> Self:
+        """Start the snapshot thread (idempotent); returns self."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._loop, name=f"health-{self._run_id}", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop the thread and take a last snapshot (the workers as the run left them)."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._stop.set()
+        self._wake.set()
+        thread.join()
+        self.record()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
