@@ -158,7 +158,7 @@ class RunStore(ABC):
 
         Columns: `run_id, problem, strategy, seed, status, status_label, reason, started_at,
         finished_at, last_event_at, wall_s, n_events, n_resumes, n_candidates, n_evaluations,
-        cost_usd, best_idx, best_score, parent_run_id`. `status_label` is human text such as `"running, data
+        cost_usd, best_idx, best_score, parent_run_id, executor`. `status_label` is human text such as `"running, data
         as of 2025-01-01 12:00:03 UTC"`. `n_evaluations` counts example evaluations that were
         not cache hits; `cost_usd` (USD) is their finite cost plus design cost, or for a run
         with no example rows (phase 2 of `search --then-prompts` records only each candidate's
@@ -167,6 +167,9 @@ class RunStore(ABC):
         `best_score` are the best valid entry's (see the contract), else None.
         `parent_run_id` is, for phase 2 of a two-phase run (its `config.phase` is `"prompts"`),
         the run id of the search it is phase 2 of (`config.parent_run_id`), else None.
+        `executor` is where the run's evaluations ran, as its `RunStarted` recorded it
+        (`config.executor`, `Executor.describe()`: `"local"`, `"ray: 2 workers, local
+        127.0.0.1"`), `"local"` for a run recorded without one (before executors existed).
         """
 
     # ---- specs ----------------------------------------------------------------------------

@@ -236,7 +236,9 @@ def list_runs(
            best.best_idx, best.best_score,
            -- phase 2 of `search --then-prompts` names the search it is phase 2 of
            CASE WHEN json_extract_string(b.config, '$.phase') = 'prompts'
-                THEN json_extract_string(b.config, '$.parent_run_id') END AS parent_run_id
+                THEN json_extract_string(b.config, '$.parent_run_id') END AS parent_run_id,
+           -- where it ran (`Executor.describe()`); runs recorded before executors: local
+           coalesce(json_extract_string(b.config, '$.executor'), 'local') AS executor
     FROM base b
     LEFT JOIN best USING (run_id)
     LEFT JOIN ev USING (run_id)

@@ -41,18 +41,22 @@ __all__ = [
 
 RUN_COLUMNS: tuple[str, ...] = (
     "run_id",
+    "status_label",
+    "best_score",
+    "cost_usd",
+    "n_candidates",
     "problem",
     "strategy",
     "seed",
-    "status_label",
-    "n_candidates",
+    "executor",
     "n_evaluations",
-    "cost_usd",
     "best_idx",
-    "best_score",
     "started",
 )
-"""Columns of the runs list, in order."""
+"""Columns of the runs list, in order: what a researcher scans first (how the run stands, its
+best score, what it cost, how far it got) right after the run, so they are in view at 1000 px
+without scrolling sideways (issue 12, item 15: problem, strategy and seed came first and
+pushed status, score and cost off screen); what the run is and where it ran after them."""
 
 ARCHIVE_COLUMNS: tuple[str, ...] = (
     "candidate_idx",
@@ -105,7 +109,8 @@ def _opt(value: Any) -> Any:
 
 
 def runs_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs list for display: `RUN_COLUMNS`, newest first as the store gives it.
+    """The runs list for display: `RUN_COLUMNS`, newest first as the store gives it; the
+    `executor` column says where each ran (`"local"` when not recorded).
 
     Args:
         runs: `RunStore.list_runs()`.
@@ -114,6 +119,9 @@ def runs_table(runs: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({c: [] for c in RUN_COLUMNS})
     out = runs.copy()
     out["started"] = [format_time(_opt(t)) for t in out["started_at"].tolist()]
+    # `RunStore.list_runs`' `executor`; a frame without it (or a missing value) ran locally
+    executor = out["executor"].tolist() if "executor" in out.columns else [None] * len(out)
+    out["executor"] = [str(e) if isinstance(e, str) and e else "local" for e in executor]
     return pd.DataFrame(out[list(RUN_COLUMNS)]).reset_index(drop=True)
 
 
@@ -131,8 +139,9 @@ def runs_overview(
     search_states: Mapping[str, str] | None = None,
     cost_basis: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
-    """The Runs page's table: `runs_table` with `live`, `overlay` after `run_id` and `costs`
-    after `cost_usd`; its `status_label` in the Live page's words
+    """The Runs page's table: `runs_table` (`RUN_COLUMNS`: status, best score, cost first)
+    with `live`, `overlay` after `run_id` and `costs` after `cost_usd`; its `status_label` in
+    the Live page's words
     (`live_status`: a search this studio pauses or stops says so), a `costs` column (replayed
     or measured, per problem), and `live` / `overlay` links (relative URLs, so they work
     under any base path): the run's Live page, and the Run overlay of the runs of its problem

@@ -166,10 +166,21 @@ class StoreContract:
             "run_id", "problem", "strategy", "seed", "status", "status_label", "reason",
             "started_at", "finished_at", "last_event_at", "wall_s", "n_events", "n_resumes",
             "n_candidates", "n_evaluations", "cost_usd", "best_idx", "best_score",
-            "parent_run_id",
+            "parent_run_id", "executor",
         ]  # fmt: skip
         assert store.get_run("nope") is None
         assert store.read_only is False
+
+    def test_a_run_says_where_it_executed_and_an_old_run_is_local(self, store: RunStore) -> None:
+        """`executor`: the run's `config.executor` (`Executor.describe()`); "local" for a run
+        recorded without one (before executors existed)."""
+        store.record_events([RunBuilder("old").started(config={})])
+        ray = "ray: 2 workers, local 127.0.0.1"
+        store.record_events([RunBuilder("r").started(config={"executor": ray})])
+        store.record_events([RunBuilder("l").started(config={"executor": "local"})])
+        runs = store.list_runs()
+        got = dict(zip(runs["run_id"], runs["executor"], strict=True))
+        assert got == {"old": "local", "r": ray, "l": "local"}
 
     def test_phase_2_of_a_run_names_its_search(self, store: RunStore) -> None:
         """`parent_run_id`: phase 2 of `search --then-prompts` (config.phase "prompts") names

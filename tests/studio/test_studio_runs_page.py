@@ -69,10 +69,14 @@ def test_runs_overview_says_a_paused_search_as_the_panel_links_each_run_and_labe
         runs, search_states={RUN2: "paused"}, cost_basis={"gsm8k_replay": "replayed"}
     )
     assert table["run_id"].tolist() == [RUN2, RUN_ID]
+    # what a researcher scans first (status, best score, cost) right after the run and its
+    # links, in view at 1000 px (issue 12, item 15); what the run is and where it ran after
     assert table.columns.tolist() == [
-        "run_id", "live", "overlay", "problem", "strategy", "seed", "status_label",
-        "n_candidates", "n_evaluations", "cost_usd", "costs", "best_idx", "best_score", "started",
+        "run_id", "live", "overlay", "status_label", "best_score", "cost_usd", "costs",
+        "n_candidates", "problem", "strategy", "seed", "executor", "n_evaluations", "best_idx",
+        "started",
     ]  # fmt: skip
+    assert table["executor"].tolist() == ["local", "local"]
     # the store says running; the studio holds it paused: the table says what the panel says
     assert table["status_label"].tolist() == [
         "paused, data as of 2025-01-02 00:00:09 UTC",
