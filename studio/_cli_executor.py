@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from typing import Any
 
 from core.agents.rate_budget import ProviderLimit
+from core.errors import EvaluationError
 from core.evaluation.executor import Executor
 from core.problems.problem import Problem
 from studio._cli_common import CliUsageError
 
-__all__ = ["add_executor_args", "make_executor", "parse_rate_limit", "rate_limits"]
+__all__ = [
+    "add_executor_args",
+    "executor_for",
+    "make_executor",
+    "parse_rate_limit",
+    "rate_limits",
+]
 
 
 def add_executor_args(p: Any) -> None:
@@ -44,19 +52,56 @@ def make_executor(args: argparse.Namespace, problem: Problem) -> Executor | None
     """The executor the command line asks for; None: local (the evaluator's default).
 
     Raises:
-        CliUsageError: `--ray-address` without `--executor ray`, or Ray not installed.
+        CliUsageError: see `executor_for`.
     """
-    kind = getattr(args, "executor", "local") or "local"
-    address = getattr(args, "ray_address", None)
+    return executor_for(
+        getattr(args, "executor", "local") or "local",
+        getattr(args, "ray_address", None),
+        problem,
+        rate_limits(args),
+    )
+
+
+def executor_for(
+    kind: str,
+    address: str | None,
+    problem: Problem,
+    limits: Mapping[str, ProviderLimit] | None = None,
+) -> Executor | None:
+    """The executor `--executor KIND [--ray-address ADDRESS]` asks for (the studio's Start
+    form passes its choice here too); None: local (the evaluator's default). Nothing is
+    started: `Executor.start()` connects.
+
+    Args:
+        kind: `"local"` or `"ray"`.
+        address: the Ray cluster (`core.distributed.address.check_ray_address`); None or
+            "": a private local Ray on 127.0.0.1.
+        problem: what the workers load (by its path).
+        limits: `--rate-limit`s, provider -> limit (None or empty: none).
+
+    Raises:
+        CliUsageError: an unknown kind, an address without `ray`, a malformed address (the
+            message names the forms), or Ray not installed.
+    """
+    address = (address or "").strip() or None
     if kind == "local":
         if address:
             raise CliUsageError("--ray-address needs --executor ray")
         return None
+    if kind != "ray":
+        raise CliUsageError(f"unknown executor {kind!r}: choose 'local' or 'ray'")
+    from core.distributed.address import check_ray_address
+
+    if address is not None:
+        try:
+            check_ray_address(address)
+        except EvaluationError as exc:
+            raise CliUsageError(f"--ray-address: {exc}") from None
     try:
         from core.distributed.ray_executor import RayExecutor
     except ImportError as exc:
         raise CliUsageError(str(exc)) from None
-    return RayExecutor(problem, address=address, rate_limits=rate_limits(args) or None)
+    return RayExecutor(problem, address=address, rate_limits=dict(limits or {}) or None)
 
 
 def parse_rate_limit(text: str) -> tuple[str, ProviderLimit]:

@@ -53,6 +53,7 @@ from core.search.engine import build_search
 from core.search.events import RunStarted
 from core.search.result import OptimizationResult
 from core.search.strategies import strategy_config_class
+from core.search.subscribers import HealthRecorder
 from core.storage import (
     DuckDBRunStore,
     ResumeState,
@@ -547,6 +548,13 @@ def run_cli_search(setup: _SearchSetup, out: Output) -> OptimizationResult:
         TopologyStudioError: what the engine raises (budget, degenerate seed, ...).
     """
     progress = SearchProgress(out, setup.budget.max_evaluations)
+    executor = setup.executor
+    # on a remote executor the driver keeps the workers' health current for the Runs page
+    health = (
+        HealthRecorder(executor, setup.db, setup.run_id)
+        if executor is not None and setup.db is not None
+        else None
+    )
     try:
         search = build_search(
             setup.problem,
@@ -556,7 +564,7 @@ def run_cli_search(setup: _SearchSetup, out: Output) -> OptimizationResult:
             model=setup.model,
             budget=setup.budget,
             run_id=setup.run_id,
-            subscribers=[setup.journal.append, progress],
+            subscribers=[setup.journal.append, progress, *([health] if health else [])],
             resume_from=list(setup.journal.recorded) if setup.resumed else None,
             use_test_split=setup.use_test_split,
         )
@@ -568,8 +576,10 @@ def run_cli_search(setup: _SearchSetup, out: Output) -> OptimizationResult:
         raise CliUsageError(str(exc)) from exc
     call_cache = _call_cache(setup)
     search.evaluator.set_call_cache(call_cache)
-    executor = setup.executor
     if executor is not None:
+        # connected now, so the run records its workers (`describe()`) and a bad address or a
+        # problem the workers cannot load fails before the run starts
+        executor.start()
         search.evaluator.set_executor(executor)
     elif setup.rate_limits:
         search.evaluator.set_rate_budget(RateBudget(setup.rate_limits))
@@ -578,6 +588,8 @@ def run_cli_search(setup: _SearchSetup, out: Output) -> OptimizationResult:
     # module's own advice for a long-lived startup heap; also what keeps the pages a forked
     # evaluation worker shares untouched, core.evaluation._fork)
     gc.freeze()
+    if health is not None:
+        health.start()
     try:
         with progress:
             try:
@@ -591,6 +603,8 @@ def run_cli_search(setup: _SearchSetup, out: Output) -> OptimizationResult:
         if call_cache is not None:
             call_cache.flush()
             setup.call_cache_line = call_cache.stats().summary_line()
+        if health is not None:
+            health.close()  # a last snapshot, before the workers go
         if executor is not None:
             executor.close()
 

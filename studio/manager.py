@@ -27,6 +27,10 @@ show what it returns, so it is tested without Streamlit.
   it did not finish) as `topology-studio search PROBLEM --resume RUN` does
   (`studio._cli_search.resume_setup`: the same checks, the recorded options). A search's
   `state` is in the store's words (`SearchState`), so the Runs page's table and panel agree.
+  A search asked to run on Ray (`SearchRequest.executor`, as `--executor ray [--ray-address]`)
+  connects before `start_search` returns (a bad address is refused there), records its
+  workers' health beside its journal while it runs (`worker_health`), and closes its workers
+  when it ends; one Ray search at a time per studio.
   A database held by another process does not stop a search (it writes only its journal, which
   the journal view shows and the file takes in later); one that cannot be written does
   (`start_refusal`).
@@ -78,6 +82,8 @@ from core.storage import (
     journal_path,
     new_run_id,
 )
+from core.storage.health import read_health
+from core.vocab.health import HealthSnapshot
 from studio.views.phases import phase_two_of, search_of
 
 __all__ = [
@@ -187,6 +193,11 @@ class SearchRequest(BaseModel):
     overrides: dict[str, Any] = Field(default_factory=dict[str, Any])
     """Problem settings replaced, dotted key -> value (`--set KEY=VALUE`, e.g.
     `{"gold.validation_size": 50}`)."""
+    executor: Literal["local", "ray"] = "local"
+    """Where evaluations run (`--executor`): this process, or Ray worker actors."""
+    ray_address: str | None = None
+    """The Ray cluster (`--ray-address`: `auto`, `HOST:PORT`, `ray://HOST:PORT`); None: a
+    private local Ray on 127.0.0.1. Only with `executor="ray"`."""
 
 
 @dataclass
@@ -219,6 +230,10 @@ class BackgroundSearch:
     _thread: threading.Thread | None = None
     _gate: threading.Event = field(default_factory=threading.Event)
     _stop_requested: bool = False
+    _executor: Any = None
+    """Its remote executor (`--executor ray`), closed when it ends; None: local."""
+    _health: Any = None
+    """Its `HealthRecorder` (with a remote executor), closed before the executor."""
 
     @property
     def alive(self) -> bool:
@@ -497,6 +512,16 @@ class StudioManager:
 
     # ---- background searches ----------------------------------------------------------------
 
+    def worker_health(self, run_id: str) -> HealthSnapshot | None:
+        """The latest snapshot of a run's workers, as its driver recorded it beside its
+        journal (`core.storage.health`; a search on a remote executor, from this studio or
+        the command line); None: none recorded (a local run) or not readable.
+
+        Raises:
+            StoreError: not a valid run id.
+        """
+        return read_health(self.db_path, run_id)
+
     def searches(self) -> list[BackgroundSearch]:
         """The searches started by this studio, newest first."""
         with self._lock:
@@ -539,10 +564,16 @@ class StudioManager:
             else defaults.max_wall_time_s,
             patience=request.patience if request.patience is not None else defaults.patience,
         )
+        executor = self._executor_for(request, problem)
         run_id = new_run_id()
         path = journal_path(self.db_path, run_id)
         journal = RunJournal.create(path)
         bg = BackgroundSearch(run_id=run_id, request=request)
+        if executor is not None:
+            from core.search.subscribers import HealthRecorder
+
+            bg._executor = executor
+            bg._health = HealthRecorder(executor, self.db_path, run_id)
         config: dict[str, Any] = {}
         if request.n_generations is not None:
             config["n_generations"] = request.n_generations
@@ -557,7 +588,7 @@ class StudioManager:
                 model=request.meta_model or None,
                 budget=budget,
                 run_id=run_id,
-                subscribers=[self._subscriber(bg, journal)],
+                subscribers=[self._subscriber(bg, journal), *([bg._health] if bg._health else [])],
                 handle_sigint=False,
                 use_test_split=request.use_test_split,
             )
@@ -566,12 +597,46 @@ class StudioManager:
             # "Started run" (issue 12, defect 7), not visible only after a reload
             run.budget.validate_allows_work()
             run.strategy.preflight(run.space)
+            if executor is not None:
+                # connected now: nothing answering at the address, or workers that cannot
+                # load the problem, is refused before "Started run"; the run records its
+                # workers (`RunStarted.config["executor"]`)
+                executor.start()
+                run.evaluator.set_executor(executor)
         except BaseException:
             journal.close()
             path.unlink(missing_ok=True)
+            if executor is not None:
+                executor.close()
             raise
         self._launch(bg, run, journal, path)
         return run_id
+
+    def _executor_for(self, request: SearchRequest, problem: Problem) -> Any:
+        """The request's executor as `--executor` would make it (`studio._cli_executor.
+        executor_for`), not started; None: local.
+
+        Raises:
+            StoreError: a malformed Ray address (the message names the forms), Ray not
+                installed, or another search on Ray still running in this studio (Ray is one
+                instance per process: the first to end would shut it down under the other).
+        """
+        from studio._cli_common import CliUsageError
+        from studio._cli_executor import executor_for
+
+        if request.executor == "local" and not (request.ray_address or "").strip():
+            return None
+        on_ray = [s.run_id for s in self.searches() if s.alive and s.request.executor == "ray"]
+        if request.executor == "ray" and on_ray:
+            raise StoreError(
+                f"run {on_ray[0]} is running on Ray in this studio: start another Ray search "
+                "when it ends, or from the command line (topology-studio search PROBLEM "
+                "--executor ray)"
+            )
+        try:
+            return executor_for(request.executor, request.ray_address, problem)
+        except CliUsageError as exc:
+            raise StoreError(str(exc).replace("--ray-address: ", "Ray address: ")) from None
 
     def resume_search(self, run_id: str) -> str:
         """Continue an interrupted run in a background thread, as
@@ -755,6 +820,8 @@ class StudioManager:
 
         def work() -> None:
             bg.state = "running"
+            if bg._health is not None:
+                bg._health.start()
             try:
                 asyncio.run(run.run())
                 bg.state = bg.ended or "completed"
@@ -763,6 +830,10 @@ class StudioManager:
                 bg.state = "failed"
                 _log.warning("search %s failed: %s", bg.run_id, bg.error)
             finally:
+                if bg._health is not None:
+                    bg._health.close()  # a last snapshot, before the workers go
+                if bg._executor is not None:
+                    bg._executor.close()
                 journal.close()
                 if path.exists() and path.stat().st_size == 0:
                     path.unlink()  # failed before its first event: no ghost run

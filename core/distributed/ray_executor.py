@@ -289,11 +289,8 @@ class RayExecutor:
         # two threads per worker: `ping` (health) answers while a batch runs, not after it
         # (one batch at a time goes to a worker: `run` feeds each worker in turn)
         worker_cls = ray.remote(
-            num_cpus=1,
-            max_restarts=self._max_restarts,
-            max_task_retries=self._max_task_retries,
-            max_concurrency=2,
-        )(_EvaluationWorker)
+            num_cpus=1, max_restarts=self._max_restarts, max_task_retries=self._max_task_retries
+        )(_EvaluationWorker).options(max_concurrency=2)
         overrides = json.dumps(self._overrides)
         self._workers = [
             worker_cls.remote(self._problem_path, overrides, self._cache_actor, self._budget_actor)

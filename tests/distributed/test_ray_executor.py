@@ -8,6 +8,7 @@ import asyncio
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -173,3 +174,103 @@ def test_call_cache_is_shared_by_workers_and_seeded_from_the_driver(ray_instance
     finally:
         second.close()
     assert cache.stats().misses == 8
+
+
+def test_a_busy_worker_answers_its_ping_with_its_runs_in_flight(ray_instance: None) -> None:
+    # a worker runs a batch in one thread and answers pings in another: busy reads as alive
+    # (with what it holds), not as unreachable after PING_TIMEOUT_S
+    slow = {"params.delay_s": 1.0}
+    executor = RayExecutor(SLEEPY, overrides=slow, num_workers=2, batches_per_worker=1)
+    executor.start()
+    problem = load_problem(SLEEPY, overrides=slow)
+    evaluator = problem.evaluator()
+    evaluator.set_executor(executor)
+    runner = threading.Thread(
+        target=lambda: asyncio.run(
+            evaluator.evaluate(problem.seed_spec, problem.splits["validation"])
+        )
+    )
+    runner.start()
+    try:
+        busy: list[Any] = []
+        deadline = time.monotonic() + 30
+        while not busy and time.monotonic() < deadline:
+            began = time.monotonic()
+            health = executor.health()
+            took = time.monotonic() - began
+            busy = [h for h in health if h.in_flight > 0]
+        runner.join()
+        after = executor.health()
+    finally:
+        executor.close()
+    assert busy, "no batch seen in flight"
+    assert took < 1.0
+    assert {h.state for h in health} == {"alive"}
+    assert sum(h.in_flight for h in busy) == 8  # the 8 validation examples, both batches out
+    assert [h.in_flight for h in after] == [0, 0]
+    assert sum(h.runs for h in after) == 8
+    assert all(h.last_seen is not None for h in after)
+
+
+def test_a_search_on_ray_records_its_workers_health_for_the_runs_page(
+    ray_instance: None, tmp_path: Path
+) -> None:
+    from core.storage import DuckDBRunStore, journal_dir
+    from core.storage.health import read_health
+    from studio.cli import main
+
+    db = tmp_path / "runs.duckdb"
+    code = main(
+        ["search", str(SLEEPY), "--executor", "ray", "--max-evaluations", "3", "--no-test"]
+        + ["--db", str(db), "--no-call-cache", "--seed", "7"]
+    )
+    assert code == 0
+    [journal] = journal_dir(db).glob("*.jsonl")
+    run_id = journal.stem
+    n = int(ray.cluster_resources()["CPU"])
+    assert n == 2
+    where = "ray: 2 workers, local 127.0.0.1"  # the workers started before the run
+    with DuckDBRunStore(db) as store:
+        record = store.get_run(run_id)
+        runs = store.list_runs()
+    assert record is not None and record.config["executor"] == where
+    assert runs["executor"].tolist() == [where]
+    snap = read_health(db, run_id)
+    assert snap is not None
+    assert (snap.run_id, snap.executor, len(snap.workers)) == (run_id, where, 2)
+    assert [w.name for w in snap.workers] == ["worker-0", "worker-1"]
+    assert {w.state for w in snap.workers} == {"alive"}
+    # one node (its address as the worker sees it: the machine's, not necessarily 127.0.0.1)
+    assert len({w.node for w in snap.workers}) == 1 and None not in {w.node for w in snap.workers}
+    assert sum(w.in_flight for w in snap.workers) == 0  # the last one, after the run
+    assert sum(w.runs for w in snap.workers) > 0
+
+
+def test_a_search_started_in_the_studio_on_ray_records_its_executor_and_health(
+    ray_instance: None, tmp_path: Path
+) -> None:
+    from core.storage.health import read_health
+    from studio.manager import SearchRequest, StudioManager
+
+    manager = StudioManager(tmp_path / "runs.duckdb", registry_root=tmp_path / "reg")
+    try:
+        run_id = manager.start_search(
+            SearchRequest(
+                problem=str(SLEEPY), executor="ray", max_evaluations=3, use_test_split=False
+            )
+        )
+        bg = manager.search(run_id)
+        assert bg is not None
+        deadline = time.monotonic() + 300
+        while bg.alive and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (bg.state, bg.error) == ("stopped", "")  # max_evaluations reached
+        record = manager.store.get_run(run_id)
+        snap = manager.worker_health(run_id)
+    finally:
+        manager.close()
+    where = "ray: 2 workers, local 127.0.0.1"
+    assert record is not None and record.config["executor"] == where
+    assert snap is not None and snap == read_health(tmp_path / "runs.duckdb", run_id)
+    assert (snap.executor, len(snap.workers)) == (where, 2)
+    assert {w.state for w in snap.workers} == {"alive"}
