@@ -1,9 +1,13 @@
-"""Runs: every recorded run, refreshing on its own, with links to its Live page and overlay;
-resume an interrupted run; start a new search with the command line's options; pause, continue
-or stop one this studio runs."""
+"""Runs: every recorded run, refreshing on its own, with links to its Live page and overlay and
+where it executes; the workers of a running run on Ray (their health as its driver last
+recorded it); resume an interrupted run; start a new search with the command line's options
+(local or on Ray); pause, continue or stop one this studio runs."""
 
 from __future__ import annotations
 
+import time
+
+import pandas as pd
 import streamlit as st
 
 from core.search.strategies import STRATEGY_NAMES
@@ -12,9 +16,18 @@ from studio._st_common import get_manager, guard, load_runs, page, show_error, s
 from studio.manager import SearchRequest
 from studio.views.phases import PHASE_COLUMN, fold_phases
 from studio.views.tables import runs_overview, split_editor_runs
+from studio.views.workers import health_caption, remote_running, worker_table
 
 REFRESH_S = 3.0
 """Seconds between refreshes of the runs table and the searches panel."""
+
+STATUS_PX = 160
+"""Width of the runs table's status column in pixels: its first words ("running, data as of
+...", "stopped: ...") without pushing the best score out of view at 1000 px, where the table is
+about 540 px wide beside the sidebar (run id, Live and Overlay take about 275)."""
+
+FIGURE_PX = 85
+"""Width of the best score and cost columns in pixels (a 4-decimal figure and its header)."""
 
 _COUNT_OPTIONS: tuple[tuple[str, str, str], ...] = (
     (
@@ -70,6 +83,48 @@ def _say_resumed(run_id: str) -> None:
         st.session_state["runs_msg"] = ("resumed", run_id, None)
 
 
+def workers_panel(runs: pd.DataFrame) -> None:
+    """The workers of a running run on a remote executor, from the latest health snapshot its
+    driver recorded (`StudioManager.worker_health`), with the snapshot's age."""
+    remote = remote_running(runs)
+    if not remote:
+        return
+    st.subheader("Workers")
+    picked = st.selectbox(
+        "Running run on a remote executor",
+        remote,
+        key="runs_workers_run",
+        help="the run's driver records its workers' health every few seconds while it runs",
+    )
+    run_id = str(picked or remote[0])
+    snapshot = manager.worker_health(run_id)
+    if snapshot is None:
+        where = runs.loc[runs["run_id"].astype(str) == run_id, "executor"].tolist()
+        st.info(
+            f"Run {run_id} runs on {where[0] if where else 'a remote executor'}; no worker "
+            "health recorded yet (its driver records it once the workers are up)."
+        )
+        return
+    now = time.time()
+    st.caption(health_caption(snapshot, now))
+    st.dataframe(
+        worker_table(snapshot, now),
+        hide_index=True,
+        key="runs_workers",
+        column_config={
+            "runs_done": st.column_config.NumberColumn(
+                "runs done", help="examples x trials this worker finished for the run"
+            ),
+            "in_flight": st.column_config.NumberColumn(
+                "in flight", help="runs sent to this worker and not back yet"
+            ),
+            "last_seen": st.column_config.TextColumn(
+                "last seen", help="its latest answer (a ping or a batch), before the snapshot"
+            ),
+        },
+    )
+
+
 @st.fragment(run_every=REFRESH_S if live else None)
 def runs_view() -> None:
     """The runs table, the interrupted runs' Resume buttons, the searches started here."""
@@ -85,9 +140,9 @@ def runs_view() -> None:
         states = {s.run_id: s.state for s in searches if s.alive}
         basis = {str(p): manager.cost_basis(str(p)) for p in set(runs["problem"].tolist())}
         table = runs_overview(runs, search_states=states, cost_basis=basis)
-        if not table.empty:  # "1 topology" / "2 prompts" for a run with two phases, after
-            # the links, which stay beside the run id (`runs_overview`)
-            at = list(table.columns).index("overlay") + 1
+        if not table.empty:  # "1 topology" / "2 prompts" for a run with two phases, with
+            # what the run is (after the seed): the key figures stay first (`RUN_COLUMNS`)
+            at = list(table.columns).index("seed") + 1
             table.insert(at, PHASE_COLUMN, runs[PHASE_COLUMN].tolist())
         if table.empty:
             st.info("No runs yet: start a search below, or run `topology-studio search PROBLEM`.")
@@ -97,8 +152,12 @@ def runs_view() -> None:
                 hide_index=True,
                 key="runs_table",
                 column_config={
-                    "status_label": st.column_config.TextColumn("status"),
-                    "cost_usd": st.column_config.NumberColumn("cost (USD)", format="%.4f"),
+                    # widths that keep status, best score and the start of cost in view
+                    # at 1000 px (issue 12, item 15)
+                    "status_label": st.column_config.TextColumn("status", width=STATUS_PX),
+                    "cost_usd": st.column_config.NumberColumn(
+                        "cost (USD)", format="%.4f", width=FIGURE_PX
+                    ),
                     "costs": st.column_config.TextColumn(
                         "costs",
                         help="replayed (modelled): the problem replays recorded model output, "
@@ -106,7 +165,14 @@ def runs_view() -> None:
                         "problem's list prices and no money is spent; measured: priced from "
                         "the usage of real model calls",
                     ),
-                    "best_score": st.column_config.NumberColumn("best score", format="%.4f"),
+                    "best_score": st.column_config.NumberColumn(
+                        "best score", format="%.4f", width=FIGURE_PX
+                    ),
+                    "executor": st.column_config.TextColumn(
+                        "executor",
+                        help="where the run's evaluations ran, as the run recorded it: local "
+                        "(the search's own process) or ray (worker actors, how many, where)",
+                    ),
                     "live": st.column_config.LinkColumn(
                         "live", display_text="Live", help="this run's Live search page"
                     ),
@@ -124,6 +190,7 @@ def runs_view() -> None:
                 if live
                 else "Not refreshing (switch on above)."
             )
+        workers_panel(runs)
         msg = st.session_state.get("runs_msg")
         if msg is not None:
             kind, rid, exc = msg
@@ -247,6 +314,21 @@ with guard():
             help="overrides of the problem's problem.toml fields; VALUE is read as TOML "
             "(numbers, true/false, quoted strings), else taken as text",
         )
+        c13, c14 = st.columns([1, 2])
+        executor = c13.selectbox(
+            "Executor",
+            ["local", "ray"],
+            key="f_executor",
+            help="--executor: where evaluations run: local (this studio's process) or ray "
+            "(Ray worker actors; needs pip install 'topology-studio[ray]')",
+        )
+        ray_address = c14.text_input(
+            "Ray address (ray only; empty = a private local Ray on 127.0.0.1)",
+            key="f_ray_address",
+            placeholder="auto, HOST:6379 or ray://HOST:10001",
+            help="--ray-address: the Ray cluster to connect to; checked (something must answer "
+            "there) before the search starts",
+        )
         use_test = st.checkbox(
             "Score the front on the held-out test split at the end (off = --no-test)",
             value=True,
@@ -282,8 +364,13 @@ with guard():
             meta_model=model.strip() or None,
             time_scale=float(time_scale),
             use_test_split=bool(use_test),
+            executor="ray" if executor == "ray" else "local",
+            ray_address=ray_address.strip() or None,
         )
-        with st.spinner("Loading the problem and starting the search..."):
+        with st.spinner(
+            "Loading the problem and starting the search"
+            + (" (connecting to Ray)..." if request.executor == "ray" else "...")
+        ):
             run_id = manager.start_search(request)
         st.success(f"Started run {run_id}.")
         st.page_link(page("live"), label="Watch it live", query_params={"run": run_id})

@@ -21,6 +21,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 require_chromium()
 
 RESUMED = "20250105-000000-resume"
+_CANDIDATES_AFTER_STATUS = 4
+"""Where `n_candidates` sits after the status in a row: status, best score, cost, costs,
+n_candidates (`studio.views.tables.RUN_COLUMNS`)."""
 T = TypeVar("T")
 
 
@@ -110,7 +113,7 @@ def test_the_runs_table_refreshes_and_resume_finishes_an_interrupted_run(
         row, full = r
         if row[:2] != want or not _link_ok(row) or ended not in row or ended not in full:
             return False
-        at = full.index(ended) + 1
+        at = full.index(ended) + _CANDIDATES_AFTER_STATUS
         return len(row) > at and row[at] == full[at]
 
     row_cells, full_cells = _until(
@@ -119,7 +122,7 @@ def test_the_runs_table_refreshes_and_resume_finishes_an_interrupted_run(
     assert row_cells[:2] == want
     assert _link_ok(row_cells), row_cells[2:3]
     assert ended in row_cells
-    at = full_cells.index(ended) + 1
+    at = full_cells.index(ended) + _CANDIDATES_AFTER_STATUS
     assert row_cells[at] == full_cells[at]  # n_candidates: as many as the uninterrupted run
     expect(page.get_by_role("heading", name="Interrupted runs")).to_have_count(0, timeout=30_000)
     assert loads == []
@@ -199,3 +202,54 @@ def test_a_meta_agent_run_with_an_unknown_model_provider_is_refused_before_start
     assert page.get_by_role("link", name="Watch it live").count() == 0
     assert sorted(p.name for p in journals.glob("*.jsonl")) == before  # no run was begun
     shot(page, "runs-bad-model-refused")
+
+
+_HEADER_EDGES = """() => {
+  const c = document.querySelector(
+    '[data-testid="stDataFrame"] canvas[data-testid="data-grid-canvas"]');
+  const d = c.getContext('2d').getImageData(0, 3, c.width, 1).data;
+  const bg = [d[4], d[5], d[6]];
+  const xs = [];
+  for (let x = 0; x < c.width; x++) {
+    const diff = Math.abs(d[4 * x] - bg[0]) + Math.abs(d[4 * x + 1] - bg[1])
+      + Math.abs(d[4 * x + 2] - bg[2]);
+    if (diff > 6) xs.push(x);
+  }
+  const r = c.getBoundingClientRect();
+  return {left: r.left, scale: r.width / c.width, edges: xs,
+          heads: Array.from(c.querySelectorAll('th')).map(t => t.textContent)};
+}"""
+"""The first table's header geometry. The grid is drawn on a canvas (Glide Data Grid), so its
+header cells have no boxes of their own: the column separators are read from the header's
+pixels (3 px below its top, above the text: every pixel unlike the header's background is a
+separator), and the header names from the grid's accessible table, which lists the columns the
+grid draws (in view or partly), left to right."""
+
+
+def test_at_1000px_the_runs_tables_key_columns_are_in_view(
+    page: Any, studio: str, replay_store: dict[str, Any]
+) -> None:
+    # issue 12, item 15: status, best score and cost sat right of problem / strategy / seed and
+    # were cut off at 1000 px; now they come right after the run id and its links
+    width = 1000
+    page.set_viewport_size({"width": width, "height": 800})
+    page.goto(studio + "/")
+    settle(page, "Runs")
+    run_id = replay_store["run_id"]
+    row = _until(lambda: _cells(page, run_id), lambda r: len(r) > 4, timeout_s=30)
+    assert row[:2] == [run_id, f"live?run={run_id}"]
+    idle(page)
+    grid = page.locator('[data-testid="stDataFrame"]').first.bounding_box()
+    assert grid is not None
+    seen = page.evaluate(_HEADER_EDGES)
+    heads: list[str] = seen["heads"]
+    assert heads[:5] == ["run_id", "live", "overlay", "status", "best score"], heads
+    # each column's right edge (its separator), in page pixels
+    rights = [seen["left"] + x * seen["scale"] for x in seen["edges"]]
+    assert len(rights) >= 5, seen
+    visible = min(width, grid["x"] + grid["width"])
+    for name in ("status", "best score"):
+        right = rights[heads.index(name)]
+        assert right <= visible, (name, right, visible, seen)
+    shot(page, "runs-1000px-key-columns")
+    no_errors(page)
