@@ -221,6 +221,8 @@ class TopologyEvaluator:
             evaluation cache did not answer.
         rate_budget: what every model call of a run made in this process draws from (None:
             unlimited; a remote executor brings its workers their own client of one budget).
+            With a budget, every run is made in this process, never in the forked `workers`
+            (a forked child would draw from its own copy of the buckets).
 
     Raises:
         EvaluationError: inline agents allowed without an `agent_factory`, `config` given
@@ -655,7 +657,11 @@ class TopologyEvaluator:
                         done(index, result, cacheable)
 
                 await executor.run(batch, done_once, self._call_cache)
-            elif self._pool is None or not self._pool.shares(pending):
+            elif (
+                self._pool is None
+                or self._rate_budget is not None  # a budget is this process's: no forking
+                or not self._pool.shares(pending)
+            ):
                 with use_rate_budget(self._rate_budget):
                     async with asyncio.TaskGroup() as group:
                         for job in pending:
