@@ -1,4 +1,12 @@
-"""`--executor local|ray [--ray-address ADDR]` of `search` and `evaluate` (issue 18)."""
+"""`--executor local|ray [--ray-address ADDR]` and `--rate-limit` of `search`, `evaluate` and
+`sweep` (issue 18).
+
+The rate limits a command runs under are the problem's `[rate_limits.<provider>]` tables with
+each `--rate-limit PROVIDER=...` replacing its provider's table whole (a part left empty in the
+flag is unlimited, whatever the TOML said; other providers keep their TOML limits):
+`effective_rate_limits`. Units: requests per minute, tokens (input + output) per minute, calls
+in flight.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +18,13 @@ from core.evaluation.executor import Executor
 from core.problems.problem import Problem
 from studio._cli_common import CliUsageError
 
-__all__ = ["add_executor_args", "make_executor", "parse_rate_limit", "rate_limits"]
+__all__ = [
+    "add_executor_args",
+    "effective_rate_limits",
+    "make_executor",
+    "parse_rate_limit",
+    "rate_limits",
+]
 
 
 def add_executor_args(p: Any) -> None:
@@ -36,7 +50,8 @@ def add_executor_args(p: Any) -> None:
         metavar="PROVIDER=RPM[:TPM[:CONCURRENT]]",
         help="one budget of model calls per provider across every worker, e.g. openai=500:200000:16 "
         "(requests and tokens per minute, calls in flight; empty parts are unlimited; '*' is every "
-        "other provider); repeatable",
+        "other provider); replaces that provider's [rate_limits.PROVIDER] table of the problem; "
+        "repeatable",
     )
 
 
@@ -56,7 +71,8 @@ def make_executor(args: argparse.Namespace, problem: Problem) -> Executor | None
         from core.distributed.ray_executor import RayExecutor
     except ImportError as exc:
         raise CliUsageError(str(exc)) from None
-    return RayExecutor(problem, address=address, rate_limits=rate_limits(args) or None)
+    limits = effective_rate_limits(problem, args)
+    return RayExecutor(problem, address=address, rate_limits=limits or None)
 
 
 def parse_rate_limit(text: str) -> tuple[str, ProviderLimit]:
@@ -85,3 +101,10 @@ def parse_rate_limit(text: str) -> tuple[str, ProviderLimit]:
 def rate_limits(args: argparse.Namespace) -> dict[str, ProviderLimit]:
     """`--rate-limit` values as provider -> limit (a later one for a provider wins)."""
     return dict(getattr(args, "rate_limit", None) or [])
+
+
+def effective_rate_limits(problem: Problem, args: argparse.Namespace) -> dict[str, ProviderLimit]:
+    """The limits a command runs under: `problem.rate_limits` (`[rate_limits.<provider>]`),
+    each provider named by a `--rate-limit` replaced by the flag's limit, sorted by provider."""
+    merged = {**problem.rate_limits, **rate_limits(args)}
+    return dict(sorted(merged.items()))

@@ -346,6 +346,11 @@ class RayExecutor:
             )
         return out
 
+    @property
+    def rate_limits(self) -> dict[str, ProviderLimit]:
+        """Provider -> the limit every worker's model calls draw from (`{}`: none)."""
+        return dict(self._limits)
+
     def budget_report(self) -> dict[str, Any]:
         """The budget actor's counters (`granted`, `in_flight`, `grant_times` per provider;
         `{}` without rate limits)."""

@@ -78,7 +78,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_ai.usage import RunUsage
 
 from core.agents.call_cache import CallCache, CallCacheStats
-from core.agents.rate_budget import RateBudgetLike, use_rate_budget
+from core.agents.rate_budget import ProviderLimit, RateBudget, RateBudgetLike, use_rate_budget
 from core.errors import EvaluationError, SpecError, SpecLimitError, UnknownNamesError
 from core.evaluation._aggregate import fsum_finite, judge
 from core.evaluation._fork import Command, Job, Prepared, WorkerPool, Workers, resolve_workers
@@ -354,6 +354,18 @@ class TopologyEvaluator:
     def rate_budget(self) -> RateBudgetLike | None:
         """The in-process rate budget of model calls, if any."""
         return self._rate_budget
+
+    @property
+    def rate_limits(self) -> dict[str, ProviderLimit]:
+        """Provider -> the limit model calls of later runs draw from: a remote executor's, else
+        the in-process `RateBudget`'s; `{}` when unlimited (or when the budget is another
+        `RateBudgetLike`, whose limits are not known here). A search records them in
+        `RunStarted.config["rate_limits"]`."""
+        if isinstance(self._executor, RemoteExecutor):
+            return dict(self._executor.rate_limits)
+        if isinstance(self._rate_budget, RateBudget):
+            return self._rate_budget.limits
+        return {}
 
     @property
     def call_cache(self) -> CallCache | None:
