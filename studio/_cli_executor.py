@@ -24,6 +24,7 @@ __all__ = [
     "make_executor",
     "parse_rate_limit",
     "rate_limits",
+    "share_rate_limits",
 ]
 
 
@@ -42,6 +43,16 @@ def add_executor_args(p: Any) -> None:
         help="the Ray cluster for --executor ray ('auto', 'HOST:6379', 'ray://HOST:10001'); "
         "default: a private local Ray instance on 127.0.0.1",
     )
+    p.add_argument(
+        "--ray-workers",
+        type=_at_least_one,
+        metavar="N",
+        help="worker actors for --executor ray (default: the cluster's CPUs; a sweep gives each "
+        "of its --parallel searches an equal part)",
+    )
+    # set by `sweep` on each of its searches (studio._cli_sweep), not meant to be typed
+    p.add_argument("--rate-budget-actor", metavar="NAME", help=argparse.SUPPRESS)
+    p.add_argument("--rate-share", type=_at_least_one, default=1, help=argparse.SUPPRESS)
     p.add_argument(
         "--rate-limit",
         action="append",
@@ -63,16 +74,27 @@ def make_executor(args: argparse.Namespace, problem: Problem) -> Executor | None
     """
     kind = getattr(args, "executor", "local") or "local"
     address = getattr(args, "ray_address", None)
+    workers = getattr(args, "ray_workers", None)
+    shared = getattr(args, "rate_budget_actor", None)
     if kind == "local":
-        if address:
-            raise CliUsageError("--ray-address needs --executor ray")
+        for given, flag in ((address, "--ray-address"), (workers, "--ray-workers")):
+            if given:
+                raise CliUsageError(f"{flag} needs --executor ray")
+        if shared:
+            raise CliUsageError("--rate-budget-actor needs --executor ray")
         return None
     try:
         from core.distributed.ray_executor import RayExecutor
     except ImportError as exc:
         raise CliUsageError(str(exc)) from None
     limits = effective_rate_limits(problem, args)
-    return RayExecutor(problem, address=address, rate_limits=limits or None)
+    return RayExecutor(
+        problem,
+        address=address,
+        num_workers=workers,
+        rate_limits=limits or None,
+        budget_actor=shared if limits else None,
+    )
 
 
 def parse_rate_limit(text: str) -> tuple[str, ProviderLimit]:
@@ -105,6 +127,56 @@ def rate_limits(args: argparse.Namespace) -> dict[str, ProviderLimit]:
 
 def effective_rate_limits(problem: Problem, args: argparse.Namespace) -> dict[str, ProviderLimit]:
     """The limits a command runs under: `problem.rate_limits` (`[rate_limits.<provider>]`),
-    each provider named by a `--rate-limit` replaced by the flag's limit, sorted by provider."""
-    merged = {**problem.rate_limits, **rate_limits(args)}
-    return dict(sorted(merged.items()))
+    each provider named by a `--rate-limit` replaced by the flag's limit, sorted by provider;
+    then, for one of the N searches of a local sweep (`--rate-share N`), its part
+    (`share_rate_limits`).
+
+    Raises:
+        CliUsageError: a `max_concurrent` smaller than the share.
+    """
+    merged = dict(sorted({**problem.rate_limits, **rate_limits(args)}.items()))
+    return share_rate_limits(merged, getattr(args, "rate_share", 1) or 1)
+
+
+def share_rate_limits(limits: dict[str, ProviderLimit], n: int) -> dict[str, ProviderLimit]:
+    """One of `n` equal parts of `limits`, for `n` processes that must together stay within
+    them: requests and tokens per minute divided by `n`, calls in flight divided by `n`
+    rounded down, `burst_s` kept (so the parts' bursts add up to the whole's; a part's bucket
+    still holds at least one request, see `core.agents.rate_budget`).
+
+    Raises:
+        CliUsageError: a provider's `max_concurrent` is below `n` (a part would get no call).
+    """
+    if n <= 1:
+        return dict(limits)
+    out: dict[str, ProviderLimit] = {}
+    for provider, limit in limits.items():
+        concurrent = limit.max_concurrent
+        if concurrent is not None and concurrent < n:
+            raise CliUsageError(
+                f"the rate limit of {provider!r} allows {concurrent} call(s) in flight, fewer "
+                f"than the {n} local searches that share it: lower --parallel to {concurrent}, "
+                "or use --executor ray (one budget actor for every search)"
+            )
+        out[provider] = limit.model_copy(
+            update={
+                "requests_per_minute": _part(limit.requests_per_minute, n),
+                "tokens_per_minute": _part(limit.tokens_per_minute, n),
+                "max_concurrent": None if concurrent is None else concurrent // n,
+            }
+        )
+    return out
+
+
+def _part(value: float | None, n: int) -> float | None:
+    return None if value is None else value / n
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, not {text!r}")
+    return value

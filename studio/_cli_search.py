@@ -287,7 +287,7 @@ def _new_setup(args: argparse.Namespace, db: Path) -> _SearchSetup:
         budget, note = _exhaustive_budget(problem, config, budget, given)
     elif "max_nodes" in config:
         raise CliUsageError("--max-nodes is an option of --strategy exhaustive only")
-    run_id = new_run_id()
+    run_id = getattr(args, "run_id", None) or new_run_id()  # a sweep names its runs first
     journal = _create_journal(db, run_id)
     setup = _SearchSetup(
         problem=problem,
