@@ -70,7 +70,7 @@ from studio._cli_common import (
     parse_overrides,
     resolve_db_path,
 )
-from studio._cli_executor import make_executor, rate_limits
+from studio._cli_executor import effective_rate_limits, make_executor
 from studio._cli_output import Output, fmt_float
 from studio._cli_progress import SearchProgress
 from studio._cli_report import structure_line
@@ -243,7 +243,8 @@ class _SearchSetup:
         self.executor: Executor | None = None
         """Where evaluations run (`--executor`); None: local."""
         self.rate_limits: dict[str, ProviderLimit] = {}
-        """`--rate-limit`s, for a local run (a remote executor holds its own budget)."""
+        """The problem's `[rate_limits]` with `--rate-limit`s over them, for a local run (a remote
+        executor holds its own budget)."""
         self.call_cache_line: str | None = None
         """`call cache: N hits of M calls (x%), K new model calls`, once the run ended."""
         self.interrupted = False
@@ -287,7 +288,7 @@ def _new_setup(args: argparse.Namespace, db: Path) -> _SearchSetup:
         budget, note = _exhaustive_budget(problem, config, budget, given)
     elif "max_nodes" in config:
         raise CliUsageError("--max-nodes is an option of --strategy exhaustive only")
-    run_id = new_run_id()
+    run_id = getattr(args, "run_id", None) or new_run_id()  # a sweep names its runs first
     journal = _create_journal(db, run_id)
     setup = _SearchSetup(
         problem=problem,
@@ -783,7 +784,7 @@ def cmd_search(args: argparse.Namespace, out: Output) -> int:
     setup.db = db
     setup.use_call_cache = not getattr(args, "no_call_cache", False)
     setup.executor = make_executor(args, setup.problem)
-    setup.rate_limits = rate_limits(args)
+    setup.rate_limits = effective_rate_limits(setup.problem, args)
     if setup.note:
         out.line(setup.note)
     code = _run_and_report(setup, db, out)
@@ -977,8 +978,8 @@ def cmd_evaluate(args: argparse.Namespace, out: Output) -> int:
     executor = make_executor(args, problem)
     if executor is not None:
         evaluator.set_executor(executor)
-    elif rate_limits(args):
-        evaluator.set_rate_budget(RateBudget(rate_limits(args)))
+    elif limits := effective_rate_limits(problem, args):
+        evaluator.set_rate_budget(RateBudget(limits))
     try:
         return _evaluate_splits(args, problem, spec, evaluator, out)
     finally:

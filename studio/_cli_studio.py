@@ -28,6 +28,7 @@ __all__ = [
     "APP_PATH",
     "DEFAULT_PORT",
     "SERVER_PATH",
+    "child_signals",
     "cmd_studio",
     "free_port",
     "launch_studio",
@@ -117,7 +118,7 @@ def launch_studio(db_path: Path, out: Output, *, port: int | None = None) -> int
     env[DB_ENV] = str(db_path.resolve())
     out.line(f"Studio: http://{HOST}:{chosen}  (database {db_path}; Ctrl-C stops it)")
     proc = subprocess.Popen(  # noqa: S603 (fixed argv)
-        studio_command(chosen), env=env, process_group=0, preexec_fn=_child_signals
+        studio_command(chosen), env=env, process_group=0, preexec_fn=child_signals
     )
     previous = _forward_sigterm(proc)
     try:
@@ -145,7 +146,7 @@ _PR_SET_PDEATHSIG = 1
 """Linux `prctl` option: the signal a process gets when its parent dies."""
 
 
-def _child_signals() -> None:
+def child_signals() -> None:
     """In the child before `exec`: Python's default dispositions (an inherited SIG_IGN of
     SIGINT would survive `exec`), and on Linux SIGTERM when the command dies."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)

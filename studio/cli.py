@@ -284,6 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip the held-out test evaluation of the validation front",
     )
+    # the new run's id, chosen by `sweep` so it can name each search as it starts
+    p.add_argument("--run-id", help=argparse.SUPPRESS)
     from studio._cli_prompts import add_prompt_arguments
 
     add_prompt_arguments(p)

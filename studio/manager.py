@@ -634,7 +634,7 @@ class StudioManager:
                 "--executor ray)"
             )
         try:
-            return executor_for(request.executor, request.ray_address, problem)
+            return executor_for(request.executor, request.ray_address, problem, problem.rate_limits)
         except CliUsageError as exc:
             raise StoreError(str(exc).replace("--ray-address: ", "Ray address: ")) from None
 

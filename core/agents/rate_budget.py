@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -56,7 +56,12 @@ POLL_S = 0.005
 
 
 class ProviderLimit(BaseModel):
-    """The budget of one provider (None: that dimension is unlimited)."""
+    """The budget of one provider (None: that dimension is unlimited).
+
+    The same names are the keys of a problem's `[rate_limits.<provider>]` table
+    (`core.problems.config.ProblemConfig.rate_limits`) and the parts of `--rate-limit
+    PROVIDER=RPM[:TPM[:CONCURRENT]]`.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
@@ -157,6 +162,11 @@ class TokenBuckets:
         if bucket.limit.tokens_per_minute is not None:
             bucket.tokens -= max(0, tokens)
 
+    @property
+    def limits(self) -> dict[str, ProviderLimit]:
+        """Provider -> the limit it was given (a copy)."""
+        return dict(self._limits)
+
     def granted(self) -> dict[str, int]:
         """Provider -> leases granted so far."""
         return {p: b.granted for p, b in sorted(self._buckets.items())}
@@ -192,6 +202,9 @@ class RateBudget:
     Args:
         limits: provider -> `ProviderLimit` (see `TokenBuckets`).
         clock: seconds, monotonic (default `time.monotonic`).
+        sleep: how a call waits, `await sleep(seconds)` (default `asyncio.sleep`); a test passes
+            one that moves its fake `clock` on instead.
+        keep_grant_times: see `TokenBuckets`.
     """
 
     def __init__(
@@ -199,10 +212,17 @@ class RateBudget:
         limits: Mapping[str, ProviderLimit],
         *,
         clock: Callable[[], float] | None = None,
+        sleep: Callable[[float], Awaitable[object]] | None = None,
         keep_grant_times: bool = False,
     ) -> None:
         self.buckets = TokenBuckets(limits, keep_grant_times=keep_grant_times)
         self._clock = clock or time.monotonic
+        self._sleep = sleep or asyncio.sleep
+
+    @property
+    def limits(self) -> dict[str, ProviderLimit]:
+        """Provider -> its limit (what a run records as its effective rate limits)."""
+        return self.buckets.limits
 
     async def acquire(self, provider: str) -> None:
         """Wait until `provider`'s budget grants one call."""
@@ -210,7 +230,7 @@ class RateBudget:
             wait = self.buckets.try_acquire(provider, self._clock())
             if wait <= 0.0:
                 return
-            await asyncio.sleep(wait if math.isfinite(wait) else POLL_S)
+            await self._sleep(wait if math.isfinite(wait) else POLL_S)
 
     async def release(self, provider: str, tokens: int) -> None:
         """Return the call's lease, charging its `tokens`."""

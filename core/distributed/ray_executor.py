@@ -23,6 +23,11 @@ How (issue 18):
   it flushes): the driver remains the only writer.
 - **The rate budget** is one actor (`_RateBudgetActor`) holding `TokenBuckets`; every worker
   draws from it through `_ActorRateBudget` at each model call (`core.agents.rate_budget`).
+  Limits are per provider: requests per minute, tokens (input + output) per minute, calls in
+  flight. By default each executor creates its own actor; several executors (the searches of
+  one sweep, each in its own process) share one when they name the same actor, created once
+  by `create_budget_actor` in `BUDGET_NAMESPACE` and passed as `budget_actor=NAME`: they
+  then draw from one set of buckets, and the executor that did not create it never kills it.
 - **Results** are handed to the evaluator by result slot, so the `CandidateEvaluation` (and
   the archive and front built from it) is the same as with `LocalExecutor`.
 """
@@ -57,13 +62,23 @@ from core.evaluation.executor import (
     split_items,
 )
 
-__all__ = ["RayExecutor"]
+__all__ = [
+    "BUDGET_NAMESPACE",
+    "RayExecutor",
+    "budget_actor_report",
+    "cluster_address",
+    "create_budget_actor",
+    "init_ray",
+]
 
 SEED_CHUNK = 2000
 """Call records sent to the cache actor per message when it is seeded."""
 
 PING_TIMEOUT_S = 2.0
 """Seconds `health()` waits for the workers' answers before calling one unreachable."""
+
+BUDGET_NAMESPACE = "topology-studio"
+"""The Ray namespace of the named, shared budget actors (`create_budget_actor`)."""
 
 
 class _CallCacheActor:
@@ -99,6 +114,68 @@ class _RateBudgetActor:
         return json.dumps(
             {"granted": b.granted(), "in_flight": b.in_flight(), "grant_times": b.grant_times()}
         )
+
+
+def init_ray(address: str | None, init_kwargs: Mapping[str, Any] | None = None) -> bool:
+    """Connect to the Ray cluster at `address`, or with None start a private local instance
+    bound to 127.0.0.1 without a dashboard; nothing when Ray is already initialised here.
+
+    Returns:
+        True when this call started or connected Ray (its caller then shuts it down).
+
+    Raises:
+        EvaluationError: nothing answers at `address` (`probe_ray_address`, a few seconds:
+            Ray alone waits minutes on a dead address), or Ray refuses to start or connect.
+    """
+    if ray.is_initialized():
+        return False
+    kwargs: dict[str, Any] = {"log_to_driver": False, **(init_kwargs or {})}
+    if address is None:
+        kwargs = {
+            "address": "local",
+            "include_dashboard": False,
+            "_node_ip_address": "127.0.0.1",
+            "object_store_memory": 80 * 1024 * 1024,
+            **kwargs,
+        }
+    else:
+        probe_ray_address(address)
+        kwargs["address"] = address
+    try:
+        ray.init(**kwargs)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        raise EvaluationError(
+            f"cannot connect to Ray at {address or 'a new local instance'!r}: {exc}"
+        ) from exc
+    return True
+
+
+def cluster_address() -> str:
+    """The address other processes connect to this process's Ray cluster with (its GCS,
+    `HOST:PORT`), for their `--ray-address`."""
+    return str(ray.get_runtime_context().gcs_address)
+
+
+def create_budget_actor(name: str, limits: Mapping[str, ProviderLimit]) -> Any:
+    """Create the budget actor `name` in `BUDGET_NAMESPACE`, one `TokenBuckets` over `limits`
+    (provider -> `ProviderLimit`: requests and tokens per minute, calls in flight) that every
+    `RayExecutor(budget_actor=name)` on this cluster draws from.
+
+    The actor lives as long as the process that created it (Ray's owner rule) or until it is
+    killed (`ray.kill(handle)`): keep the handle for the sweep's life.
+
+    Raises:
+        ValueError: an actor of that name exists already in the namespace.
+    """
+    body = json.dumps({k: v.model_dump() for k, v in limits.items()})
+    helper = ray.remote(num_cpus=0)(_RateBudgetActor)
+    return helper.options(name=name, namespace=BUDGET_NAMESPACE).remote(body)
+
+
+def budget_actor_report(actor: Any) -> dict[str, Any]:
+    """A budget actor's counters: `granted`, `in_flight` and `grant_times` (monotonic seconds
+    of the actor's node) per provider."""
+    return json.loads(ray.get(actor.report.remote()))
 
 
 class _ActorCallCache:
@@ -199,7 +276,13 @@ class RayExecutor:
             the Ray instance this process already started, else start a private local one
             bound to 127.0.0.1 without a dashboard.
         num_workers: worker actors (None: the cluster's CPUs).
-        rate_limits: provider -> `ProviderLimit`, one budget for every worker (None: none).
+        rate_limits: provider -> `ProviderLimit` (requests and tokens per minute, calls in
+            flight), one budget for every worker (None: none). With `budget_actor`, the limits
+            that actor was created with (recorded on the run; the actor's are what hold).
+        budget_actor: the name of a budget actor made by `create_budget_actor` on the same
+            cluster, drawn from instead of a budget of this executor's own (the searches of
+            one sweep share one); None: this executor creates its own when `rate_limits` are
+            given.
         max_restarts: Ray restarts of a dead worker.
         max_task_retries: Ray retries of a batch whose worker died.
         batches_per_worker: an evaluation is cut into about this many batches per worker.
@@ -217,6 +300,7 @@ class RayExecutor:
         address: str | None = None,
         num_workers: int | None = None,
         rate_limits: Mapping[str, ProviderLimit] | None = None,
+        budget_actor: str | None = None,
         max_restarts: int = 3,
         max_task_retries: int = 3,
         batches_per_worker: int = 4,
@@ -233,6 +317,7 @@ class RayExecutor:
         self._address = address
         self._num_workers = num_workers
         self._limits = dict(rate_limits or {})
+        self._shared_budget = budget_actor
         self._max_restarts = max_restarts
         self._max_task_retries = max_task_retries
         self._per_worker = max(1, batches_per_worker)
@@ -260,30 +345,20 @@ class RayExecutor:
         if self._workers:
             return
         began = time.perf_counter()
-        if not ray.is_initialized():
-            kwargs: dict[str, Any] = {"log_to_driver": False, **self._init_kwargs}
-            if self._address is None:
-                kwargs = {
-                    "address": "local",
-                    "include_dashboard": False,
-                    "_node_ip_address": "127.0.0.1",
-                    "object_store_memory": 80 * 1024 * 1024,
-                    **kwargs,
-                }
-            else:
-                probe_ray_address(self._address)  # Ray itself waits minutes on a dead address
-                kwargs["address"] = self._address
-            try:
-                ray.init(**kwargs)
-            except (ConnectionError, ValueError, RuntimeError) as exc:
-                raise EvaluationError(
-                    f"cannot connect to Ray at {self._address or 'a new local instance'!r}: {exc}"
-                ) from exc
+        if init_ray(self._address, self._init_kwargs):
             self._started_ray = True
         n = self._num_workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         helper = ray.remote(num_cpus=0)
         self._cache_actor = helper(_CallCacheActor).remote()
-        if self._limits:
+        if self._shared_budget is not None:
+            try:
+                self._budget_actor = ray.get_actor(self._shared_budget, namespace=BUDGET_NAMESPACE)
+            except ValueError as exc:
+                self.close()
+                raise EvaluationError(
+                    f"no budget actor {self._shared_budget!r} on this Ray cluster: {exc}"
+                ) from exc
+        elif self._limits:
             limits = json.dumps({k: v.model_dump() for k, v in self._limits.items()})
             self._budget_actor = helper(_RateBudgetActor).remote(limits)
         # two threads per worker: `ping` (health) answers while a batch runs, not after it
@@ -310,7 +385,8 @@ class RayExecutor:
 
     def close(self) -> None:
         """Kill the actors; shut Ray down if this executor started it."""
-        for actor in [*self._workers, self._cache_actor, self._budget_actor]:
+        own_budget = None if self._shared_budget is not None else self._budget_actor
+        for actor in [*self._workers, self._cache_actor, own_budget]:
             if actor is not None:
                 try:
                     ray.kill(actor, no_restart=True)
@@ -373,12 +449,17 @@ class RayExecutor:
             )
         return out
 
+    @property
+    def rate_limits(self) -> dict[str, ProviderLimit]:
+        """Provider -> the limit every worker's model calls draw from (`{}`: none)."""
+        return dict(self._limits)
+
     def budget_report(self) -> dict[str, Any]:
         """The budget actor's counters (`granted`, `in_flight`, `grant_times` per provider;
         `{}` without rate limits)."""
         if self._budget_actor is None:
             return {}
-        return json.loads(ray.get(self._budget_actor.report.remote()))
+        return budget_actor_report(self._budget_actor)
 
     def _seed(self, call_cache: CallCache | None) -> None:
         if call_cache is None or self._seeded == id(call_cache):

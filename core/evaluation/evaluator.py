@@ -78,7 +78,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_ai.usage import RunUsage
 
 from core.agents.call_cache import CallCache, CallCacheStats
-from core.agents.rate_budget import RateBudgetLike, use_rate_budget
+from core.agents.rate_budget import ProviderLimit, RateBudget, RateBudgetLike, use_rate_budget
 from core.errors import EvaluationError, SpecError, SpecLimitError, UnknownNamesError
 from core.evaluation._aggregate import fsum_finite, judge
 from core.evaluation._fork import Command, Job, Prepared, WorkerPool, Workers, resolve_workers
@@ -221,6 +221,8 @@ class TopologyEvaluator:
             evaluation cache did not answer.
         rate_budget: what every model call of a run made in this process draws from (None:
             unlimited; a remote executor brings its workers their own client of one budget).
+            With a budget, every run is made in this process, never in the forked `workers`
+            (a forked child would draw from its own copy of the buckets).
 
     Raises:
         EvaluationError: inline agents allowed without an `agent_factory`, `config` given
@@ -352,6 +354,18 @@ class TopologyEvaluator:
     def rate_budget(self) -> RateBudgetLike | None:
         """The in-process rate budget of model calls, if any."""
         return self._rate_budget
+
+    @property
+    def rate_limits(self) -> dict[str, ProviderLimit]:
+        """Provider -> the limit model calls of later runs draw from: a remote executor's, else
+        the in-process `RateBudget`'s; `{}` when unlimited (or when the budget is another
+        `RateBudgetLike`, whose limits are not known here). A search records them in
+        `RunStarted.config["rate_limits"]`."""
+        if isinstance(self._executor, RemoteExecutor):
+            return dict(self._executor.rate_limits)
+        if isinstance(self._rate_budget, RateBudget):
+            return self._rate_budget.limits
+        return {}
 
     @property
     def call_cache(self) -> CallCache | None:
@@ -655,7 +669,11 @@ class TopologyEvaluator:
                         done(index, result, cacheable)
 
                 await executor.run(batch, done_once, self._call_cache)
-            elif self._pool is None or not self._pool.shares(pending):
+            elif (
+                self._pool is None
+                or self._rate_budget is not None  # a budget is this process's: no forking
+                or not self._pool.shares(pending)
+            ):
                 with use_rate_budget(self._rate_budget):
                     async with asyncio.TaskGroup() as group:
                         for job in pending:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.agents.call_cache import CallCache, CallCacheStats, CallRecord
-from core.agents.rate_budget import RateBudgetLike, use_rate_budget
+from core.agents.rate_budget import ProviderLimit, RateBudgetLike, use_rate_budget
 from core.errors import EvaluationError
 from core.evaluation._records import ExampleResult
 from core.evaluation._run import run_example
@@ -131,7 +131,13 @@ class RemoteExecutor(Executor, Protocol):
     cacheable)` exactly once per item (a retried item is reported once), on the event loop;
     put the call records the workers made into `call_cache` and add their counters to it.
     Raises what `done` raises; a lost worker's items are retried, never dropped.
+
+    `rate_limits`: provider -> `ProviderLimit` its workers' model calls draw from (`{}`: none),
+    recorded on the run (`RunStarted.config["rate_limits"]`).
     """
+
+    @property
+    def rate_limits(self) -> Mapping[str, ProviderLimit]: ...
 
     async def run(self, batch: RemoteBatch, done: Done, call_cache: CallCache | None) -> None: ...
 

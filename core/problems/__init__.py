@@ -68,6 +68,13 @@ output_usd_per_1k = 1.5             # genai-prices price), else the load fails n
 [models.prices."function:solve:"]   # FunctionModel(solve): "function:<fn>:" (see below)
 free = true                         # declared free: $0, no prices
 
+[rate_limits.openai]                # one budget of model calls per provider (all optional):
+requests_per_minute = 500           # model calls a minute
+tokens_per_minute = 200000          # input + output tokens a minute
+max_concurrent = 16                 # calls in flight at once
+[rate_limits."*"]                   # every provider without its own table; a key left out is
+max_concurrent = 4                  # unlimited; --rate-limit PROVIDER=... replaces one table
+
 [datasets.my_data]                  # pinned files: configured dir, cache, download; sha256 checked
 url = "https://example.org/pinned/{file}"
 timeout_s = 10.0

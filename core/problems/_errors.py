@@ -6,11 +6,15 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from core.agents.rate_budget import ProviderLimit
 from core.errors import ProblemError
 
 __all__ = ["field_name", "problem_error_from_validation"]
 
 _MAX_INPUT_CHARS = 60
+
+_RATE_LIMIT_FIELDS = tuple(ProviderLimit.model_fields)
+"""The keys of a `[rate_limits.<provider>]` table, named when an unknown one is refused."""
 
 
 def field_name(loc: tuple[int | str, ...], prefix: str = "") -> str:
@@ -55,6 +59,8 @@ def problem_error_from_validation(
             msg += f" (got {_show(err.get('input'))})"
         elif err["type"] == "extra_forbidden":
             msg = "unknown field (not part of the format; check the spelling)"
+            if len(err["loc"]) == 3 and err["loc"][0] == "rate_limits":
+                msg += f"; a rate limit's fields are {', '.join(_RATE_LIMIT_FIELDS)}"
         if name in overridden:
             msg += " [value from overrides]"
         items.append((name, msg))

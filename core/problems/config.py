@@ -13,6 +13,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from core.agents.rate_budget import ANY_PROVIDER, ProviderLimit
 from core.evaluation.metrics import MetricWeights
 from core.evaluation.pricing import ModelPrice
 
@@ -233,8 +234,8 @@ class ProblemConfig(BaseModel):
     """The whole `problem.toml`.
 
     Top-level keys: `name`, `description`, `registries`, `seed`, `score_function`; tables
-    `[gold]`, `[search]`, `[evaluation]`, `[models]` (with `[models.prices."<model>"]`), `[datasets.<name>]`, and
-    `[params]` (free-form, for the problem's own module to validate via
+    `[gold]`, `[search]`, `[evaluation]`, `[models]` (with `[models.prices."<model>"]`), `[datasets.<name>]`,
+    `[rate_limits.<provider>]`, and `[params]` (free-form, for the problem's own module to validate via
     `ProblemContext.params_as`).
     """
 
@@ -261,6 +262,15 @@ class ProblemConfig(BaseModel):
     """`[models]`: prices and the replay time scale."""
     datasets: dict[str, DatasetConfig] = Field(default_factory=dict[str, DatasetConfig])
     """`[datasets.<name>]`: pinned data files with checksums."""
+    rate_limits: dict[str, ProviderLimit] = Field(default_factory=dict[str, ProviderLimit])
+    """`[rate_limits.<provider>]`: one budget of model calls per provider
+    (`core.agents.rate_budget.ProviderLimit`): `requests_per_minute` (model calls a minute),
+    `tokens_per_minute` (input + output tokens a minute), `max_concurrent` (calls in flight) and
+    `burst_s` (seconds of allowance a bucket holds, default 60); a key left out is unlimited.
+    The provider is pydantic-ai's name for it (`openai`, `anthropic`, `function` for a
+    `FunctionModel`, ...); `"*"` is every provider without its own table. A command's
+    `--rate-limit PROVIDER=...` replaces one provider's table (`studio._cli_executor`). How fast a
+    search runs, not what it measures: outside `config_hash`."""
     params: dict[str, Any] = Field(default_factory=dict[str, Any])
     """`[params]`: problem-specific settings, validated by the problem's own module."""
 
@@ -275,6 +285,17 @@ class ProblemConfig(BaseModel):
     @classmethod
     def _check_relative(cls, v: str) -> str:
         return _relative_path(v)
+
+    @field_validator("rate_limits")
+    @classmethod
+    def _check_providers(cls, v: dict[str, ProviderLimit]) -> dict[str, ProviderLimit]:
+        for name in v:
+            if name != ANY_PROVIDER and not _NAME_RE.match(name):
+                raise ValueError(
+                    f"provider name {name!r} must be '*' or use only [A-Za-z0-9_.-] "
+                    "(pydantic-ai's provider name, e.g. openai)"
+                )
+        return v
 
     @field_validator("datasets")
     @classmethod

@@ -9,6 +9,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from core.agents.rate_budget import ProviderLimit
 from core.evaluation._fork import Workers
 from core.evaluation.cache import EvaluationCache
 from core.evaluation.evaluator import LatencySource, TopologyEvaluator
@@ -46,6 +47,9 @@ class Problem:
         seed_spec: the seed topology, validated and with every name registered.
         search: default search settings (`[search]`).
         prices: model name -> price per 1K tokens (`[models.prices]`).
+        rate_limits: provider -> `ProviderLimit` (`[rate_limits.<provider>]`; requests and
+            tokens per minute, calls in flight); `{}`: unlimited. A command's `--rate-limit`
+            replaces a provider's entry (`studio._cli_executor.effective_rate_limits`).
         time_scale: multiplier on replayed latency before it is slept (`[models] time_scale`);
             the problem's models read it at load time, so change it with
             `load_problem(..., overrides={"models.time_scale": 0})`, not by assignment.
@@ -100,6 +104,7 @@ class Problem:
         self.seed_spec = seed_spec
         self.search: SearchDefaults = config.search
         self.prices: dict[str, ModelPrice] = dict(config.models.prices)
+        self.rate_limits: dict[str, ProviderLimit] = dict(config.rate_limits)
         self.time_scale: float = config.models.time_scale
         self.roles: dict[str, list[str]] = {k: list(v) for k, v in roles.items()}
         self.is_blank = is_blank
@@ -157,7 +162,9 @@ class Problem:
         ).with_options(capture_traces=self.search.traces)
 
     def _identity(self) -> dict[str, Any]:
-        config = self.config.model_dump(mode="json", exclude={"search": True, "evaluation": True})
+        config = self.config.model_dump(
+            mode="json", exclude={"search": True, "evaluation": True, "rate_limits": True}
+        )
         config["models"].pop("time_scale", None)
         return {
             "config": config,
@@ -174,7 +181,7 @@ class Problem:
     @property
     def config_hash(self) -> str:
         """sha256 (hex) of what decides scores and costs: the config except `[search]`,
-        `[evaluation]` and `models.time_scale` (which change only how a search runs and wall
+        `[evaluation]`, `[rate_limits]` and `models.time_scale` (which change only how a search runs and wall
         time; the example deadline decides which slow runs are cut, never what a finished call
         answers or costs, so the call cache keyed by this hash stays valid; `[search.weights]`
         ranks candidates but changes no measured metric), the seed spec,

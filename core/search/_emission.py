@@ -145,6 +145,10 @@ class RunBase:
                 },
                 "evaluator": self.evaluator.config.model_dump(mode="json"),
                 "executor": self.evaluator.executor.describe(),
+                "rate_limits": {
+                    provider: limit.model_dump(mode="json")
+                    for provider, limit in self.evaluator.rate_limits.items()
+                },
                 "n_validation": len(self.validation),
                 "n_test": len(self.test or []),
             },

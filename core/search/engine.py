@@ -75,6 +75,7 @@ from typing import Any
 
 from pydantic_ai.models import Model
 
+from core.agents.rate_budget import RateBudget
 from core.evaluation.cache import EvaluationCache, InMemoryEvaluationCache
 from core.evaluation.metrics import MetricWeights
 from core.evaluation.pricing import Pricer
@@ -154,6 +155,11 @@ def build_search(
 ) -> SearchRun:
     """A `SearchRun` on a loaded problem, with the problem's defaults for what is not given.
 
+    The problem's `[rate_limits]` (requests and tokens per minute, calls in flight, per
+    provider) become the evaluator's in-process `RateBudget`; replace it with
+    `search.evaluator.set_rate_budget(...)`, or give the evaluator a remote executor (which
+    brings its own budget).
+
     Args:
         problem: from `core.problems.load_problem`.
         strategy: `"evolutionary"`, `"random"`, `"meta_agent"` (or `"meta-agent"`), a
@@ -200,6 +206,8 @@ def build_search(
         allowed_step_kinds=gene.allowed_step_kinds,
         pricer=pricer,
     )
+    if problem.rate_limits:
+        evaluator.set_rate_budget(RateBudget(problem.rate_limits))
     if budget is None:
         budget = Budget(
             max_evaluations=search.max_evaluations,

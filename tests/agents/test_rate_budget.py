@@ -4,6 +4,7 @@ and nested parallels under a budget of one call in flight, which must not deadlo
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
@@ -74,3 +75,81 @@ def test_nested_parallels_under_a_budget_of_one_do_not_deadlock() -> None:
     assert peak == 1
     assert budget.buckets.granted() == {"function": 6}
     assert budget.buckets.in_flight() == {"function": 0}
+
+
+def test_a_local_search_under_the_problems_rate_limit_is_granted_on_schedule() -> None:
+    """`[rate_limits.function]` of the problem: 120 requests a minute with a one-second burst
+    (a bucket of 2, refilled one request every 0.5 s). One call at a time on a fake clock that
+    a waiting call moves on: the calls are granted at exactly 0, 0, 0.5, 1.0, 1.5, ... s, so
+    every window of w seconds holds at most 2 + 2 w of them, and every model call was granted."""
+    from pathlib import Path
+
+    from core.agents.rate_budget import ProviderLimit
+    from core.problems import load_problem
+    from core.search.budget import Budget
+    from core.search.engine import build_search
+    from core.search.events import RunStarted
+
+    sleepy = Path(__file__).resolve().parents[1] / "fixtures" / "sleepy"
+    problem = load_problem(
+        sleepy,
+        overrides={
+            "rate_limits.function.requests_per_minute": 120,
+            "rate_limits.function.burst_s": 1.0,
+            "search.concurrency": 1,
+            # no parallels: a `fastest` merge cancels a granted call before it is recorded
+            "search.allowed_step_kinds": ["agent_step", "function_step", "pipeline"],
+        },
+    )
+    limit = ProviderLimit(requests_per_minute=120, burst_s=1.0)
+    assert problem.rate_limits == {"function": limit}
+    events: list[object] = []
+    search = build_search(
+        problem,
+        "evolutionary",
+        seed=7,
+        handle_sigint=False,
+        use_test_split=False,
+        budget=Budget(max_evaluations=6),
+        subscribers=[events.append],
+    )
+    assert search.evaluator.rate_limits == {"function": limit}  # build_search's budget
+    now = [0.0]
+
+    async def fake_sleep(seconds: float) -> None:
+        now[0] += seconds
+        await asyncio.sleep(0)
+
+    budget = RateBudget(
+        problem.rate_limits, clock=lambda: now[0], sleep=fake_sleep, keep_grant_times=True
+    )
+    search.evaluator.set_rate_budget(budget)
+    made = 0
+    evaluate = search.evaluator.evaluate
+
+    async def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal made
+        ev = await evaluate(*args, **kwargs)
+        made += ev.n_model_requests
+        return ev
+
+    search.evaluator.evaluate = counting  # type: ignore[method-assign]
+    asyncio.run(search.run())
+
+    times = budget.buckets.grant_times()["function"]
+    assert made == len(times) == budget.buckets.granted()["function"] > 10
+    assert times == [0.0, 0.0] + [0.5 * k for k in range(1, len(times) - 1)]
+    for i, start in enumerate(times):
+        for j in range(i, len(times)):
+            assert j - i + 1 <= 2 + 2 * (times[j] - start)
+    started = [e for e in events if isinstance(e, RunStarted)]
+    assert [e.config["rate_limits"] for e in started] == [
+        {
+            "function": {
+                "requests_per_minute": 120.0,
+                "tokens_per_minute": None,
+                "max_concurrent": None,
+                "burst_s": 1.0,
+            }
+        }
+    ]

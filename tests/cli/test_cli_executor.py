@@ -50,3 +50,58 @@ def test_rate_limit_flag() -> None:
         ["evaluate", str(SLEEPY), str(SLEEPY / "seed.json"), "--rate-limit", "function=::1"]
     )
     assert rate_limits(args) == {"function": ProviderLimit(max_concurrent=1)}
+
+
+def test_a_rate_limit_flag_replaces_its_providers_toml_table_and_keeps_the_others() -> None:
+    from core.agents.rate_budget import ProviderLimit
+    from studio._cli_executor import effective_rate_limits
+
+    problem = load_problem(
+        SLEEPY,
+        overrides={
+            "rate_limits.function.requests_per_minute": 60,
+            "rate_limits.function.burst_s": 2.0,
+            "rate_limits.openai.max_concurrent": 2,
+        },
+    )
+    args = build_parser().parse_args(["search", str(SLEEPY), "--rate-limit", "function=::1"])
+    assert effective_rate_limits(problem, args) == {
+        "function": ProviderLimit(max_concurrent=1),  # the flag's, whole: no rpm, burst 60
+        "openai": ProviderLimit(max_concurrent=2),  # the TOML's
+    }
+    none = build_parser().parse_args(["search", str(SLEEPY)])
+    assert effective_rate_limits(problem, none) == {
+        "function": ProviderLimit(requests_per_minute=60, burst_s=2.0),
+        "openai": ProviderLimit(max_concurrent=2),
+    }
+
+
+def test_a_search_records_its_effective_rate_limits(tmp_path: Path) -> None:
+    from core.storage.journal import journal_dir, read_journal
+    from core.vocab.events import RunStarted
+    from studio.cli import main
+
+    db = tmp_path / "runs.duckdb"
+    argv = ["search", str(SLEEPY), "--db", str(db), "--max-evaluations", "2", "--no-test"]
+    argv += ["--set", "rate_limits.function.requests_per_minute=6000"]
+    argv += ["--set", "rate_limits.openai.tokens_per_minute=1000"]
+    argv += ["--rate-limit", "openai=5"]
+    assert main(argv) == 0
+    (journal,) = journal_dir(db).glob("*.jsonl")
+    started = [e for e in read_journal(journal) if isinstance(e, RunStarted)]
+    assert [e.config["rate_limits"] for e in started] == [
+        {
+            "function": {
+                "requests_per_minute": 6000.0,
+                "tokens_per_minute": None,
+                "max_concurrent": None,
+                "burst_s": 60.0,
+            },
+            "openai": {
+                "requests_per_minute": 5.0,
+                "tokens_per_minute": None,
+                "max_concurrent": None,
+                "burst_s": 60.0,
+            },
+        }
+    ]

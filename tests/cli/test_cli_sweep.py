@@ -1,12 +1,18 @@
 """`topology-studio sweep` (issue 18, item 5): 2 strategies x 2 seeds are 4 runs in the store
-and in one named group whose overlay link names all 4."""
+and in one named group whose overlay link names all 4; a line as each search starts and ends,
+then a table; Ctrl-C as `search`; a local sweep's searches split the rate budget (the Ray one
+shares an actor: tests/distributed)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -53,3 +59,129 @@ def test_sweep_of_two_strategies_by_two_seeds_is_four_runs_in_one_group(tmp_path
     )
     assert pairs == [("evolutionary", 1), ("evolutionary", 2), ("random", 1), ("random", 2)]
     assert f"/overlay?runs={','.join(group['runs'])}" in done.stdout
+
+
+def _copy_sleepy(tmp_path: Path, params: str = "", tables: str = "") -> Path:
+    """A copy of the sleepy problem with `[params]` lines replaced and tables appended."""
+    problem = tmp_path / "sleepy"
+    shutil.copytree(SLEEPY, problem)
+    toml = (problem / "problem.toml").read_text()
+    for line in params.splitlines():
+        key = line.split("=")[0].strip()
+        toml = re.sub(rf"(?m)^{key} = .*$", line.replace("\\", "\\\\"), toml)
+    (problem / "problem.toml").write_text(toml + tables)
+    return problem
+
+
+def _masked(text: str) -> list[str]:
+    """The lines with run ids as RUN, wall times as W, and a table's padding as two spaces."""
+    text = re.sub(r"\d{8}-\d{6}-[0-9a-f]{6}", "RUN", text)
+    text = re.sub(r"wall \d+\.\d s", "wall W s", text)
+    lines = [re.sub(r"  \d+\.\d$", "  W", line) for line in text.splitlines()]
+    return [re.sub(r" {2,}", "  ", line) for line in lines]
+
+
+@pytest.mark.slow
+def test_a_sweep_prints_each_start_and_end_then_a_table(tmp_path: Path) -> None:
+    db = tmp_path / "runs.duckdb"
+    argv = [sys.executable, "-m", "studio.cli", "sweep", str(SLEEPY), "--db", str(db)]
+    argv += ["--strategies", "evolutionary,random", "--seeds", "3", "--name", "g2"]
+    argv += ["--max-evaluations", "3", "--no-test", "--parallel", "1"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=os.environ, timeout=280)
+    assert done.returncode == 0, done.stderr
+    runs = json.loads((sweep_dir(db) / "g2.json").read_text())["runs"]
+    assert re.findall(r"(?m)^started (\S+)", done.stdout) == runs
+    assert _masked(done.stdout) == [
+        "started RUN  evolutionary seed 3",
+        "ended  RUN  evolutionary seed 3  stopped (max_evaluations reached (3))  best 0.9988  "
+        "wall W s",
+        "started RUN  random seed 3",
+        "ended  RUN  random seed 3  stopped (max_evaluations reached (3))  best 0.9988  wall W s",
+        "run  strategy  seed  status  best  wall_s",
+        "RUN  evolutionary  3  stopped (max_evaluations reached (3))  0.9988  W",
+        "RUN  random  3  stopped (max_evaluations reached (3))  0.9988  W",
+        f"sweep g2: 2 runs recorded in {db}",
+        "overlay: open the studio's Run overlay page at /overlay?runs=RUN,RUN",
+    ]
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_running_search_records_it_and_names_its_resume(tmp_path: Path) -> None:
+    # one search at a time, each call 0.3 s: Ctrl-C while the first runs stops it after its
+    # evaluation in progress (as `search` does), and the second never starts
+    problem = _copy_sleepy(tmp_path, params="delay_s = 0.3")
+    db = tmp_path / "runs.duckdb"
+    argv = [sys.executable, "-m", "studio.cli", "sweep", str(problem), "--db", str(db)]
+    argv += ["--strategies", "evolutionary,random", "--seeds", "1", "--name", "g3"]
+    argv += ["--max-evaluations", "40", "--no-test", "--parallel", "1"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    assert first.startswith("started ")
+    run_id = first.split()[1]
+    time.sleep(2.0)  # the search is under way (its seed takes 8 x 0.3 s)
+    proc.send_signal(signal.SIGINT)
+    rest, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    lines = _masked(first + rest)
+    assert lines[0] == "started RUN  evolutionary seed 1"
+    assert re.fullmatch(
+        r"ended  RUN  evolutionary seed 1  stopped \(SIGINT.*\)  best (\d\.\d{4}|-)  wall W s",
+        lines[1],
+    ), lines[1]
+    assert not any(line.startswith("started RUN  random") for line in lines)
+    assert lines[4] == "RUN  random  1  not started  -  -", lines[4]
+    assert f"sweep g3: 1 runs recorded in {db}" in lines
+    assert "interrupted: each running search stops after its evaluation in progress" in err
+    assert err.strip().splitlines()[-1] == (
+        f"interrupted: continue with 'topology-studio search {problem} --resume {run_id} --db {db}'"
+    )
+    group = json.loads((sweep_dir(db) / "g3.json").read_text())
+    assert group["runs"] == [run_id]
+
+
+@pytest.mark.slow
+def test_a_local_sweeps_searches_split_the_rate_budget(tmp_path: Path) -> None:
+    """Two local searches at once under 600 requests a minute with a 0.2 s burst (10 a second,
+    2 at once): each gets half (5 a second, 1 at once), and together they never make more than
+    2 + 10 (w + 0.05) calls in w seconds (counted by the model)."""
+    log = tmp_path / "calls.log"
+    problem = _copy_sleepy(
+        tmp_path,
+        params=f'call_log = "{log}"',
+        tables="\n[rate_limits.function]\nrequests_per_minute = 600\nburst_s = 0.2\n",
+    )
+    db = tmp_path / "runs.duckdb"
+    argv = [sys.executable, "-m", "studio.cli", "sweep", str(problem), "--db", str(db)]
+    argv += ["--strategies", "evolutionary,random", "--seeds", "1", "--name", "g4"]
+    argv += ["--max-evaluations", "6", "--no-test", "--parallel", "2"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=os.environ, timeout=280)
+    assert done.returncode == 0, done.stderr
+    group = json.loads((sweep_dir(db) / "g4.json").read_text())
+    assert group["rate_budget"] == "split 2 ways"
+    times = sorted(float(t) for t in log.read_text().split())
+    assert len(times) >= 30
+    for i, start in enumerate(times):
+        for j in range(i, len(times)):
+            assert j - i + 1 <= 2 + 10 * (times[j] - start + 0.05)
+
+
+def test_a_rate_limit_is_split_into_equal_parts() -> None:
+    from core.agents.rate_budget import ProviderLimit
+    from studio._cli_executor import share_rate_limits
+
+    limits = {
+        "openai": ProviderLimit(
+            requests_per_minute=600, tokens_per_minute=90000, max_concurrent=5, burst_s=2
+        ),
+        "*": ProviderLimit(requests_per_minute=30),
+    }
+    assert share_rate_limits(limits, 2) == {
+        "openai": ProviderLimit(
+            requests_per_minute=300, tokens_per_minute=45000, max_concurrent=2, burst_s=2
+        ),
+        "*": ProviderLimit(requests_per_minute=15),
+    }
+    assert share_rate_limits(limits, 1) == limits
+    with pytest.raises(CliUsageError, match="allows 5 call\\(s\\) in flight, fewer than the 6"):
+        share_rate_limits(limits, 6)

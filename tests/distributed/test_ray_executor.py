@@ -274,3 +274,46 @@ def test_a_search_started_in_the_studio_on_ray_records_its_executor_and_health(
     assert snap is not None and snap == read_health(tmp_path / "runs.duckdb", run_id)
     assert (snap.executor, len(snap.workers)) == (where, 2)
     assert {w.state for w in snap.workers} == {"alive"}
+
+
+def test_a_ray_sweeps_searches_share_one_rate_budget(ray_instance: None, tmp_path: Path) -> None:
+    """Two searches of one sweep at once, under the problem's `[rate_limits.function]` of 600
+    requests a minute with a 0.2 s burst (10 a second, at most 2 at once): every call made by
+    either search's worker is logged by the model, and over any window of w seconds the two
+    together made at most 2 + 10 (w + 0.25) calls (0.25 s: the time from a grant to the
+    model's log line may differ between calls). Each search with a budget of its own would
+    make about 20 a second."""
+    import json
+    import shutil
+
+    from studio._cli_sweep import sweep_dir
+    from studio.cli import main
+
+    problem = tmp_path / "sleepy"
+    shutil.copytree(SLEEPY, problem)
+    log = tmp_path / "calls.log"
+    toml = (problem / "problem.toml").read_text().replace('call_log = ""', f'call_log = "{log}"')
+    toml += "\n[rate_limits.function]\nrequests_per_minute = 600\nburst_s = 0.2\n"
+    (problem / "problem.toml").write_text(toml)
+    db = tmp_path / "runs.duckdb"
+    argv = ["sweep", str(problem), "--db", str(db), "--strategies", "evolutionary,random"]
+    argv += ["--seeds", "1", "--name", "g", "--max-evaluations", "6", "--no-test"]
+    assert main([*argv, "--executor", "ray", "--parallel", "2"]) == 0
+    group = json.loads((sweep_dir(db) / "g.json").read_text())
+    assert len(group["runs"]) == 2
+    assert group["rate_budget"] == "shared actor"
+    assert group["rate_limits"] == {
+        "function": {
+            "requests_per_minute": 600.0,
+            "tokens_per_minute": None,
+            "max_concurrent": None,
+            "burst_s": 0.2,
+        }
+    }
+    times = sorted(float(t) for t in log.read_text().split())
+    # a granted call a `fastest` merge cancels may never reach the model: granted >= logged
+    assert 30 <= len(times) <= group["calls_granted"]["function"]
+    for i, start in enumerate(times):
+        for j in range(i, len(times)):
+            assert j - i + 1 <= 2 + 10 * (times[j] - start + 0.25)
+    assert ray.is_initialized()  # the sweep used the test's Ray and left it running

@@ -517,3 +517,64 @@ def test_the_problem_builds_its_evaluator_with_every_hook(tmp_path: Path) -> Non
     assert plain.config.max_depth is None
     assert plain.config.allowed_step_kinds is None
     assert plain.cache is None
+
+
+# -- rate limits (issue 18, item 2: per-provider budgets from the problem) ---------------------
+
+RATE_TOML = (
+    TOML
+    + """
+[rate_limits.openai]
+requests_per_minute = 500
+tokens_per_minute = 200000
+max_concurrent = 16
+
+[rate_limits."*"]
+max_concurrent = 4
+burst_s = 1.5
+"""
+)
+
+
+def test_rate_limit_tables_are_read_into_provider_limits(tmp_path: Path) -> None:
+    from core.agents.rate_budget import ProviderLimit
+
+    p = load_problem(make_toy(tmp_path, toml=RATE_TOML))
+    assert p.rate_limits == {
+        "openai": ProviderLimit(
+            requests_per_minute=500, tokens_per_minute=200000, max_concurrent=16
+        ),
+        "*": ProviderLimit(max_concurrent=4, burst_s=1.5),
+    }
+    # how fast, not what is measured: the same problem identity with or without them
+    assert p.config_hash == load_problem(make_toy(tmp_path / "b")).config_hash
+    assert load_problem(make_toy(tmp_path / "c")).rate_limits == {}
+
+
+def test_an_unknown_rate_limit_key_names_the_file_the_key_and_the_known_keys(
+    tmp_path: Path,
+) -> None:
+    d = make_toy(tmp_path, toml=RATE_TOML.replace("max_concurrent = 16", "concurrent = 16"))
+    err = load_error(d)
+    toml_path = d.resolve() / "problem.toml"
+    assert (err.file, err.field) == (str(toml_path), "rate_limits.openai.concurrent")
+    assert str(err) == (
+        f"{toml_path}: field 'rate_limits.openai.concurrent': unknown field (not part of the "
+        "format; check the spelling); a rate limit's fields are requests_per_minute, "
+        "tokens_per_minute, max_concurrent, burst_s"
+    )
+
+
+def test_a_negative_or_zero_rate_limit_names_the_file_and_the_key(tmp_path: Path) -> None:
+    d = make_toy(tmp_path, toml=RATE_TOML.replace("= 500", "= -5"))
+    toml_path = d.resolve() / "problem.toml"
+    assert str(load_error(d)) == (
+        f"{toml_path}: field 'rate_limits.openai.requests_per_minute': Input should be greater "
+        "than 0 (got -5)"
+    )
+    d = make_toy(tmp_path / "b", toml=RATE_TOML.replace("max_concurrent = 4", "max_concurrent = 0"))
+    assert load_error(d).field == "rate_limits.*.max_concurrent"
+    d = make_toy(tmp_path / "c", toml=RATE_TOML.replace('[rate_limits."*"]', '[rate_limits."a b"]'))
+    err = load_error(d)
+    assert err.field == "rate_limits"
+    assert "provider name 'a b' must be '*' or use only [A-Za-z0-9_.-]" in str(err)
