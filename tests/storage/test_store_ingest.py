@@ -465,7 +465,14 @@ class EarlyStatStore(DuckDBRunStore):
         return len(data) - sum(len(line) + 1 for line in data.split(b"\n")[-4:-1])
 
 
-def test_lines_appended_during_a_direct_read_are_stored_once(tmp_path: Path) -> None:
+def test_lines_appended_during_a_direct_read_are_stored_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a journal of 1-4 MB is read directly when the ingest step is 4 MB (it is 1 MB by
+    # default: a 2 MB journal then goes in two chunks, tested elsewhere)
+    import core.storage.duckdb_store as duckdb_store
+
+    monkeypatch.setattr(duckdb_store, "INGEST_CHUNK_BYTES", 4 << 20)
     db = tmp_path / "runs.duckdb"
     events = big_events("run-a", 2000)
     with RunJournal.create(journal_path(db, "run-a")) as j:
