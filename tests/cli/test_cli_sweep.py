@@ -24,6 +24,21 @@ from studio._cli_sweep import parse_seeds, sweep_dir, sweep_groups
 SLEEPY = Path(__file__).resolve().parents[1] / "fixtures" / "sleepy"
 
 
+def _sweep_argv(problem: Path, db: Path, name: str, *options: str) -> list[str]:
+    """`topology-studio sweep PROBLEM --db DB --strategies evolutionary,random --name NAME
+    --no-test OPTIONS...` as a child process's argv."""
+    argv = [sys.executable, "-m", "studio.cli", "sweep", str(problem), "--db", str(db)]
+    return [*argv, "--strategies", "evolutionary,random", "--name", name, "--no-test", *options]
+
+
+def _sweep(problem: Path, db: Path, name: str, *options: str) -> subprocess.CompletedProcess[str]:
+    """Run `_sweep_argv(...)` to its end (280 s at most); it must exit 0."""
+    argv = _sweep_argv(problem, db, name, *options)
+    done = subprocess.run(argv, capture_output=True, text=True, env=os.environ, timeout=280)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def test_parse_seeds() -> None:
     assert parse_seeds("1-5") == [1, 2, 3, 4, 5]
     assert parse_seeds("1,3,7") == [1, 3, 7]
@@ -37,11 +52,7 @@ def test_parse_seeds() -> None:
 @pytest.mark.slow
 def test_sweep_of_two_strategies_by_two_seeds_is_four_runs_in_one_group(tmp_path: Path) -> None:
     db = tmp_path / "runs.duckdb"
-    argv = [sys.executable, "-m", "studio.cli", "sweep", str(SLEEPY), "--db", str(db)]
-    argv += ["--strategies", "evolutionary,random", "--seeds", "1-2", "--name", "g1"]
-    argv += ["--max-evaluations", "4", "--no-test"]
-    done = subprocess.run(argv, capture_output=True, text=True, env=os.environ, timeout=280)
-    assert done.returncode == 0, done.stderr
+    done = _sweep(SLEEPY, db, "g1", "--seeds", "1-2", "--max-evaluations", "4")
     group = json.loads((sweep_dir(db) / "g1.json").read_text())
     assert group["strategies"] == ["evolutionary", "random"]
     assert group["seeds"] == [1, 2]
@@ -84,11 +95,7 @@ def _masked(text: str) -> list[str]:
 @pytest.mark.slow
 def test_a_sweep_prints_each_start_and_end_then_a_table(tmp_path: Path) -> None:
     db = tmp_path / "runs.duckdb"
-    argv = [sys.executable, "-m", "studio.cli", "sweep", str(SLEEPY), "--db", str(db)]
-    argv += ["--strategies", "evolutionary,random", "--seeds", "3", "--name", "g2"]
-    argv += ["--max-evaluations", "3", "--no-test", "--parallel", "1"]
-    done = subprocess.run(argv, capture_output=True, text=True, env=os.environ, timeout=280)
-    assert done.returncode == 0, done.stderr
+    done = _sweep(SLEEPY, db, "g2", "--seeds", "3", "--max-evaluations", "3", "--parallel", "1")
     runs = json.loads((sweep_dir(db) / "g2.json").read_text())["runs"]
     assert re.findall(r"(?m)^started (\S+)", done.stdout) == runs
     assert _masked(done.stdout) == [
@@ -111,9 +118,8 @@ def test_ctrl_c_stops_the_running_search_records_it_and_names_its_resume(tmp_pat
     # evaluation in progress (as `search` does), and the second never starts
     problem = _copy_sleepy(tmp_path, params="delay_s = 0.3")
     db = tmp_path / "runs.duckdb"
-    argv = [sys.executable, "-m", "studio.cli", "sweep", str(problem), "--db", str(db)]
-    argv += ["--strategies", "evolutionary,random", "--seeds", "1", "--name", "g3"]
-    argv += ["--max-evaluations", "40", "--no-test", "--parallel", "1"]
+    argv = _sweep_argv(problem, db, "g3", "--seeds", "1", "--max-evaluations", "40")
+    argv += ["--parallel", "1"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     first = proc.stdout.readline()
@@ -152,11 +158,7 @@ def test_a_local_sweeps_searches_split_the_rate_budget(tmp_path: Path) -> None:
         tables="\n[rate_limits.function]\nrequests_per_minute = 600\nburst_s = 0.2\n",
     )
     db = tmp_path / "runs.duckdb"
-    argv = [sys.executable, "-m", "studio.cli", "sweep", str(problem), "--db", str(db)]
-    argv += ["--strategies", "evolutionary,random", "--seeds", "1", "--name", "g4"]
-    argv += ["--max-evaluations", "6", "--no-test", "--parallel", "2"]
-    done = subprocess.run(argv, capture_output=True, text=True, env=os.environ, timeout=280)
-    assert done.returncode == 0, done.stderr
+    _sweep(problem, db, "g4", "--seeds", "1", "--max-evaluations", "6", "--parallel", "2")
     group = json.loads((sweep_dir(db) / "g4.json").read_text())
     assert group["rate_budget"] == "split 2 ways"
     times = sorted(float(t) for t in log.read_text().split())
