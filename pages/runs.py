@@ -323,7 +323,7 @@ with guard():
             "(Ray worker actors; needs pip install 'topology-studio[ray]')",
         )
         ray_address = c14.text_input(
-            "Ray address (ray only; empty = a private local Ray on 127.0.0.1)",
+            "Ray address (ray only; empty = a private local Ray instance)",
             key="f_ray_address",
             placeholder="auto, HOST:6379 or ray://HOST:10001",
             help="--ray-address: the Ray cluster to connect to; checked (something must answer "

@@ -44,7 +44,7 @@ def add_executor_args(p: Any) -> None:
         "--ray-address",
         metavar="ADDR",
         help="the Ray cluster for --executor ray ('auto', 'HOST:6379', 'ray://HOST:10001'); "
-        "default: a private local Ray instance on 127.0.0.1",
+        "default: a private local Ray instance",
     )
     p.add_argument(
         "--ray-workers",
@@ -101,7 +101,7 @@ def executor_for(
     Args:
         kind: `"local"` or `"ray"`.
         address: the Ray cluster (`core.distributed.address.check_ray_address`); None or
-            "": a private local Ray on 127.0.0.1.
+            "": a private local Ray (`init_ray`).
         problem: what the workers load (by its path).
         limits: the effective rate limits (`effective_rate_limits`), provider -> limit (None
             or empty: none).

@@ -10,8 +10,8 @@ id the sweep chose for it (`search --run-id`, so the sweep names each run as it 
 `[rate_limits.<provider>]` with the `--rate-limit`s over them (`effective_rate_limits`:
 requests per minute, tokens per minute, calls in flight).
 
-- `--executor ray`: the sweep connects to the cluster (`--ray-address`) or starts one local Ray
-  instance on 127.0.0.1 for all its searches (not one each), creates one named budget actor
+- `--executor ray`: the sweep connects to the cluster (`--ray-address`) or starts one private local
+  Ray instance for all its searches (not one each), creates one named budget actor
   (`core.distributed.ray_executor.create_budget_actor`, named `sweep-<name>-<run id of the
   first search>`) and passes its name and the cluster's address to every search: every worker
   of every search draws from that one actor, so the sweep as a whole stays within the limits.

@@ -197,7 +197,7 @@ class SearchRequest(BaseModel):
     """Where evaluations run (`--executor`): this process, or Ray worker actors."""
     ray_address: str | None = None
     """The Ray cluster (`--ray-address`: `auto`, `HOST:PORT`, `ray://HOST:PORT`); None: a
-    private local Ray on 127.0.0.1. Only with `executor="ray"`."""
+    private local Ray instance. Only with `executor="ray"`."""
 
 
 @dataclass

@@ -75,5 +75,5 @@ def probe_ray_address(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
         raise EvaluationError(
             f"no Ray cluster answers at {address!r} ({reason}): start one there "
             "(`ray start --head` on the head node) or leave the address empty for a private "
-            "local Ray on 127.0.0.1"
+            "local Ray"
         ) from None

@@ -118,7 +118,8 @@ class _RateBudgetActor:
 
 def init_ray(address: str | None, init_kwargs: Mapping[str, Any] | None = None) -> bool:
     """Connect to the Ray cluster at `address`, or with None start a private local instance
-    bound to 127.0.0.1 without a dashboard; nothing when Ray is already initialised here.
+    without a dashboard (asked for 127.0.0.1; Ray 2.60 listens on every interface anyway and
+    relies on its token authentication, on by default: README, "Beyond one machine"); nothing when Ray is already initialised here.
 
     Returns:
         True when this call started or connected Ray (its caller then shuts it down).
@@ -274,7 +275,7 @@ class RayExecutor:
             `Problem`'s own, else none).
         address: the Ray cluster (`"auto"`, `"HOST:6379"`, `"ray://HOST:10001"`); None: use
             the Ray instance this process already started, else start a private local one
-            bound to 127.0.0.1 without a dashboard.
+            without a dashboard (`init_ray`).
         num_workers: worker actors (None: the cluster's CPUs).
         rate_limits: provider -> `ProviderLimit` (requests and tokens per minute, calls in
             flight), one budget for every worker (None: none). With `budget_actor`, the limits

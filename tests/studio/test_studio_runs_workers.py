@@ -197,7 +197,7 @@ def _closed_port() -> int:
             "127.0.0.1:{port}",
             "EvaluationError: no Ray cluster answers at '127.0.0.1:{port}' (Connection refused): "
             "start one there (`ray start --head` on the head node) or leave the address empty "
-            "for a private local Ray on 127.0.0.1",
+            "for a private local Ray",
         ),
     ],
 )
