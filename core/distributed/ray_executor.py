@@ -119,7 +119,8 @@ class _RateBudgetActor:
 def init_ray(address: str | None, init_kwargs: Mapping[str, Any] | None = None) -> bool:
     """Connect to the Ray cluster at `address`, or with None start a private local instance
     without a dashboard (asked for 127.0.0.1; Ray 2.60 listens on every interface anyway and
-    relies on its token authentication, on by default: README, "Beyond one machine"); nothing when Ray is already initialised here.
+    relies on its token authentication, on by default: README, "Beyond one machine"); nothing
+    when Ray is already initialised here.
 
     Returns:
         True when this call started or connected Ray (its caller then shuts it down).

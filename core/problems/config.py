@@ -234,9 +234,9 @@ class ProblemConfig(BaseModel):
     """The whole `problem.toml`.
 
     Top-level keys: `name`, `description`, `registries`, `seed`, `score_function`; tables
-    `[gold]`, `[search]`, `[evaluation]`, `[models]` (with `[models.prices."<model>"]`), `[datasets.<name>]`,
-    `[rate_limits.<provider>]`, and `[params]` (free-form, for the problem's own module to validate via
-    `ProblemContext.params_as`).
+    `[gold]`, `[search]`, `[evaluation]`, `[models]` (with `[models.prices."<model>"]`),
+    `[datasets.<name>]`, `[rate_limits.<provider>]`, and `[params]` (free-form, for the
+    problem's own module to validate via `ProblemContext.params_as`).
     """
 
     model_config = _CONFIG

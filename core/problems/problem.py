@@ -181,11 +181,11 @@ class Problem:
     @property
     def config_hash(self) -> str:
         """sha256 (hex) of what decides scores and costs: the config except `[search]`,
-        `[evaluation]`, `[rate_limits]` and `models.time_scale` (which change only how a search runs and wall
-        time; the example deadline decides which slow runs are cut, never what a finished call
-        answers or costs, so the call cache keyed by this hash stays valid; `[search.weights]`
-        ranks candidates but changes no measured metric), the seed spec,
-        the split ids, and the problem module's source. Same hash = same problem."""
+        `[evaluation]`, `[rate_limits]` and `models.time_scale` (which change only how a search
+        runs and wall time; the example deadline decides which slow runs are cut, never what a
+        finished call answers or costs, so the call cache keyed by this hash stays valid;
+        `[search.weights]` ranks candidates but changes no measured metric), the seed spec, the
+        split ids, and the problem module's source. Same hash = same problem."""
         if self._config_hash is None:
             text = json.dumps(self._identity(), sort_keys=True, separators=(",", ":"))
             self._config_hash = hashlib.sha256(text.encode()).hexdigest()
