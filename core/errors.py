@@ -29,6 +29,8 @@ TopologyStudioError
 │   └── StaleTargetError              the target changed since the diff was made
 ├── ProblemError                      a problem definition cannot be loaded (names file and field)
 ├── DatasetError                      a dataset is missing or fails its checksum
+├── ProviderError                     a model provider kept failing (retries used up) or refused
+│                                     the request; a search stops resumable, never `failed`
 └── AutonomyError                     the runtime layer (orchestrator, sandboxes)
     ├── HookAbortError                a hook aborted a solve (names reason and subtask)
     ├── HookError                     a hook raised (names hook and subtask; partial results)
@@ -55,6 +57,7 @@ __all__ = [
     "OptimizationError",
     "PipelineStepError",
     "ProblemError",
+    "ProviderError",
     "RouterError",
     "SandboxError",
     "SchemaVersionError",
@@ -255,6 +258,30 @@ class ApplyError(TopologyStudioError):
 
 class StaleTargetError(ApplyError):
     """The target changed since the diff was made; nothing was written."""
+
+
+class ProviderError(TopologyStudioError):
+    """A model call failed for good: a transient fault (HTTP 5xx or 429, a timeout, a refused
+    or cut connection, a reply that is not JSON) that outlasted the bounded wait, or a refusal
+    that waiting cannot fix (any other 4xx). The message names the provider, the model, the
+    status and what to do (`core.agents.providers`).
+
+    A search that meets one stops as `stopped` and resumable (what was scored is kept, the
+    call cache answers the calls already made); it never ends `failed` for it.
+
+    Attributes:
+        model: the `provider:model` name.
+        status: the HTTP status, if the provider answered with one.
+        transient: True when waiting longer could have helped (5xx, 429, timeout, connection).
+    """
+
+    def __init__(
+        self, message: str, *, model: str, status: int | None = None, transient: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.model = model
+        self.status = status
+        self.transient = transient
 
 
 class ProblemError(TopologyStudioError):

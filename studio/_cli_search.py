@@ -31,10 +31,12 @@ from typing import Any, cast
 from pydantic import ValidationError
 from pydantic_ai.exceptions import UserError
 
+from core.agents.providers import apply_base_url, use_policy
 from core.agents.rate_budget import ProviderLimit, RateBudget
 from core.errors import (
     BudgetError,
     JournalWriteError,
+    ProviderError,
     SpecError,
     StoreBusyError,
     StoreError,
@@ -717,7 +719,9 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
     try:
         with setup.journal:
             try:
-                setup.result = run_cli_search(setup, out)
+                apply_base_url(setup.problem.config.models.base_url)
+                with use_policy(setup.problem.provider_policy):
+                    setup.result = run_cli_search(setup, out)
             except (TopologyStudioError, UserError) as exc:
                 failed = exc
     except KeyboardInterrupt:
@@ -735,6 +739,11 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
         raise CliUsageError(str(failed)) from failed
     if isinstance(failed, BudgetError):
         raise failed
+    if isinstance(failed, ProviderError):
+        # a provider that kept failing (or refused): the run is stopped, resumable
+        out.error(str(failed))
+        out.note(_resume_hint(setup, db))
+        return ExitCode.INTERRUPTED
     if isinstance(failed, JournalWriteError):
         # e.g. a full disk: every complete line is kept, so the run resumes where it stopped
         hint = _resume_hint(setup, db).removeprefix("interrupted: ")

@@ -14,6 +14,7 @@ from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.usage import RunUsage
 
 from core.agents.base import BaseAgent
+from core.agents.providers import current_policy
 
 __all__ = [
     "UNKNOWN_MODEL",
@@ -147,6 +148,7 @@ async def run_agent(
     *,
     record: UsageRecorder | None = None,
     quoted: tuple[str, int, int, int] | None = None,
+    remote: bool = False,
 ) -> Any:
     """Run `agent` once on `prompt` with a fresh run state and return its output.
 
@@ -168,6 +170,9 @@ async def run_agent(
             charged for the run's first request from the model's quote (`QuotingModel`); the
             model's own start-of-request charge of that request is skipped, and it is not
             recorded again after the run.
+        remote: the call may go over the network: a pydantic-ai agent runs with the fault
+            policy's model settings (`core.agents.providers.ProviderPolicy.model_settings`:
+            the per-attempt timeout, the SDK's own retries off).
 
     Returns:
         The run's `output`.
@@ -179,6 +184,8 @@ async def run_agent(
     options: dict[str, Any] = {"usage": usage}
     if _is_pydantic_agent(agent):
         options["infer_name"] = False  # no call-frame inspection to guess the agent's name
+        if remote:
+            options["model_settings"] = current_policy().model_settings()
     ledger = _Ledger(record)
     if quoted is not None:
         ledger.quoted = True

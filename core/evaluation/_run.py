@@ -21,6 +21,7 @@ from typing import Any, Literal, Protocol, cast
 from pydantic import BaseModel
 
 from core.agents.call_cache import CallCache, use_call_cache
+from core.agents.providers import provider_failure
 from core.evaluation._records import ExampleResult
 from core.evaluation.metrics import BundleStatus, GoldExample, MetricBundle, ScoreFn
 from core.evaluation.pricing import Pricer
@@ -181,6 +182,9 @@ async def run_example(
                     timed_out = True
                     error = f"example_timeout: timed out after {ctx.timeout_s:g} s"
         except Exception as exc:
+            failed = provider_failure(exc)
+            if failed is not None:  # a provider that kept failing is no answer to score
+                raise failed from exc
             error = f"{type(exc).__name__}: {exc}"
     if clock is None:
         wall_ms = (time.perf_counter_ns() - start) / 1e6

@@ -192,6 +192,17 @@ class ModelsConfig(BaseModel):
     prices: dict[str, ModelPrice] = Field(default_factory=dict[str, ModelPrice])
     """Model name as recorded in usage (e.g. `"replay:6b_finetuning"`) -> price per 1K tokens.
     These win over genai-prices (see `core.evaluation.pricing`)."""
+    base_url: str | None = None
+    """An OpenAI-compatible server for every `openai-chat:` / `openai:` model, e.g.
+    `"http://127.0.0.1:11434/v1"` (Ollama); `OPENAI_BASE_URL` in the environment wins."""
+    timeout_s: float = Field(default=60.0, gt=0)
+    """One model request's timeout, in seconds (`core.agents.providers.ProviderPolicy`)."""
+    max_wait_s: float = Field(default=120.0, ge=0)
+    """The most one model call waits out transient faults (429, 5xx, timeouts), in seconds."""
+    backoff_s: float = Field(default=1.0, ge=0)
+    """The first wait after a fault that names no `Retry-After`, in seconds (then doubled)."""
+    max_backoff_s: float = Field(default=30.0, ge=0)
+    """The longest single wait without a `Retry-After`, in seconds."""
 
 
 class DatasetConfig(BaseModel):

@@ -9,6 +9,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from core.agents.providers import ProviderPolicy
 from core.agents.rate_budget import ProviderLimit
 from core.evaluation._fork import Workers
 from core.evaluation.cache import EvaluationCache
@@ -19,6 +20,9 @@ from core.hydrate import AgentRegistry, CallableRegistry
 from core.ir import TopologySpec
 from core.ir.dataflow import EffectTable
 from core.problems.config import ProblemConfig, SearchDefaults
+
+_FAULT_SETTINGS = ("timeout_s", "max_wait_s", "backoff_s", "max_backoff_s")
+"""`[models]` keys of `core.agents.providers.ProviderPolicy`, left out of `config_hash`."""
 
 __all__ = ["Problem"]
 
@@ -166,12 +170,28 @@ class Problem:
             mode="json", exclude={"search": True, "evaluation": True, "rate_limits": True}
         )
         config["models"].pop("time_scale", None)
+        for key in _FAULT_SETTINGS:  # how faults are waited out changes no answer
+            config["models"].pop(key, None)
+        if config["models"].get("base_url") is None:
+            config["models"].pop("base_url", None)
         return {
             "config": config,
             "seed_spec": self.seed_spec.model_dump(mode="json"),
             "splits": {k: [ex.id for ex in v] for k, v in sorted(self.splits.items())},
             "code_sha256": self._code_sha256,
         }
+
+    @property
+    def provider_policy(self) -> ProviderPolicy:
+        """How this problem's model calls meet faults (`[models]` timeout_s, max_wait_s,
+        backoff_s, max_backoff_s; `core.agents.providers`)."""
+        models = self.config.models
+        return ProviderPolicy(
+            timeout_s=models.timeout_s,
+            max_wait_s=models.max_wait_s,
+            backoff_s=models.backoff_s,
+            max_backoff_s=models.max_backoff_s,
+        )
 
     @property
     def code_sha256(self) -> str:
@@ -181,7 +201,8 @@ class Problem:
     @property
     def config_hash(self) -> str:
         """sha256 (hex) of what decides scores and costs: the config except `[search]`,
-        `[evaluation]`, `[rate_limits]` and `models.time_scale` (which change only how a search
+        `[evaluation]`, `[rate_limits]`, `models.time_scale` and the fault settings
+        (`_FAULT_SETTINGS`; `models.base_url` only when unset) (which change only how a search
         runs and wall time; the example deadline decides which slow runs are cut, never what a
         finished call answers or costs, so the call cache keyed by this hash stays valid;
         `[search.weights]` ranks candidates but changes no measured metric), the seed spec, the

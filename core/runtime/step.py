@@ -28,8 +28,9 @@ from core.agents.call_cache import (
     is_quoting_model,
     is_simulated_clock,
 )
+from core.agents.providers import call_with_retries
 from core.agents.rate_budget import active_rate_budget, provider_of
-from core.agents.usage import UsageRecorder
+from core.agents.usage import UsageRecorder, agent_model_name
 from core.runtime._tasks import is_async_callable, may_await
 from core.runtime._trace import run_in_span
 from core.runtime.tracing import (
@@ -285,8 +286,11 @@ class AgentStep:
         """The model call itself (see `_run`); `record` receives its usage."""
         model = getattr(self._agent, "model", None)
         quote = model.quote_request(prompt) if is_quoting_model(model) else None
-        if quote is None:
-            return await run_agent(self._agent, prompt, record=record)
+        if quote is None:  # a real model: transient faults waited out (core.agents.providers)
+            return await call_with_retries(
+                lambda: run_agent(self._agent, prompt, record=record, remote=True),
+                model=agent_model_name(self._agent),
+            )
         name, requests, input_tokens, output_tokens, latency_ms = quote
         record(name, requests=requests, input_tokens=input_tokens, output_tokens=output_tokens)
         record_model_latency(latency_ms)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from core.errors import BudgetError, DegenerateSeedError, SearchError
+from core.errors import BudgetError, DegenerateSeedError, ProviderError, SearchError
 from core.evaluation._records import CandidateEvaluation
 from core.evaluation.evaluator import TopologyEvaluator
 from core.evaluation.metrics import GoldExample
@@ -266,6 +266,12 @@ class SearchRun(ReportMixin):
                 )
                 requested = self.stop.reason()  # e.g. a first Ctrl-C, before the second one
                 self._finished("stopped", how if requested is None else f"{requested}, then {how}")
+                raise
+            except ProviderError as exc:
+                # a provider that kept failing: stopped, resumable (what is scored is kept;
+                # the call cache answers the calls made so far), never `failed`
+                self._emit(LogMessage, level="error", message=str(exc))
+                self._finished("stopped", f"provider: {exc}")
                 raise
             except Exception as exc:
                 self._finished("failed", f"{type(exc).__name__}: {exc}")

@@ -70,8 +70,9 @@ from pydantic_ai.models import Model, infer_model, infer_model_profile, parse_mo
 from pydantic_ai.providers import infer_provider_class
 from pydantic_ai.usage import RunUsage
 
+from core.agents.providers import call_with_retries, current_policy
 from core.agents.usage import model_name
-from core.errors import SearchError, SpecError
+from core.errors import ProviderError, SearchError, SpecError
 from core.evaluation.pricing import Pricer
 from core.ir.canonical import spec_hash
 from core.ir.design import TopologyDesign, check_output_schema, parse_design
@@ -549,6 +550,7 @@ class MetaAgentSearch(Strategy):
             instructions=self._instructions,
             retries=self.config.output_retries,
             name="designer",
+            model_settings=current_policy().model_settings(),
         )
 
     def _designer(self) -> Agent[None, TopologyDesign]:
@@ -571,42 +573,53 @@ class MetaAgentSearch(Strategy):
         agent = self._designer()
         usage = RunUsage()
         answers: list[ModelResponse] = []  # the designer's responses, before processing
-        with capture_run_messages() as messages:
-            try:
-                async with agent.iter(
-                    prompt, message_history=list(history) if history else None, usage=usage
-                ) as run:
-                    async for node in run:
-                        if Agent.is_call_tools_node(node):
-                            answers.append(node.model_response)
-                result = run.result
-                if result is None:  # pragma: no cover - a finished run always has a result
-                    raise SearchError("the designer's run ended without a result")
-            except UnexpectedModelBehavior as exc:  # an output it could not validate
-                raw = _last_output(messages)
-                return _Call(None, None, _failure_text(exc, raw, messages), raw)
-            except (ValueError, RecursionError) as exc:
-                if not answers:
-                    raise SearchError(
-                        f"the designer's model call failed ({self.model_name}): "
-                        f"{type(exc).__name__}: {exc}"
-                    ) from exc
-                # the designer answered and processing the answer failed: pydantic-ai cannot
-                # serialize arguments nested too deeply (a provider that delivers parsed
-                # arguments, e.g. a dict 300 levels deep). A bad design, not a failed call:
-                # a debug retry with our own limit error.
-                output = _output_of(answers[-1])
-                raw = _dumps(output)
-                return _Call(None, None, _failure_text(exc, raw, messages, output), raw)
-            except SearchError:
-                raise
-            except Exception as exc:
+        messages: list[ModelMessage] = []
+
+        async def attempt() -> Any:
+            answers.clear()
+            with capture_run_messages() as captured:
+                messages[:] = captured  # the list pydantic-ai fills (this attempt's run)
+                try:
+                    async with agent.iter(
+                        prompt, message_history=list(history) if history else None, usage=usage
+                    ) as run:
+                        async for node in run:
+                            if Agent.is_call_tools_node(node):
+                                answers.append(node.model_response)
+                finally:
+                    messages[:] = captured
+            return run.result
+
+        try:
+            result = await call_with_retries(attempt, model=self.model_name)
+            if result is None:  # pragma: no cover - a finished run always has a result
+                raise SearchError("the designer's run ended without a result")
+        except ProviderError:
+            raise  # persistent: the run stops, resumable
+        except UnexpectedModelBehavior as exc:  # an output it could not validate
+            raw = _last_output(messages)
+            return _Call(None, None, _failure_text(exc, raw, messages), raw)
+        except (ValueError, RecursionError) as exc:
+            if not answers:
                 raise SearchError(
                     f"the designer's model call failed ({self.model_name}): "
                     f"{type(exc).__name__}: {exc}"
                 ) from exc
-            finally:
-                self._spend(usage, spend)
+            # the designer answered and processing the answer failed: pydantic-ai cannot
+            # serialize arguments nested too deeply (a provider that delivers parsed
+            # arguments, e.g. a dict 300 levels deep). A bad design, not a failed call:
+            # a debug retry with our own limit error.
+            output = _output_of(answers[-1])
+            raw = _dumps(output)
+            return _Call(None, None, _failure_text(exc, raw, messages, output), raw)
+        except SearchError:
+            raise
+        except Exception as exc:
+            raise SearchError(
+                f"the designer's model call failed ({self.model_name}): {type(exc).__name__}: {exc}"
+            ) from exc
+        finally:
+            self._spend(usage, spend)
         design = result.output
         return _Call(design, result.all_messages(), None, design.model_dump_json())
 
