@@ -204,6 +204,15 @@ def print_run(
         ("wall_s", fmt_float(used.get("wall_s"), 1) if used else "-"),
         ("errors", errors_line(store.archive_records(run_id))),
     ]
+    if used and (used.get("design_usd") or 0.0) > 0:  # the designer's calls, apart
+        pairs.insert(
+            -2,
+            (
+                "designer_usd",
+                f"{fmt_float(used.get('design_usd'), 6)} (the designer's own model calls; "
+                f"the candidates' evaluations: {fmt_float(used.get('eval_usd'), 6)})",
+            ),
+        )
     skipped = store.list_ingest_errors(run_id)
     if skipped:
         pairs.append(("skipped_lines", _skipped_text(skipped)))

@@ -182,7 +182,7 @@ def provider_error(
         name = model.partition(":")[2]
         answer = f"HTTP {status}" if status is not None else f"a reply in another shape ({exc})"
         return ProviderError(
-            f"{where}: the server has no OpenAI Responses API (/responses answered {answer}); "
+            f"model {where}: the server has no OpenAI Responses API (/responses answered {answer}); "
             f"the openai: prefix needs it: use openai-chat:{name} (chat completions, what "
             "Ollama, vLLM and llama.cpp speak)",
             model=model,

@@ -1,0 +1,250 @@
+"""`search --strategy meta-agent` over real HTTP, against the loopback OpenAI-compatible server.
+
+The problem (`hosted.py`) has two hosted agents (`openai-chat:gpt-4o-mini`, `openai-chat:gpt-4o`)
+and the designer is `openai-chat:gpt-4o-mini`; the base URL and key are set as a user sets them
+(`OPENAI_BASE_URL`, `OPENAI_API_KEY`). Each test asserts the exact requests the server saw, the
+costs priced by genai-prices for the models named, and, for each fault, the message, the
+attempts and that a resume afterwards repeats no answered call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from genai_prices import Usage, calc_price
+
+from studio.cli import main
+from tests.fixtures.openai_server import CutOff, Fail, Malformed, OpenAIServer, Reply, Slow
+from tests.providers.hosted import DESIGN, answer, write_hosted
+
+SEARCH = ["search", "hosted", "--strategy", "meta-agent", "--no-test"]
+CHAT = "/v1/chat/completions"
+QUESTIONS = ["What is 2 + 4?", "What is 3 + 6?", "What is 4 + 8?", "What is 5 + 10?"]
+"""The 4 validation examples, in the order the seed (concurrency 1) asks them."""
+
+
+@pytest.fixture
+def hosted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, openai_server: OpenAIServer
+) -> OpenAIServer:
+    """The problem in tmp_path, the server answering it, its URL and a key in the environment."""
+    write_hosted(tmp_path)
+    openai_server.script(answer)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-loopback")
+    monkeypatch.setenv("TOPOLOGY_STUDIO_DB", str(tmp_path / "runs.duckdb"))
+    monkeypatch.setenv("TOPOLOGY_STUDIO_CACHE", str(tmp_path / "cache"))
+    return openai_server
+
+
+def usd(model: str, input_tokens: int, output_tokens: int, times: int = 1) -> Decimal:
+    """genai-prices' price of `times` calls to OpenAI's `model`."""
+    tokens = Usage(input_tokens=input_tokens, output_tokens=output_tokens)
+    price = calc_price(tokens, model, provider_id="openai")
+    return price.total_price * times
+
+
+def kv(text: str, key: str) -> str:
+    found = re.search(rf"^{key}:\s+(.*)$", text, re.M)
+    assert found is not None, text
+    return found.group(1)
+
+
+def answered(server: OpenAIServer) -> list[tuple[str, tuple[str, ...], str]]:
+    """(model, tools, the messages as JSON) of every request answered in full."""
+    return [
+        (r.model, r.tools, json.dumps(r.body["messages"])) for r in server.requests() if r.answered
+    ]
+
+
+def resume_id(err: str) -> str:
+    found = re.search(r"--resume (\S+)", err)
+    assert found is not None, err
+    return found.group(1)
+
+
+def designer_calls() -> list[tuple[str, tuple[str, ...]]]:
+    return [("gpt-4o-mini", ("final_result",))] * 3  # the design and 2 reflexion passes
+
+
+def test_a_meta_agent_search_over_http_sends_the_expected_requests_and_prices_them(
+    hosted: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(SEARCH)
+    cap = capsys.readouterr()
+    assert code == 0, cap.err
+    # the seed (small) on the 4 examples, 3 designer calls, the design (large) on the 4
+    assert [(r.model, r.tools) for r in hosted.log] == [
+        *[("gpt-4o-mini", ())] * 4,
+        *designer_calls(),
+        *[("gpt-4o", ())] * 4,
+    ]
+    assert [r.user for r in hosted.log if not r.tools] == QUESTIONS * 2
+    assert hosted.requests("/v1/responses") == []
+    design = usd("gpt-4o-mini", 900, 80, 3)
+    candidates = usd("gpt-4o-mini", 100, 20, 4) + usd("gpt-4o", 120, 30, 4)
+    assert kv(cap.out, "designer_usd") == (
+        f"{design:.6f} (the designer's own model calls; the candidates' evaluations: "
+        f"{candidates:.6f})"
+    )
+    assert kv(cap.out, "cost_usd_total").split()[0] == f"{design + candidates:.6f}"
+    assert (design, candidates) == (Decimal("0.000549"), Decimal("0.002508"))
+
+
+def test_the_openai_prefix_against_a_server_without_the_responses_api_says_to_use_openai_chat(
+    hosted: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main([*SEARCH, "--meta-model", "openai:gpt-4o-mini"])
+    cap = capsys.readouterr()
+    assert code == 130
+    assert cap.err.splitlines()[0] == (
+        f"topology-studio: error: model 'openai:gpt-4o-mini' at {hosted.base_url}: the server "
+        "has no OpenAI Responses API (/responses answered HTTP 404); the openai: prefix needs "
+        "it: use openai-chat:gpt-4o-mini (chat completions, what Ollama, vLLM and llama.cpp "
+        "speak)"
+    )
+    assert "TypeError" not in cap.err
+    assert [r.path for r in hosted.log] == [CHAT] * 4 + ["/v1/responses"]  # one try: no retry
+
+
+def _designer_fails(server: OpenAIServer, fault: object) -> None:
+    """Every designer request meets `fault`; agents' requests are answered."""
+
+    def script(body: dict[str, object]) -> object:
+        reply = answer(body)  # type: ignore[arg-type]
+        return fault if reply.tool_args is not None else reply
+
+    server.script(script)  # type: ignore[arg-type]
+
+
+FAULTS = {
+    # fault -> (--set overrides, attempts at the designer's first call, the message's middle)
+    "500": (
+        Fail(500),
+        [],
+        12,  # waits 0.01, 0.02, 0.04, then 0.05 x 8: 0.47 s; a 12th wait would pass 0.5 s
+        "server error (HTTP 500) after 12 attempts and 0.5 s of waiting: check the server "
+        "(or the provider's status page), then resume",
+    ),
+    "429": (
+        Fail(429, retry_after_ms=125),
+        [],
+        5,  # Retry-After 0.125 s x 4 = 0.5 s: the bound; a 5th wait would pass it
+        "rate limited (HTTP 429) after 5 attempts and 0.5 s of waiting: wait, or lower "
+        "[rate_limits.openai-chat] or raise [models] max_wait_s, then resume",
+    ),
+    "slow": (
+        Slow(1.0),
+        ["--set", "models.timeout_s=0.2", "--set", "models.max_wait_s=0.05"],
+        3,  # waits 0.01 + 0.02; a third (0.04) would pass 0.05 s
+        "no reply within the 0.2 s timeout after 3 attempts and 0.0 s of waiting: check the "
+        "server, or raise [models] timeout_s, then resume",
+    ),
+    "cut": (
+        CutOff(),
+        [],
+        12,
+        "connection failed",
+    ),
+    "malformed": (
+        Malformed(),
+        [],
+        12,
+        "an unreadable reply (Failed to decode response as JSON",
+    ),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_a_designer_fault_that_persists_interrupts_the_search_and_a_resume_repeats_no_call(
+    hosted: OpenAIServer, capsys: pytest.CaptureFixture[str], fault: str
+) -> None:
+    answer_fault, overrides, attempts, middle = FAULTS[fault]
+    _designer_fails(hosted, answer_fault)
+    code = main([*SEARCH, *overrides])
+    cap = capsys.readouterr()
+    assert code == 130, cap.err
+    first = cap.err.splitlines()[0]
+    assert first.startswith(
+        f"topology-studio: error: model 'openai-chat:gpt-4o-mini' at {hosted.base_url}: "
+    )
+    assert middle in first
+    run_id = resume_id(cap.err)
+    assert f"run {run_id} failed" not in cap.err
+    designer = [r for r in hosted.log if r.tools]
+    assert len(designer) == attempts
+    assert [r.model for r in hosted.log if not r.tools] == ["gpt-4o-mini"] * 4  # the seed
+    before = answered(hosted)
+
+    hosted.reset()
+    hosted.script(answer)  # the provider is back
+    code = main(["search", "hosted", "--resume", run_id, *overrides])
+    cap = capsys.readouterr()
+    assert code == 0, cap.err
+    after = answered(hosted)
+    assert not set(before) & set(after)  # nothing answered before was asked again
+    assert [(m, t) for m, t, _ in after] == [*designer_calls(), *[("gpt-4o", ())] * 4]
+    assert kv(cap.out, "status") == "stopped (max_evaluations reached (2))"
+
+
+def test_a_transient_429_is_waited_out_and_the_search_goes_on(
+    hosted: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hosted.queue(Fail(429, retry_after_ms=50), Fail(429, retry_after_ms=50))
+    code = main(SEARCH)
+    cap = capsys.readouterr()
+    assert code == 0, cap.err
+    assert hosted.statuses() == [429, 429, *[200] * 11]
+    assert [r.user for r in hosted.log[:3]] == [QUESTIONS[0]] * 3  # the same call, again
+
+
+def test_a_schema_failing_tool_call_gets_the_designers_output_retry(
+    hosted: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = {"thought": "no spec"}
+    calls = iter([Reply(tool_args=bad)])
+
+    def script(body: dict[str, object]) -> object:
+        reply = answer(body)  # type: ignore[arg-type]
+        if reply.tool_args is not None:
+            return next(calls, reply)
+        return reply
+
+    hosted.script(script)  # type: ignore[arg-type]
+    code = main(SEARCH)
+    cap = capsys.readouterr()
+    assert code == 0, cap.err
+    designer = [r for r in hosted.log if r.tools]
+    assert len(designer) == 4  # the bad design, pydantic-ai's output retry, 2 reflexion passes
+    retry = designer[1].body["messages"][-1]
+    assert retry["role"] == "tool" and "spec" in str(retry["content"])
+    assert DESIGN["spec"]["id"] in cap.out
+
+
+def test_a_refused_connection_interrupts_the_search_and_a_resume_finishes_it(
+    hosted: OpenAIServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hosted.stop()  # nothing listens on the port: every connection is refused
+    code = main(SEARCH)
+    cap = capsys.readouterr()
+    assert code == 130, cap.err
+    assert "connection failed" in cap.err.splitlines()[0]
+    assert "start the server, or fix OPENAI_BASE_URL, then resume" in cap.err
+    assert os.environ["OPENAI_BASE_URL"] == hosted.base_url
+    run_id = resume_id(cap.err)
+    hosted.start()
+    code = main(["search", "hosted", "--resume", run_id])
+    cap = capsys.readouterr()
+    assert code == 0, cap.err
+    assert [r.model for r in hosted.log] == [
+        *["gpt-4o-mini"] * 4,
+        *["gpt-4o-mini"] * 3,
+        *["gpt-4o"] * 4,
+    ]
+    assert len(set(answered(hosted))) == len(hosted.log)  # every call made once
