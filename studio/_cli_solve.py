@@ -22,7 +22,7 @@ import re
 import time
 from typing import Any
 
-from pydantic_ai.exceptions import UserError
+from pydantic_ai.exceptions import UnexpectedModelBehavior, UserError
 
 from core.agents import BaseAgent
 from core.autonomy import (
@@ -36,6 +36,7 @@ from core.autonomy import (
     ToolRegistry,
 )
 from core.autonomy.testing import planner_model, specialist_model
+from core.errors import ProviderError
 from core.memory import DuckDBMemoryStore, MemoryEntry
 from studio._cli_common import CliUsageError, ExitCode, resolve_db_path
 from studio._cli_output import Output, fmt_usd
@@ -126,6 +127,15 @@ def cmd_solve(args: argparse.Namespace, out: Output) -> int:
         )
         try:
             result = asyncio.run(orchestrator.solve(goal))
+        except ProviderError as exc:  # kept failing after the bounded wait, or refused
+            out.error(f"solve: {exc}")
+            return ExitCode.INTERRUPTED
+        except UnexpectedModelBehavior as exc:  # the planner's own output failed its schema
+            out.error(
+                f"solve: the planner {planner_name!r} answered in a shape that fails its "
+                f"output schema, also after pydantic-ai's output retry ({exc})"
+            )
+            return ExitCode.FAILED
         except UserError as exc:  # e.g. an unknown provider:model: a bad input, not a crash
             raise CliUsageError(f"solve: --planner/--model: {exc}") from None
         if memory is not None:

@@ -24,6 +24,7 @@ from pydantic_ai import Agent, Tool
 from pydantic_ai.models import Model
 from pydantic_ai.usage import RunUsage
 
+from core.agents.providers import current_policy
 from core.ir.agent_spec import AgentSpec
 
 __all__ = ["BaseAgent", "DynamicAgent", "GlobalState"]
@@ -160,7 +161,10 @@ class BaseAgent(Generic[OutputT]):
         agent = self.agent  # captured at start: a later add_tool does not change this run
         prompt = self.build_prompt(state, **kwargs)
         deps = state if isinstance(state, GlobalState) else None
-        result = await agent.run(prompt, deps=deps, usage=usage)
+        # a model named by a string may go over the network: the fault policy's per-attempt
+        # timeout, the SDK's own retries off (core.agents.providers)
+        settings = current_policy().model_settings() if isinstance(self._model, str) else None
+        result = await agent.run(prompt, deps=deps, usage=usage, model_settings=settings)
         output: OutputT = result.output
         return output
 

@@ -46,6 +46,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.usage import RunUsage
 
 from core.agents.base import BaseAgent, GlobalState
+from core.agents.providers import call_with_retries, current_policy
 from core.agents.usage import model_name
 from core.autonomy.events import EventBus
 from core.autonomy.factory import AgentFactory
@@ -59,7 +60,7 @@ from core.autonomy.hooks import (
     Skip,
 )
 from core.autonomy.registry import ToolRegistry
-from core.errors import HookAbortError, HookError
+from core.errors import HookAbortError, HookError, ProviderError
 from core.evaluation.pricing import Pricer
 from core.ir.agent_spec import AgentSpec
 from core.memory.base import MemoryEntry, MemoryStore
@@ -337,6 +338,7 @@ class MetaOrchestrator:
                 instructions=self.planner.system_prompt or None,
                 tools=list(self.planner.tools),
                 name=self.planner.agent_name,
+                model_settings=current_policy().model_settings(),
             )
             self._planning_agents = {
                 k: v for k, v in self._planning_agents.items() if k[0] == id(base)
@@ -346,10 +348,12 @@ class MetaOrchestrator:
 
     async def _plan(self, run: _Solve, prompt: str, output_type: Any) -> Any:
         usage = RunUsage()
-        try:
-            result = await self._planning_agent(output_type).run(prompt, usage=usage)
+        agent = self._planning_agent(output_type)
+        name = model_name(self.planner.model)
+        try:  # transient faults waited out; a persistent one raises ProviderError
+            result = await call_with_retries(lambda: agent.run(prompt, usage=usage), model=name)
         finally:
-            run.ledger.add(model_name(self.planner.model), usage)
+            run.ledger.add(name, usage)
         return result.output
 
     async def _decompose(self, run: _Solve) -> TaskDecomposition:
@@ -537,12 +541,16 @@ class MetaOrchestrator:
                     f"- {n}: {json.dumps(_jsonable(run.outputs[n]))}" for n in run.completed
                 )
             usage = RunUsage()
+            runner = agent
             try:
-                output = await agent.run(state, prompt=prompt, usage=usage, **extra)
+                output = await call_with_retries(
+                    lambda: runner.run(state, prompt=prompt, usage=usage, **extra),
+                    model=model_name(agent.model),
+                )
             finally:
                 run.ledger.add(model_name(agent.model), usage)
-        except HookAbortError:
-            raise
+        except (HookAbortError, ProviderError):
+            raise  # a provider that kept failing stops the solve, not just this subtask
         except Exception as exc:  # noqa: BLE001 (a failing subtask is a result, not a crash)
             await self._outcome(run, subtask, agent, source, False)
             return finish(

@@ -110,3 +110,37 @@ def answer(body: dict[str, Any]) -> Reply:
         input_tokens=tokens_in,
         output_tokens=tokens_out,
     )
+
+
+PLAN = {
+    "subtasks": [
+        {"name": "haiku", "description": "write a haiku"},
+        {"name": "count", "description": "count its words"},
+    ],
+    "reasoning": "two steps",
+}
+
+
+def solve_answer(body: dict[str, Any]) -> Reply:
+    """The server's script for `solve "write a haiku and count its words"`: the plan (two
+    subtasks), one specialist spec per subtask (named after it), and each specialist's text."""
+    tool = output_tool(body)
+    if tool is None:
+        return Reply(content="done", input_tokens=50, output_tokens=10)
+    params = next(t for t in body["tools"] if t["function"]["name"] == tool)["function"]
+    if "subtasks" in params["parameters"]["properties"]:
+        return Reply(tool_args=PLAN, input_tokens=300, output_tokens=60)
+    user = ""
+    for message in body.get("messages") or []:
+        if message.get("role") == "user":
+            user = str(message.get("content"))
+    name = "haiku" if "Subtask: haiku" in user else "count"
+    return Reply(
+        tool_args={
+            "name": f"{name}_writer",
+            "system_prompt": f"You {name}.",
+            "output_schema": {"type": "string"},
+        },
+        input_tokens=400,
+        output_tokens=40,
+    )
