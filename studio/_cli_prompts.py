@@ -543,6 +543,11 @@ def run_prompt_phase_on(
             "model requests",
             f"{used['model_requests']} task + {used['reflection_requests']} reflection",
         ),
+        (
+            "reflection_usd",
+            f"{fmt_float(used['reflection_cost_usd'], 6)} (the reflection model's own calls; "
+            f"the candidates' task calls: {fmt_float(used['cost_usd'], 6)})",
+        ),
         ("candidates", str(len(prompts.history))),
     ]
     for name, text in prompts.best_candidate.items():

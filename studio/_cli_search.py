@@ -800,17 +800,26 @@ def cmd_search(args: argparse.Namespace, out: Output) -> int:
     if phase is None or code != ExitCode.OK or setup.result is None:
         return code
     try:
-        run_prompt_phase(setup.problem, setup.result, setup.run_id, phase, db, out)
+        with use_policy(setup.problem.provider_policy):
+            run_prompt_phase(setup.problem, setup.result, setup.run_id, phase, db, out)
+    except ProviderError as exc:  # the reflection model kept failing: resumable, as Ctrl-C is
+        out.error(f"phase 2 (prompts): {exc}")
+        out.note(_phase_two_hint(setup, db))
+        return ExitCode.INTERRUPTED
     except TopologyStudioError as exc:
         out.error(f"phase 2 (prompts): {exc}")
         return ExitCode.FAILED
     except KeyboardInterrupt:
-        raise CliInterrupted(
-            f"interrupted in phase 2: the search run {setup.run_id} is recorded and so is every "
-            f"call phase 2 made; continue with 'topology-studio search {setup.problem_ref} "
-            f"--resume {setup.run_id} --db {db}'"
-        ) from None
+        raise CliInterrupted(_phase_two_hint(setup, db)) from None
     return ExitCode.OK
+
+
+def _phase_two_hint(setup: _SearchSetup, db: Path) -> str:
+    return (
+        f"interrupted in phase 2: the search run {setup.run_id} is recorded and so is every "
+        f"call phase 2 made; continue with 'topology-studio search {setup.problem_ref} "
+        f"--resume {setup.run_id} --db {db}'"
+    )
 
 
 def demo_data(out: Output) -> Problem:

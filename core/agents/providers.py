@@ -151,14 +151,32 @@ def _is_transient(exc: BaseException) -> bool:
     return type(exc) is ModelAPIError
 
 
+def _request_path(exc: BaseException) -> str | None:
+    """The URL path of the HTTP request behind `exc` (the provider SDK's error, its cause,
+    carries the response and its request), if any."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        response: Any = getattr(cause, "response", None)
+        request: Any = getattr(response, "request", None) or getattr(cause, "request", None)
+        url: Any = getattr(request, "url", None)
+        path: Any = getattr(url, "path", None)
+        if isinstance(path, str):
+            return path
+        cause = cause.__cause__
+    return None
+
+
 def _is_wrong_api(model: str, exc: BaseException) -> bool:
-    """An `openai:` (Responses API) model meeting a server without `/responses`."""
-    prefix = model.partition(":")[0]
-    if prefix not in ("openai", "openai-responses"):
-        return False
+    """A Responses API model (`openai:`) meeting a server without `/responses`: a 404 or 405
+    to a request for `.../responses`, or a reply in another shape (pydantic-ai then fails
+    reading it with a `TypeError`, `KeyError` or `AttributeError`)."""
     if isinstance(exc, ModelHTTPError):
-        return exc.status_code in (404, 405)
-    return isinstance(exc, TypeError | KeyError | AttributeError)
+        path = _request_path(exc)
+        return exc.status_code in (404, 405) and path is not None and path.endswith("/responses")
+    prefix = model.partition(":")[0]
+    return prefix in ("openai", "openai-responses") and isinstance(
+        exc, TypeError | KeyError | AttributeError
+    )
 
 
 def provider_error(

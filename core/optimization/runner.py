@@ -48,8 +48,9 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.models import Model, infer_model
 from pydantic_ai.providers import infer_provider_class
 
+from core.agents.providers import call_with_retries, current_policy
 from core.agents.usage import model_name
-from core.errors import OptimizationError
+from core.errors import OptimizationError, ProviderError
 from core.evaluation._run import example_key
 from core.evaluation.evaluator import TopologyEvaluator, prompted_hash
 from core.evaluation.metrics import GoldExample
@@ -193,13 +194,17 @@ class OptimizationRunner:
         self._log = _Silent()
         chosen = reflection_model if reflection_model is not None else DEFAULT_REFLECTION_MODEL
         self._reflector: Agent[None, str] = Agent(
-            build_reflection_model(chosen, api_key), name="gepa_reflection"
+            build_reflection_model(chosen, api_key),
+            name="gepa_reflection",
+            model_settings=current_policy().model_settings(),
         )
         self._reflection_usage = ModelUsage(model_name=model_name(chosen))
 
     async def _reflect(self, prompt: str, log: PromptCallLog | None) -> str:
         async def make() -> dict[str, Any]:
-            result = await self._reflector.run(prompt)
+            result = await call_with_retries(  # transient faults waited out, as everywhere
+                lambda: self._reflector.run(prompt), model=self._reflection_usage.model_name
+            )
             usage = result.usage
             return {
                 "output": result.output,
@@ -317,9 +322,17 @@ class OptimizationRunner:
         feed = _Accepted(accepted)
 
         def reflection_lm(prompt: Any) -> str:
-            return asyncio.run_coroutine_threadsafe(
-                self._reflect(str(prompt), call_log), loop
-            ).result()
+            if feed.error is not None:  # stopping: no more calls to a provider that failed
+                raise feed.error
+            try:
+                return asyncio.run_coroutine_threadsafe(
+                    self._reflect(str(prompt), call_log), loop
+                ).result()
+            except ProviderError as exc:
+                # gepa catches a failed proposal and goes on: keep it, so the stopper ends
+                # the run at its next iteration and optimize raises it (phase 2 stops, resumable)
+                feed.error = exc
+                raise
 
         try:
             result = await asyncio.to_thread(  # pyright: ignore[reportUnknownArgumentType]

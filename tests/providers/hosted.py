@@ -102,7 +102,10 @@ def answer(body: dict[str, Any]) -> Reply:
     for message in body.get("messages") or []:
         if message.get("role") == "user":
             text = str(message.get("content"))
-    a, b = (int(x) for x in re.findall(r"-?[0-9]+", text)[:2])
+    numbers = [int(x) for x in re.findall(r"-?[0-9]+", text)[:2]]
+    if len(numbers) < 2:  # another candidate's prompt (e.g. a vote over answers)
+        return Reply(content="0")
+    a, b = numbers
     wrong = model == "gpt-4o-mini" and a % 2 == 1
     tokens_in, tokens_out = TOKENS.get(model, (100, 20))
     return Reply(
