@@ -60,10 +60,11 @@ A prompt with no recording raises `NoRecordingError`: never a guess.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -214,13 +215,14 @@ class ReplayedCall:
     Attributes:
         usage: the reported usage (tokens; `details` as the problem records them).
         latency_ms: the request's model time, ms.
-        response: the response text, made only when the request is answered (the structured
-            output's JSON, or plain text), so a quote does not build it.
+        response: the response, made only when the request is answered, so a quote does not
+            build it: text (plain text, or a structured output's JSON as the output tool's
+            arguments), or a JSON object (`_response_part` fits it to the agent's output).
     """
 
     usage: RequestUsage
     latency_ms: float
-    response: Callable[[], str]
+    response: Callable[[], str | dict[str, Any]]
 
 
 class ReplayModel(FunctionModel):
@@ -288,13 +290,30 @@ class ReplayModel(FunctionModel):
             output_tokens=usage.output_tokens,
         )
         await self.pass_model_time(call.latency_ms)
-        payload = call.response()
-        part = (
-            ToolCallPart(tool_name=info.output_tools[0].name, args=payload)
-            if info.output_tools
-            else TextPart(content=payload)
-        )
-        return ModelResponse(parts=[part], usage=usage)
+        return ModelResponse(parts=[_response_part(call.response(), info)], usage=usage)
+
+
+def _is_response_wrapper(schema: Mapping[str, Any]) -> bool:
+    """Whether an output tool's schema is pydantic-ai's `{"response": ...}` wrapper."""
+    props: object = schema.get("properties")
+    return (
+        schema.get("required") == ["response"]
+        and isinstance(props, Mapping)
+        and list(cast(Mapping[str, Any], props)) == ["response"]
+    )
+
+
+def _response_part(payload: str | dict[str, Any], info: AgentInfo) -> TextPart | ToolCallPart:
+    """The response part carrying `payload`: a call of the agent's output tool when it has one
+    (an object wrapped as `{"response": payload}` when the tool's schema is pydantic-ai's
+    wrapper of a non-model output type such as `dict[str, Any]`), else text (an object as its
+    JSON)."""
+    if not info.output_tools:
+        return TextPart(content=payload if isinstance(payload, str) else json.dumps(payload))
+    tool = info.output_tools[0]
+    if isinstance(payload, dict) and _is_response_wrapper(tool.parameters_json_schema):
+        return ToolCallPart(tool_name=tool.name, args={"response": payload})
+    return ToolCallPart(tool_name=tool.name, args=payload)
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,13 +321,13 @@ class RecordedCall:
     """One recorded request: the response text and what it cost.
 
     Attributes:
-        response: the response text (plain text, or the JSON of a structured output).
+        response: the recorded output: text, or a JSON object (a structured output).
         input_tokens: recorded input tokens.
         output_tokens: recorded output tokens.
         latency_ms: recorded latency, ms (replayed as model time).
     """
 
-    response: str
+    response: str | dict[str, Any]
     input_tokens: int
     output_tokens: int
     latency_ms: float
