@@ -70,7 +70,7 @@ from core.problems.config import AgentConfig
 from core.problems.parts import ProblemContext, ProblemParts
 from core.problems.replay_file import ReplayTable, read_replay_file
 
-__all__ = ["SCORE_FUNCTIONS", "declared_parts", "score_exact"]
+__all__ = ["SCORE_FUNCTIONS", "declared_parts", "resolve_model_id", "score_exact"]
 
 REPLAY_MODEL_PREFIX = "replay:"
 FUNCTION_MODEL_PREFIX = "function:"
@@ -153,21 +153,33 @@ def _model(
     if decl.model.startswith(REPLAY_MODEL_PREFIX):
         recorded = decl.model.removeprefix(REPLAY_MODEL_PREFIX)
         return _replay_model(ctx, name, recorded, table, prompts)
-    if decl.model.startswith(FUNCTION_MODEL_PREFIX):
-        model = local_model(decl.model)
+    try:
+        return resolve_model_id(decl.model)
+    except ValueError as exc:
+        raise _field_error(ctx, name, str(exc)) from exc
+
+
+def resolve_model_id(model_id: str) -> Model:
+    """The model a `"function:<name>"` or pydantic-ai model id names (not `"replay:..."`).
+
+    Raises:
+        ValueError: one line: no in-process model registered under a `function:` id, or
+            pydantic-ai cannot make the model (an unknown id, a provider package not installed,
+            a missing key or address such as `OPENAI_API_KEY`).
+    """
+    if model_id.startswith(FUNCTION_MODEL_PREFIX):
+        model = local_model(model_id)
         if model is None:
-            raise _field_error(
-                ctx,
-                name,
-                f"no in-process model is registered as {decl.model!r} (register a "
-                "FunctionModel with core.agents.local_models.register_local_model first)",
+            raise ValueError(
+                f"no in-process model is registered as {model_id!r} (register a "
+                "FunctionModel with core.agents.local_models.register_local_model first)"
             )
         return model
     try:
-        return infer_model(decl.model)
+        return infer_model(model_id)
     except (UserError, ImportError, ValueError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise _field_error(ctx, name, f"cannot use model {decl.model!r}: {first}") from exc
+        raise ValueError(f"cannot use model {model_id!r}: {first}") from exc
 
 
 def _prompts(gold: Sequence[GoldExample], ctx: ProblemContext) -> dict[str, str]:
