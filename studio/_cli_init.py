@@ -195,6 +195,11 @@ def cmd_init(
     reader: IO[str] = stdin if stdin is not None else sys.stdin
     interactive = (is_tty or reader.isatty)()
     agents = _parse_agents(list(args.agent))
+    if not agents and not args.replay:
+        raise CliUsageError(
+            "init: give the agents: --agent NAME=MODEL (repeated), or --replay FILE.jsonl"
+        )
+    gold = read_gold_file(Path(args.gold))
     for agent, model in agents.items():
         if model.startswith("replay:"):
             raise CliUsageError(
@@ -205,11 +210,6 @@ def cmd_init(
         except ValueError as exc:
             raise CliUsageError(f"--agent {agent}: {exc}") from exc
     given = dict(parse_price(item) for item in args.price)
-    if not agents and not args.replay:
-        raise CliUsageError(
-            "init: give the agents: --agent NAME=MODEL (repeated), or --replay FILE.jsonl"
-        )
-    gold = read_gold_file(Path(args.gold))
     table = None
     if args.replay:
         table = read_replay_file(Path(args.replay), [str(ex.id) for ex in gold])
