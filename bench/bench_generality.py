@@ -70,6 +70,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_search import RunFigures, _one_run  # noqa: E402
 
+from core.agents.call_cache import InMemoryCallCache  # noqa: E402
 from core.evaluation.metrics import GoldExample  # noqa: E402
 from core.evaluation.pricing import ModelPrice  # noqa: E402
 from core.ir.models import (  # noqa: E402
@@ -234,8 +235,16 @@ async def _bench_problem(
     probe.strategy.preflight(probe.space)
     enum = getattr(probe.strategy, "enumeration", None)
     assert enum is not None
+    # one call cache for the problem's runs: a call made by one run is a hit in the next
+    # (charged the same, same model time), so the results are those of fresh caches, faster
+    calls = InMemoryCallCache()
     ex, _ = await _one_run(
-        problem, "exhaustive", 0, config=cfg, budget=Budget(max_evaluations=enum.count + 1)
+        problem,
+        "exhaustive",
+        0,
+        config=cfg,
+        budget=Budget(max_evaluations=enum.count + 1),
+        call_cache=calls,
     )
     ref_cost = 1.1 * max(ex.single_agent_costs)
     ex_hv = ex.hv(ref_cost)

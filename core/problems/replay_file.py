@@ -280,6 +280,11 @@ def _toml_str(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+def _toml_key(name: str) -> str:
+    """A bare TOML key when the name is one (letters, digits, `_`, `-`), else quoted."""
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else _toml_str(name)
+
+
 def _price_lines(model: str, price: ModelPrice) -> list[str]:
     out = ["", f"[models.prices.{_toml_str(model)}]"]
     if price.free:
@@ -400,7 +405,7 @@ def write_problem_dir(
             f"path = {_toml_str(REPLAY_FILE)}",
         ]
     for agent, model in agents.items():
-        text += ["", f"[agents.{_toml_str(agent)}]", f"model = {_toml_str(model)}"]
+        text += ["", f"[agents.{_toml_key(agent)}]", f"model = {_toml_str(model)}"]
     for model in dict.fromkeys(agents.values()):
         if model in prices:
             text += _price_lines(model, prices[model])
