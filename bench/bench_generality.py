@@ -334,7 +334,7 @@ async def _main(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument(
         "--quick", action="store_true", help="2 problems, bound 4, seed 1, 12 evaluations"
     )
