@@ -21,6 +21,7 @@ import pytest
 from cli_text import kv, section
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
 
 from core.agents.local_models import register_local_model, unregister_local_model
 from core.problems import load_problem
@@ -37,13 +38,15 @@ def _gold(n: int) -> list[dict[str, str]]:
 
 
 def _answerer(name: str, wrong: set[int]) -> FunctionModel:
-    """Answers ticket i with its label, or a wrong one for i in `wrong`."""
+    """Answers ticket i with its label, or a wrong one for i in `wrong`; every call uses 100
+    input and 10 output tokens."""
 
     def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         prompt = str(getattr(messages[-1].parts[-1], "content", ""))
         i = int(re.findall(r"[0-9]+", prompt)[-1])
         label = LABELS[i % 3] if i not in wrong else LABELS[(i + 1) % 3]
-        return ModelResponse(parts=[TextPart(label)])
+        usage = RequestUsage(input_tokens=100, output_tokens=10)
+        return ModelResponse(parts=[TextPart(label)], usage=usage)
 
     return FunctionModel(answer, model_name=name)
 
@@ -114,14 +117,18 @@ def test_init_with_function_model_agents_searches_with_no_edit(
     assert code == 0, cap.err
     assert kv(cap.out, "problem") == "tickets"
     assert kv(cap.out, "status") == "stopped (max_evaluations reached (6))"
-    front = {(row["accuracy"]) for row in _front(cap.out)}
-    # every single agent is on the front: the seed (cheap), then the opening's singles; the
-    # validation split holds 5 of cheap's and 2 of mid's wrong tickets
+    front = {(row["accuracy"], row["cost_usd"]) for row in _front(cap.out)}
+    # every single agent is on the front: the seed (cheap), then the opening's singles, each
+    # call 100 input and 10 output tokens at its price (cheap: 0.1 x $0.0001 + 0.01 x $0.0002)
     problem = load_problem("tickets")
     ids = {int(ex.id[1:]) for ex in problem.splits["validation"] if ex.id}  # "q07" -> 7
     cheap = 1 - len({i for i in ids if i % 4 == 0}) / len(ids)
     mid = 1 - len({i for i in ids if i % 10 == 0}) / len(ids)
-    assert front >= {f"{cheap:.4f}", f"{mid:.4f}", "1.0000"}
+    assert front >= {
+        (f"{cheap:.4f}", "0.000012"),
+        (f"{mid:.4f}", "0.000120"),
+        ("1.0000", "0.001200"),
+    }
 
 
 def _search_front(ref: str, capsys: pytest.CaptureFixture[str]) -> list[tuple[str, ...]]:
@@ -303,3 +310,35 @@ def test_a_hosted_model_without_its_key_and_an_unknown_model_are_refused_in_one_
         "`OPENAI_API_KEY` environment variable"
     )
     assert err.count("\n") == 1
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_init_asks_for_a_missing_price(
+    here: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (here / "gold.jsonl").write_text("".join(json.dumps(g) + "\n" for g in _gold(4)))
+    (here / "replay.jsonl").write_text(_replay_line() + _replay_line(agent="b"))
+    monkeypatch.setattr("sys.stdin", _Terminal("0.5:1.5\n"))
+    code = main(
+        ["init", "p", "--gold", "gold.jsonl", "--replay", "replay.jsonl", "--price", "b=free"]
+    )
+    cap = capsys.readouterr()
+    assert code == 0, cap.err
+    assert cap.err.startswith(
+        "price of agent 'a' (replay:a), USD per 1K tokens as IN:OUT (e.g. 0.00015:0.0006) or free: "
+    )
+    assert [line.split() for line in cap.out.splitlines()[:3]] == [
+        ["agent", "model", "price", "recordings"],
+        ["a", "replay:a", "asked", "1"],
+        ["b", "replay:b", "free", "(--price)", "1"],
+    ]
+    prices = load_problem(here / "p").prices
+    assert (prices["replay:a"].input_usd_per_1k, prices["replay:a"].output_usd_per_1k) == (
+        0.5,
+        1.5,
+    )
+    assert prices["replay:b"].free is True
