@@ -222,6 +222,7 @@ async def _one_run(
     *,
     config: dict[str, Any] | None = None,
     budget: Budget | None = None,
+    call_cache: InMemoryCallCache | None = None,
 ) -> tuple[RunFigures, OptimizationResult]:
     events: list[SearchEvent] = []
     run = build_search(
@@ -235,8 +236,9 @@ async def _one_run(
         use_test_split=False,
     )
     # a fresh call cache per run, as `topology-studio search` has one (here in memory, so no
-    # run profits from another's calls)
-    run.evaluator.set_call_cache(InMemoryCallCache())
+    # run profits from another's calls), unless the caller shares one (results are identical,
+    # only the model calls saved differ)
+    run.evaluator.set_call_cache(call_cache if call_cache is not None else InMemoryCallCache())
     start = time.perf_counter()
     result = await run.run()
     wall = time.perf_counter() - start

@@ -10,6 +10,7 @@ topology-studio studio [--port N] | demo [--no-ui]
 topology-studio store rebuild [--force]
 topology-studio solve "GOAL" --planner provider:model|demo [--model M] | roster
 topology-studio library RUN --out LIB.json | serve-topology PROBLEM --library LIB.json [--requests FILE|-]
+topology-studio init NAME --gold FILE.jsonl [--agent NAME=MODEL ...] [--replay FILE.jsonl] [--price NAME=IN:OUT]
 ```
 
 Results go to stdout (rich tables on a terminal, plain two-space columns otherwise, so scripts
@@ -474,6 +475,9 @@ def build_parser() -> argparse.ArgumentParser:
         add_problem_overrides=_add_problem_overrides,
         positive_int=_positive_int,
     )
+    from studio._cli_init import add_parser as add_init_parser
+
+    add_init_parser(sub)
     for command in sub.choices.values():
         _add_debug(command)
     return parser
@@ -524,6 +528,10 @@ def _handler(
         from studio import _cli_sweep
 
         return _cli_sweep.cmd_sweep
+    if command == "init":
+        from studio import _cli_init
+
+        return _cli_init.cmd_init
     if command == "store":
         from studio import _cli_store
 

@@ -26,6 +26,13 @@ A name is a directory of that name in the working directory when it holds a `pro
 `./data/problems/`, then the checkout's `data/problems/`; a path (a directory or the TOML file)
 is used as is.
 
+A problem can also be declared in `problem.toml` alone, with no `registries.py`: its agents
+under `[agents.<name>] model = "..."` (pydantic-ai model ids, `"replay:<agent>"` over a
+`[replay] path` recorded-outputs file, or `"function:<id>"` in-process models), its gold set a
+`jsonl` file and the `exact` score function. `topology-studio init` writes such a directory;
+`core.problems.declared` documents the tables and `core.problems.replay_file` the replay
+file's lines.
+
 ## problem.toml
 
 ```toml

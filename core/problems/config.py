@@ -19,6 +19,7 @@ from core.evaluation.pricing import ModelPrice
 
 __all__ = [
     "RANDOM_SEED_MAX",
+    "AgentConfig",
     "DEFAULT_EXAMPLE_TIMEOUT_S",
     "DatasetConfig",
     "EvaluationSettings",
@@ -26,6 +27,7 @@ __all__ = [
     "ModelsConfig",
     "ProblemConfig",
     "RandomSeed",
+    "ReplayConfig",
     "SearchDefaults",
 ]
 
@@ -205,6 +207,45 @@ class ModelsConfig(BaseModel):
     """The longest single wait without a `Retry-After`, in seconds."""
 
 
+class AgentConfig(BaseModel):
+    """`[agents.<name>]`: an agent declared in the TOML, so a problem needs no `registries.py`
+    (`core.problems.declared` builds it; a `registries.py` that exists is used instead)."""
+
+    model_config = _CONFIG
+
+    model: str = Field(min_length=1)
+    """What the agent runs: a pydantic-ai model id (`"openai:gpt-4o-mini"`,
+    `"ollama:llama3.1"`: its provider's key or address must be set, and it needs a price from
+    genai-prices or `[models.prices]`), `"replay:<agent>"` (that agent's recorded outputs in the
+    `[replay]` file) or `"function:<name>"` (a pydantic-ai `FunctionModel` registered in this
+    process under that id: `core.agents.local_models`)."""
+    description: str = ""
+    """One line for the designer: what the agent is (default: its model)."""
+    instructions: str | None = None
+    """The agent's instructions (pydantic-ai `instructions`, what prompt optimisation
+    rewrites); None: none."""
+    output: Literal["text", "object"] = "text"
+    """The agent's output: text (`str`), or a JSON object (`dict`). A replay agent's is what its
+    recordings hold."""
+
+
+class ReplayConfig(BaseModel):
+    """`[replay]`: a recorded-outputs file (`core.problems.replay_file` documents its lines)."""
+
+    model_config = _CONFIG
+
+    path: str = "replay.jsonl"
+    """The JSON-lines file, relative to the problem directory."""
+    race_clock: Literal["turns", "ticks"] = "turns"
+    """How a replayed request in a `fastest` race passes its model time
+    (`core.agents.replay.RaceClock`)."""
+
+    @field_validator("path")
+    @classmethod
+    def _check_path(cls, v: str) -> str:
+        return _relative_path(v)
+
+
 class DatasetConfig(BaseModel):
     """`[datasets.<name>]`: files fetched by `core.problems.datasets.fetch_dataset_file`.
 
@@ -246,8 +287,9 @@ class ProblemConfig(BaseModel):
 
     Top-level keys: `name`, `description`, `registries`, `seed`, `score_function`; tables
     `[gold]`, `[search]`, `[evaluation]`, `[models]` (with `[models.prices."<model>"]`),
-    `[datasets.<name>]`, `[rate_limits.<provider>]`, and `[params]` (free-form, for the
-    problem's own module to validate via `ProblemContext.params_as`).
+    `[datasets.<name>]`, `[rate_limits.<provider>]`, `[params]` (free-form, for the
+    problem's own module to validate via `ProblemContext.params_as`), `[agents.<name>]` and
+    `[replay]` (a problem declared in the TOML alone: `core.problems.declared`).
     """
 
     model_config = _CONFIG
@@ -284,6 +326,11 @@ class ProblemConfig(BaseModel):
     search runs, not what it measures: outside `config_hash`."""
     params: dict[str, Any] = Field(default_factory=dict[str, Any])
     """`[params]`: problem-specific settings, validated by the problem's own module."""
+    agents: dict[str, AgentConfig] = Field(default_factory=dict[str, AgentConfig])
+    """`[agents.<name>]`: agents declared in the TOML (`AgentConfig`); with them and no
+    `registries.py` file, `core.problems.declared` builds the problem's parts."""
+    replay: ReplayConfig | None = None
+    """`[replay]`: the recorded outputs the `"replay:<agent>"` models answer from."""
 
     @field_validator("name")
     @classmethod
@@ -306,6 +353,14 @@ class ProblemConfig(BaseModel):
                     f"provider name {name!r} must be '*' or use only [A-Za-z0-9_.-] "
                     "(pydantic-ai's provider name, e.g. openai)"
                 )
+        return v
+
+    @field_validator("agents")
+    @classmethod
+    def _check_agent_names(cls, v: dict[str, AgentConfig]) -> dict[str, AgentConfig]:
+        for name in v:
+            if not _NAME_RE.match(name):
+                raise ValueError(f"agent name {name!r} must use only [A-Za-z0-9_.-]")
         return v
 
     @field_validator("datasets")

@@ -287,6 +287,45 @@ def _read_gold_jsonl(path: Path) -> list[GoldExample]:
     return out
 
 
+def _is_declared(config: ProblemConfig, root: Path, toml_path: Path) -> bool:
+    """Whether the TOML declares the problem alone (`[agents]`, no registries file:
+    `core.problems.declared`).
+
+    Raises:
+        ProblemError: `[agents]` declared beside a registries file (one place for the agents),
+            or `[replay]` without `[agents]`.
+    """
+    has_module = (root / config.registries).is_file()
+    if config.agents and has_module:
+        raise ProblemError(
+            f"declares [agents] and the directory has {config.registries}: declare the agents "
+            f"in one place (drop the [agents] tables, or {config.registries})",
+            file=str(toml_path),
+            field="agents",
+        )
+    if config.replay is not None and not config.agents:
+        raise ProblemError(
+            '[replay] needs the agents that replay it: [agents.<name>] model = "replay:<name>"',
+            file=str(toml_path),
+            field="replay",
+        )
+    return bool(config.agents)
+
+
+def _load_gold_file(
+    config: ProblemConfig, root: Path, toml_path: Path
+) -> tuple[list[GoldExample], Path]:
+    if config.gold.source != "jsonl" or config.gold.path is None:
+        raise ProblemError(
+            "a problem declared with [agents] reads its gold set from a file: [gold] source = "
+            '"jsonl" and path = "gold.jsonl"',
+            file=str(toml_path),
+            field="gold.path" if config.gold.source == "jsonl" else "gold.source",
+        )
+    path = _inside(root, config.gold.path, toml_path, "gold.path")
+    return _read_gold_jsonl(path), path
+
+
 def _load_gold(
     config: ProblemConfig, parts: ProblemParts, root: Path, toml_path: Path, module_path: Path
 ) -> tuple[list[GoldExample], Path]:
@@ -451,10 +490,8 @@ def load_problem(
     toml_path = resolve_problem(name_or_path)
     root = toml_path.parent
     config = _read_config(toml_path, overrides)
-    module_path = _inside(root, config.registries, toml_path, "registries")
+    declared = _is_declared(config, root, toml_path)
     seed_path = _inside(root, config.seed, toml_path, "seed")
-
-    module = import_problem_module(module_path)
     ctx = ProblemContext(
         root=root,
         toml_path=toml_path,
@@ -462,13 +499,25 @@ def load_problem(
         datasets_dir=datasets_dir,
         cache_root=cache_root,
     )
-    parts = _build_parts(module, ctx, module_path)
+    gold: tuple[list[GoldExample], Path] | None = None
+    if declared:
+        from core.problems import declared as module
+
+        gold = _load_gold_file(config, root, toml_path)
+        parts = module.declared_parts(ctx, gold[0])
+        module_path = toml_path
+    else:
+        module_path = _inside(root, config.registries, toml_path, "registries")
+        module = import_problem_module(module_path)
+        parts = _build_parts(module, ctx, module_path)
     check_agent_prices(
         parts.agent_registry, config.models.prices, toml_path=toml_path, module_path=module_path
     )
     score_name, score_fn = _pick_score_fn(config, parts, toml_path)
 
-    examples, gold_source = _load_gold(config, parts, root, toml_path, module_path)
+    examples, gold_source = (
+        gold if gold is not None else _load_gold(config, parts, root, toml_path, module_path)
+    )
     _check_ids(examples, gold_source)
     key = parts.split_key
     try:
@@ -483,10 +532,12 @@ def load_problem(
 
     seed_spec = _load_seed(seed_path, parts)
     roles = _check_roles(parts, module_path)
-    module_files = _module_files(module_path)
+    module_files = [] if declared else _module_files(module_path)
     read = [toml_path, *module_files, seed_path]
     if config.gold.source == "jsonl":
         read.append(gold_source)
+    if declared and config.replay is not None:
+        read.append(root / config.replay.path)
     return Problem(
         config=config,
         root=root,

@@ -22,171 +22,41 @@ The usage, cost and latency model (all settings in `problem.toml` under `[params
   `"replay:<run>"`).
 - **latency**: `latency_passes * output tokens / throughput` (throughput 50 tokens/s for 6B,
   20 tokens/s for 175B; 1 pass for a single sample, 2 for verification: the 100 samples and the
-  100 verifier passes each run in parallel, so one generation plus one verifier pass). It is
-  reported in model time with `core.runtime.tracing.record_model_latency` (inside the agent
-  step's span, so reported latency is deterministic) and slept for real (`asyncio.sleep`)
-  multiplied by `[models] time_scale` (0 sleeps nothing).
-- **who finishes first**: inside a `fastest` race a request passes its model time as turns of
-  the event loop, one per `MODEL_TICK_MS` of it (rounded up), before any real sleep (`ticks *
-  MODEL_TICK_MS * time_scale`); outside a race nothing depends on the order, and no turn is
-  passed. Time in a race is counted in turns, and everything a branch does takes turns, not
-  only its requests: pydantic-ai's own work around each request (with pydantic-ai 2.68, 28
-  turns before it reaches the model and 9 after it, so about 1.85 s of model time a call), the
-  runtime's hand-offs between tasks. The rule: a branch finishes in the turn in which its last
-  step returns; branches that finish in the same turn finish in the order in which the event
-  loop runs them that turn, which for branches of the same shape is the order they are listed
-  in. So at time scale 0 the same topology gives the same answer in every run, whatever the
-  machine's load (but for a race inside a race's branch: how many turns a race takes to end
-  includes its losers unwinding their cancellation, which `Parallel` waits for at most
-  `core.runtime._tasks.CANCEL_GRACE_S` of real time). The rule dates from commit 580b510 (a
-  plain `asyncio.sleep(latency * time_scale)` had let wall-clock jitter, or with time scale 0
-  the branch order, decide the race: one candidate scored 0.2200, then 0.2233), which passed
-  each turn with an `asyncio.sleep(0)`, resuming the request's whole coroutine stack (the
-  model, pydantic-ai's graph, `AgentStep`, the pipeline and the branch above it) once a turn.
-  Since issue 17 (item 5) the request waits on a future instead, and a plain callback stands
-  in its place in the loop's queue once a turn, so it resumes in the same turn at the same
-  place (`pass_turns`; `[params] race_clock = "ticks"` keeps the old way, which the test
-  `tests/gsm8k/test_gsm8k_race_clock.py` checks both against, on races recorded with it). Not
-  a clock that jumps to the next finish time: it cannot keep the rule, which counts
-  pydantic-ai's turns (e.g. `175b_verification` against `6b_finetuning` then
-  `175b_finetuning`, on the problem "James decides to run 3 sprints": 2,300 ms of model time
-  against 560 + 1,200 ms; the turns are 46 + 37 against 12 + 24 + 2 x 37, so the single call
-  wins, where a jump to the smaller model time would crown the pipeline: so would 13 of the 30
-  recorded races of that shape, none of those between single calls), nor the place in the turn
-  that decides a tie. With time scale above 0, a branch that makes more than one call
-  interleaves its real sleeps with other branches' turns, so its race is decided partly by the
-  wall clock, with either way of passing turns.
-- **who is charged** (the rule, also in `README.md`): every branch that started is charged in
-  full for every model call it made or had started, replayed or answered from the call cache,
-  finished or cancelled. A replayed request charges its whole usage and model time the moment
-  it starts (`core.agents.charge_started_request`, `record_model_latency`), before it passes
-  any model time, so the loser of a `fastest` race costs the same whether its cancellation
-  lands during its model time, after it returned, or after the evaluator has read the trace.
-  (Charging on cancellation instead left a gap: a loser that had just passed its model time
-  but not yet returned through pydantic-ai, or whose cancellation outlived the 20 ms grace,
-  was charged nothing, and the same `fastest` spec cost $0.008802, $0.008177, $0.008294 a
-  problem in three evaluations.) A call-cache hit is charged the same way, at its start.
+  100 verifier passes each run in parallel, so one generation plus one verifier pass), reported
+  as model time.
+- **who finishes first** in a `fastest` race, **who is charged**, and how model time is passed
+  and slept: the rules of every replayed model, in `core.agents.replay` (this problem's
+  `ReplayModel` is one; `[params] race_clock` chooses its `RaceClock`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_ai import Agent
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-    UserPromptPart,
-)
-from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from core.agents.call_cache import in_fastest_race
-from core.agents.usage import charge_started_request, request_was_quoted
+from core.agents.replay import (
+    MODEL_TICK_MS,
+    NoRecordingError,
+    RaceClock,
+    ReplayedCall,
+    pass_model_time,
+    pass_turns,
+    pass_turns_by_ticks,
+)
+from core.agents.replay import ReplayModel as _CoreReplayModel
 from core.errors import ProblemError
-from core.runtime.tracing import record_model_latency
 
 from .answers import extract_gold_answer, extract_solution_answer
 from .state import Candidate, MathState, coerce_state
-
-MODEL_TICK_MS = 50.0
-"""Model time a replayed request passes per event-loop turn inside a `fastest` race (see the
-module docstring)."""
-
-RaceClock = Literal["turns", "ticks"]
-"""How a racing request passes its turns (`[params] race_clock`): `"turns"` (the default) lets
-the event loop turn without resuming the request (`pass_turns`); `"ticks"` is the reference it
-replaced, one `asyncio.sleep(0)` per turn (`pass_turns_by_ticks`). Both give the same finishing
-order, cost and latency (tests/gsm8k/test_gsm8k_race_clock.py checks them on recorded races)."""
-
-
-def pass_turns(n: int) -> Awaitable[None] | None:
-    """Let `n` event-loop turns pass before the caller resumes, without resuming it meanwhile.
-
-    Returns None when `n` is 0 (nothing to wait for: go on at once), else an awaitable that
-    resumes the awaiting task in the `n`-th turn from now at the place in the turn where it would
-    have been after `n` bare `asyncio.sleep(0)`s (`pass_turns_by_ticks`): the task awaits a
-    future, and a plain callback (no coroutine) stands in its place in the loop's ready queue,
-    re-queueing itself once a turn (`loop.call_soon`, as a task's bare yield does) and setting
-    the future's result in turn `n - 1`, so the task's wake-up is queued where its own step would
-    have been. A turn thus costs one small callback instead of one pass through the request's
-    whole coroutine stack (pydantic-ai's graph, the model, `AgentStep`, the pipeline and the
-    branch above it).
-
-    A cancelled awaiter leaves at once: its future is cancelled, and the callback sees that on
-    its next turn and stops. (The cancelled task is woken where the cancelling task queued it,
-    not in its own place, so it may unwind its cancellation a turn later than after a bare
-    yield. A racer waiting here makes no call, so what it is charged and who wins cannot
-    change; what can is how many turns its race takes to end, which only a race inside a race's
-    branch could see, and there the wall clock already decides it: see the module docstring.)
-    """
-    if n <= 0:
-        return None
-    if n == 1:
-        return asyncio.sleep(0)
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[None] = loop.create_future()
-    left = n - 1
-
-    def turn() -> None:
-        nonlocal left
-        if done.done():  # cancelled: leave the queue
-            return
-        left -= 1
-        if left:
-            loop.call_soon(turn)
-        else:
-            done.set_result(None)
-
-    loop.call_soon(turn)
-    return done
-
-
-async def pass_turns_by_ticks(n: int) -> None:
-    """The reference for `pass_turns`: `n` bare `asyncio.sleep(0)`s, each resuming the caller's
-    whole coroutine stack. This was `pass_model_time`'s rule up to issue 17 (item 5): 50 ms
-    ticks chosen in issue 10 because 10 ms ticks doubled the CPU time of a 175b_verification
-    evaluation (~780 turns a request). Kept for `race_clock = "ticks"` and the test that
-    compares the two on recorded races."""
-    for _ in range(n):
-        await asyncio.sleep(0)
-
-
-async def pass_model_time(latency_ms: float, time_scale: float, clock: RaceClock = "turns") -> None:
-    """Let `latency_ms` of model time pass: inside a `fastest` race, one event-loop turn per
-    `MODEL_TICK_MS` (rounded up) without resuming the request (`pass_turns`; `clock="ticks"`:
-    `pass_turns_by_ticks`, the same turns spent resuming it); then a real sleep of that many
-    ticks times `time_scale` (none when it is 0).
-
-    Racing requests thus finish in the order of their turn counts, the earlier in the turn first
-    on a tie, independent of wall-clock jitter (see the module docstring). Outside a race
-    (`core.agents.call_cache.in_fastest_race`) no result depends on which request finishes
-    first (every other merge waits for all its branches and keeps branch order), so the turns
-    are skipped: they were 480,000 of a cold 9-candidate evaluation's 550,000 event-loop
-    callbacks, about half its CPU time.
-    """
-    ticks = math.ceil(latency_ms / MODEL_TICK_MS)
-    if in_fastest_race():
-        if clock == "ticks":
-            await pass_turns_by_ticks(ticks)
-        else:
-            wait = pass_turns(ticks)
-            if wait is not None:
-                await wait
-    if time_scale > 0:
-        await asyncio.sleep(ticks * MODEL_TICK_MS / 1000.0 * time_scale)
-
 
 __all__ = [
     "MODEL_TICK_MS",
@@ -213,10 +83,6 @@ RUNS: tuple[str, ...] = ("6b_finetuning", "6b_verification", "175b_finetuning", 
 _CONFIG = ConfigDict(
     frozen=True, extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False
 )
-
-
-class NoRecordingError(LookupError):
-    """The replayed run has no recorded solution for the question it was asked."""
 
 
 class RunSettings(BaseModel):
@@ -404,22 +270,13 @@ def load_replay_data(test_path: Path, solutions_path: Path) -> ReplayData:
     return _load_cached(test_path.resolve(), solutions_path.resolve(), stamp)
 
 
-def _prompt_text(messages: list[ModelMessage]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, ModelRequest):
-            for part in reversed(message.parts):
-                if isinstance(part, UserPromptPart):
-                    content = part.content
-                    if isinstance(content, str):
-                        return content
-                    return "".join(c for c in content if isinstance(c, str))
-    raise NoRecordingError("the replay model was called without a user prompt")
+class ReplayModel(_CoreReplayModel):
+    """A pydantic-ai model that answers with one run's recorded solutions (a
+    `core.agents.replay.ReplayModel`: its charging and clock rules are there).
 
-
-class ReplayModel(FunctionModel):
-    """A pydantic-ai model that answers with one run's recorded solutions.
-
-    Its usage is reported under the model name `"replay:<run>"` (`system` is `"replay"`).
+    Its usage is reported under the model name `"replay:<run>"` (`system` is `"replay"`). Its
+    prompt is a `MathState` as JSON or a bare question; its response is that state with the
+    run's recorded solution appended as a `Candidate`.
 
     Args:
         run: the recorded run to replay, e.g. `"175b_finetuning"`.
@@ -440,41 +297,36 @@ class ReplayModel(FunctionModel):
         time_scale: float,
         race_clock: RaceClock = "turns",
     ) -> None:
-        super().__init__(self._respond, model_name=run)
+        super().__init__(run, time_scale=time_scale, race_clock=race_clock)
         # (not `settings`: pydantic-ai models use that name for their ModelSettings)
         self.replay_run = run
         self.replay_data = data
         self.run_settings = settings
         self.chars_per_token = chars_per_token
-        self.time_scale = time_scale
-        self.race_clock: RaceClock = race_clock
 
-    @property
-    def system(self) -> str:
-        return "replay"
+    def replayed_call(self, prompt: str, /) -> ReplayedCall:
+        """The run's recorded solution for the question of `prompt` (a state's JSON or a bare
+        question): its usage, model time and the state with it appended.
 
-    def quote_request(self, prompt: Any, /) -> tuple[str, int, int, int, float] | None:
-        """The full charge of a request on `prompt` before it is made (`QuotingModel`):
-        `(model name, 1 request, input tokens, output tokens, model time ms)`, or None when
-        the prompt is not a state or question with a recording (the request then fails)."""
-        try:
-            state = coerce_state(prompt if isinstance(prompt, str) else str(prompt))
-            rec = self.replay_data.recording(self.replay_run, state.question)
-        except Exception:
-            return None
-        usage = self.usage_for(state.question, rec.solution)
-        return (
-            f"{self.system}:{self.replay_run}",
-            1,
-            usage.input_tokens,
-            usage.output_tokens,
-            self.latency_ms(rec.solution),
+        Raises:
+            NoRecordingError: no recording of this run for the question.
+        """
+        state = coerce_state(prompt)
+        rec = self.replay_data.recording(self.replay_run, state.question)
+
+        def response() -> str:
+            candidate = Candidate(
+                run=self.replay_run,
+                solution=rec.solution,
+                answer=extract_solution_answer(rec.solution),
+            )
+            return state.with_candidate(candidate).model_dump_json()
+
+        return ReplayedCall(
+            usage=self.usage_for(state.question, rec.solution),
+            latency_ms=self.latency_ms(rec.solution),
+            response=response,
         )
-
-    async def pass_model_time(self, ms: float, /) -> None:
-        """Pass `ms` of model time as a request does (`pass_model_time` with this model's
-        time scale and race clock); a call-cache hit calls it (`core.agents.SimulatedClock`)."""
-        await pass_model_time(ms, self.time_scale, self.race_clock)
 
     def latency_ms(self, solution: str) -> float:
         """Modelled latency of one request, ms: `latency_passes * tokens(solution) / throughput`."""
@@ -494,37 +346,6 @@ class ReplayModel(FunctionModel):
             output_tokens=calls * count_tokens(solution, self.chars_per_token),
             details={"replayed_calls": calls},
         )
-
-    async def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        state = coerce_state(_prompt_text(messages))
-        rec = self.replay_data.recording(self.replay_run, state.question)
-        new = state.with_candidate(
-            Candidate(
-                run=self.replay_run,
-                solution=rec.solution,
-                answer=extract_solution_answer(rec.solution),
-            )
-        )
-        latency = self.latency_ms(rec.solution)
-        usage = self.usage_for(state.question, rec.solution)
-        # charged in full the moment the request starts (usage and model time), so a run's cost
-        # and latency never depend on whether or when a cancellation lands (module docstring)
-        if not request_was_quoted():  # (else AgentStep charged `quote_request` at its start)
-            record_model_latency(latency)
-        charge_started_request(
-            f"{self.system}:{self.replay_run}",
-            requests=1,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-        )
-        await self.pass_model_time(latency)
-        payload = new.model_dump_json()
-        part = (
-            ToolCallPart(tool_name=info.output_tools[0].name, args=payload)
-            if info.output_tools
-            else TextPart(content=payload)
-        )
-        return ModelResponse(parts=[part], usage=usage)
 
 
 def make_replay_agent(
