@@ -32,6 +32,7 @@ from typing import Any, Final
 
 import pandas as pd  # pyright: ignore[reportMissingTypeStubs]
 
+from core.errors import ProblemError
 from core.storage import RunStore
 from studio._cli_common import CliUsageError, ExitCode, resolve_db_path
 from studio._cli_output import Output
@@ -188,6 +189,83 @@ def _write(df: pd.DataFrame, path: Path, fmt: str) -> None:
         df.to_parquet(path, index=False)
 
 
+def _single_agent_latencies(store: RunStore, run_id: str) -> dict[tuple[str, str], float]:
+    """`(agent, example id) -> latency ms` of the run's single-agent candidates (a pipeline of
+    one registered agent step): the latency each such call was measured at, for calls that
+    recorded no model time (hosted models over HTTP)."""
+    from studio._cli_runs import candidate_spec
+
+    found: dict[tuple[str, str], float] = {}
+    for idx in sorted({int(r["candidate_idx"]) for r in store.archive_records(run_id)}):
+        try:
+            spec = candidate_spec(store, run_id, idx).model_dump(mode="json")
+        except CliUsageError:
+            continue
+        steps = spec.get("steps") if spec.get("kind") == "pipeline" else [{"operation": spec}]
+        if not isinstance(steps, list) or len(steps) != 1:
+            continue
+        operation = steps[0].get("operation") or {}
+        agent = operation.get("agent_name")
+        if operation.get("kind") != "agent_step" or not isinstance(agent, str):
+            continue
+        for row in store.candidate_examples(run_id, idx).to_dict("records"):
+            if row["status"] == "ok" and row["trial"] == 0 and not row["cached"]:
+                found.setdefault((agent, str(row["example_id"])), float(row["latency_ms"]))
+    return found
+
+
+def _export_replay(args: argparse.Namespace, out: Output) -> int:
+    """`export RUN --replay DIR --problem PROBLEM`: the run's recorded calls as a replay problem
+    (`core.problems.replay_export`). The problem comes from the command line (a run record
+    never chooses the code to load) and must be the run's own (same name and config hash: its
+    calls are in the call cache under that namespace).
+
+    Raises:
+        CliUsageError: no --problem, no such run, another problem than the run's, or nothing
+            recorded (the call cache was off or is elsewhere).
+    """
+    from core.evaluation.call_cache import DuckDBCallCache, call_cache_path
+    from core.problems import load_problem
+    from core.problems.replay_export import export_replay
+    from studio._cli_runs import resolve_run_id
+
+    if not args.problem:
+        raise CliUsageError(
+            "export --replay needs --problem PROBLEM: the problem the run searched (its gold "
+            "examples and agents; a run record never chooses the code to load)"
+        )
+    db = resolve_db_path(args.db)
+    with open_cli_store(db, out) as store:
+        run_id = resolve_run_id(store, args.run)
+        run = store.get_run(run_id)
+        latencies = _single_agent_latencies(store, run_id)
+    problem = load_problem(args.problem)
+    recorded_hash = None if run is None else run.problem_config.get("config_hash")
+    if run is not None and (
+        run.problem != problem.name or (recorded_hash and recorded_hash != problem.config_hash)
+    ):
+        raise CliUsageError(
+            f"run {run_id} searched {run.problem!r}, not this {problem.name!r} (or another "
+            "version of it): give the run's own problem, unchanged"
+        )
+    cache = DuckDBCallCache(call_cache_path(db), f"{problem.name}:{problem.config_hash}")
+    target = Path(args.replay)
+    try:
+        root, n = export_replay(
+            problem,
+            cache,
+            target,
+            name=f"{problem.name}_replay",
+            latencies=latencies,
+            force=bool(args.force),
+        )
+    except ProblemError as exc:
+        raise CliUsageError(str(exc)) from exc
+    out.line(f"replay problem: {root} ({n} recorded calls)")
+    out.line(f"search it offline: topology-studio search {root}")
+    return ExitCode.OK
+
+
 def cmd_export(args: argparse.Namespace, out: Output) -> int:
     """`export RUN --format csv|json|parquet [--out DIR]`: one file per table (see the module
     docstring), in DIR (default: the current folder, created if missing); prints each path.
@@ -195,6 +273,8 @@ def cmd_export(args: argparse.Namespace, out: Output) -> int:
     Raises:
         CliUsageError: an unknown format, no such run, or a folder that cannot be written.
     """
+    if getattr(args, "replay", None):
+        return _export_replay(args, out)
     fmt = str(args.format).lower()
     if fmt not in EXPORT_FORMATS:
         raise CliUsageError(f"unknown export format {args.format!r}: use csv, json or parquet")

@@ -367,6 +367,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--out", metavar="DIR", help="the folder to write to (default: here; created if missing)"
     )
+    p.add_argument(
+        "--replay",
+        metavar="DIR",
+        help="write a replay problem from the run's recorded calls instead (needs --problem; "
+        "docs/real-providers.md)",
+    )
+    p.add_argument("--problem", metavar="PROBLEM", help="--replay: the problem the run searched")
+    p.add_argument("--force", action="store_true", help="--replay: replace DIR's problem files")
     _add_db(p)
 
     p = sub.add_parser("diff", help="a candidate against the run's seed (or another)")
