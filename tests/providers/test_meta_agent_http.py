@@ -248,3 +248,42 @@ def test_a_refused_connection_interrupts_the_search_and_a_resume_finishes_it(
         *["gpt-4o"] * 4,
     ]
     assert len(set(answered(hosted))) == len(hosted.log)  # every call made once
+
+
+def test_an_agent_fault_mid_candidate_keeps_what_was_scored_and_a_resume_repeats_no_call(
+    hosted: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The design's agent (`large`, gpt-4o) answers 2 of its 4 examples, then the server fails
+    for good: the run stops (the seed's scores kept); the resume asks only the 2 left."""
+    seen: list[str] = []
+
+    def script(body: dict[str, object]) -> object:
+        if body.get("model") == "gpt-4o":
+            seen.append(str(body["messages"]))
+            if len(seen) > 2:
+                return Fail(502)
+        return answer(body)  # type: ignore[arg-type]
+
+    hosted.script(script)  # type: ignore[arg-type]
+    code = main(SEARCH)
+    cap = capsys.readouterr()
+    assert code == 130, cap.err
+    assert "server error (HTTP 502) after 12 attempts" in cap.err.splitlines()[0]
+    run_id = resume_id(cap.err)
+    shown = main(["show", run_id])
+    out = capsys.readouterr().out
+    assert shown == 0
+    assert kv(out, "status").startswith("stopped (provider: model 'openai:gpt-4o' at ")
+    assert re.search(r"^0\s+0\.5000\s+0\.000027", out, re.M)  # the seed's scores are kept
+    before = answered(hosted)
+
+    hosted.reset()
+    hosted.script(answer)
+    assert main(["search", "hosted", "--resume", run_id]) == 0
+    capsys.readouterr()
+    after = answered(hosted)
+    assert not set(before) & set(after)
+    assert [(r.model, r.user) for r in hosted.log] == [
+        ("gpt-4o", QUESTIONS[2]),
+        ("gpt-4o", QUESTIONS[3]),
+    ]  # the designs are replayed from the journal, the 2 answered calls from the call cache
