@@ -69,6 +69,11 @@ example_timeout_s = 300.0           # one run's deadline, s (default 300; --exam
 [models]
 time_scale = 1.0                    # replayed latency is slept times this (0: no sleep)
 latency_source = "auto"             # "auto" | "model" (0 ms with no model call) | "wall"
+base_url = "http://127.0.0.1:11434/v1"  # OpenAI-compatible server (OPENAI_BASE_URL wins)
+timeout_s = 60.0                    # one model request's timeout, s
+max_wait_s = 120.0                  # the most one call waits out 429/5xx/timeouts, s
+backoff_s = 1.0                     # first wait with no Retry-After, s (doubled, at most
+max_backoff_s = 30.0                # max_backoff_s); docs/real-providers.md
 [models.prices."replay:my_model"]   # model name as recorded in usage -> USD per 1K tokens
 input_usd_per_1k = 0.5              # every registered agent's model needs an entry (or a
 output_usd_per_1k = 1.5             # genai-prices price), else the load fails naming the key
