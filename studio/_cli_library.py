@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from core.agents.providers import apply_base_url, use_policy
+from core.errors import ProviderError
 from studio._cli_common import CliInterrupted, CliUsageError, ExitCode, resolve_db_path
 from studio._cli_output import Output, fmt_float
 
@@ -533,10 +535,19 @@ def cmd_serve_topology(args: argparse.Namespace, out: Output) -> int:
 
     source = _open_requests(args.requests)
     interrupted = False
+    failed: ProviderError | None = None
     try:
-        report = asyncio.run(
-            serve_requests(problem, designer, iter_requests(source, on_error), on_served=on_served)
-        )
+        try:
+            apply_base_url(problem.config.models.base_url)
+            with use_policy(problem.provider_policy):  # the problem's fault settings
+                report = asyncio.run(
+                    serve_requests(
+                        problem, designer, iter_requests(source, on_error), on_served=on_served
+                    )
+                )
+        except ProviderError as exc:  # a provider that kept failing: stop as Ctrl-C does
+            failed = exc
+            raise KeyboardInterrupt from exc
     except KeyboardInterrupt:
         # Ctrl-C: print what was served before it, then exit 130
         interrupted = True
@@ -556,6 +567,8 @@ def cmd_serve_topology(args: argparse.Namespace, out: Output) -> int:
         "question has none; cost_usd in USD, latency_ms in ms)"
     )
     print_totals(report, out)
+    if failed is not None:
+        out.error(str(failed))
     if interrupted:
         raise CliInterrupted(
             f"interrupted after {len(done)} request(s), printed above; the rest were not served"

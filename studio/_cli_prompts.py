@@ -385,6 +385,7 @@ class _LiveJournal:
                     "wall_s": now - started_at,
                     "model_requests": float(used["model_requests"]),
                     "reflection_requests": float(used["reflection_requests"]),
+                    "reflection_usd": reflection_usd if math.isfinite(reflection_usd) else 0.0,
                 },
             )
         )

@@ -274,6 +274,7 @@ def cmd_runs(args: argparse.Namespace, out: Output) -> int:
                     str(int(r["n_candidates"] or 0)),
                     str(int(r["n_evaluations"] or 0)),
                     fmt_float(r["cost_usd"], 6),
+                    fmt_float(r["design_cost_usd"], 6),
                     "-" if is_missing(r["best_idx"]) else str(int(r["best_idx"])),
                     fmt_float(None if is_missing(r["best_score"]) else r["best_score"], 4),
                 ]
@@ -288,11 +289,12 @@ def cmd_runs(args: argparse.Namespace, out: Output) -> int:
                 "candidates",
                 "example_runs",
                 "cost_usd",
+                "design_usd",
                 "best",
                 "best_score",
             ),
             rows,
-            right=("candidates", "example_runs", "cost_usd", "best", "best_score"),
+            right=("candidates", "example_runs", "cost_usd", "design_usd", "best", "best_score"),
         )
     return ExitCode.OK
 

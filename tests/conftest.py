@@ -15,5 +15,7 @@ from core.problems import DATASETS_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 
+pytest_plugins = ["tests.fixtures.openai_server"]  # the `openai_server` fixture (loopback)
+
 if not os.environ.get(DATASETS_ENV, "").strip():
     os.environ[DATASETS_ENV] = str(REPO.parent / "shared" / "datasets")

@@ -233,6 +233,9 @@ def list_runs(
                 THEN TRY_CAST(json_extract(b.budget_used, '$.usd') AS DOUBLE)
                 ELSE coalesce(ev.eval_cost, 0.0) + coalesce(cand.design_cost, 0.0)
            END AS cost_usd,
+           -- the designer's (meta agent) or reflection model's (phase 2) own calls, apart
+           coalesce(TRY_CAST(json_extract(b.budget_used, '$.reflection_usd') AS DOUBLE),
+                    cand.design_cost, 0.0) AS design_cost_usd,
            best.best_idx, best.best_score,
            -- phase 2 of `search --then-prompts` names the search it is phase 2 of
            CASE WHEN json_extract_string(b.config, '$.phase') = 'prompts'

@@ -50,13 +50,16 @@ RUN_COLUMNS: tuple[str, ...] = (
     "seed",
     "executor",
     "n_evaluations",
+    "design_cost_usd",
     "best_idx",
     "started",
 )
 """Columns of the runs list, in order: what a researcher scans first (how the run stands, its
 best score, what it cost, how far it got) right after the run, so they are in view at 1000 px
 without scrolling sideways (issue 12, item 15: problem, strategy and seed came first and
-pushed status, score and cost off screen); what the run is and where it ran after them."""
+pushed status, score and cost off screen); what the run is and where it ran after them.
+`design_cost_usd` is the part of `cost_usd` the designer (meta agent) or the reflection model
+(phase 2) spent on its own calls."""
 
 ARCHIVE_COLUMNS: tuple[str, ...] = (
     "candidate_idx",
@@ -122,6 +125,8 @@ def runs_table(runs: pd.DataFrame) -> pd.DataFrame:
     # `RunStore.list_runs`' `executor`; a frame without it (or a missing value) ran locally
     executor = out["executor"].tolist() if "executor" in out.columns else [None] * len(out)
     out["executor"] = [str(e) if isinstance(e, str) and e else "local" for e in executor]
+    if "design_cost_usd" not in out.columns:  # a frame from before the column: none spent
+        out["design_cost_usd"] = 0.0
     return pd.DataFrame(out[list(RUN_COLUMNS)]).reset_index(drop=True)
 
 

@@ -109,7 +109,8 @@ def test_a_reply_is_not_retried(server: OpenAIServer) -> None:
 def test_a_problems_base_url_is_used_unless_the_environment_has_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "")  # recorded, so the test's change is undone
+    monkeypatch.delenv("OPENAI_BASE_URL")
     apply_base_url("http://127.0.0.1:11434/v1")
     import os
 

@@ -165,8 +165,8 @@ class StoreContract:
         assert list(runs.columns) == [
             "run_id", "problem", "strategy", "seed", "status", "status_label", "reason",
             "started_at", "finished_at", "last_event_at", "wall_s", "n_events", "n_resumes",
-            "n_candidates", "n_evaluations", "cost_usd", "best_idx", "best_score",
-            "parent_run_id", "executor",
+            "n_candidates", "n_evaluations", "cost_usd", "design_cost_usd", "best_idx",
+            "best_score", "parent_run_id", "executor",
         ]  # fmt: skip
         assert store.get_run("nope") is None
         assert store.read_only is False

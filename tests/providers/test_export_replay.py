@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from studio.cli import main
-from tests.fixtures.openai_server import OpenAIServer
+from tests.fixtures.openai_server import (
+    OpenAIServer,
+)
 from tests.providers.hosted import answer, write_hosted
 
 

@@ -19,7 +19,14 @@ import pytest
 from genai_prices import Usage, calc_price
 
 from studio.cli import main
-from tests.fixtures.openai_server import CutOff, Fail, Malformed, OpenAIServer, Reply, Slow
+from tests.fixtures.openai_server import (
+    CutOff,
+    Fail,
+    Malformed,
+    OpenAIServer,
+    Reply,
+    Slow,
+)
 from tests.providers.hosted import DESIGN, answer, write_hosted
 
 SEARCH = ["search", "hosted", "--strategy", "meta-agent", "--no-test"]

@@ -18,7 +18,14 @@ from genai_prices import Usage, calc_price
 
 from core.agents.providers import ProviderPolicy, use_policy
 from studio.cli import main
-from tests.fixtures.openai_server import CutOff, Fail, Malformed, OpenAIServer, Reply, Slow
+from tests.fixtures.openai_server import (
+    CutOff,
+    Fail,
+    Malformed,
+    OpenAIServer,
+    Reply,
+    Slow,
+)
 from tests.providers.hosted import solve_answer
 
 GOAL = "write a haiku and count its words"

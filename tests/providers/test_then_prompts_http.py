@@ -13,7 +13,10 @@ import pytest
 from genai_prices import Usage, calc_price
 
 from studio.cli import main
-from tests.fixtures.openai_server import Fail, OpenAIServer
+from tests.fixtures.openai_server import (
+    Fail,
+    OpenAIServer,
+)
 from tests.providers.hosted import answer, write_hosted
 
 ARGS = [

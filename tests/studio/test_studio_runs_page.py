@@ -73,8 +73,8 @@ def test_runs_overview_says_a_paused_search_as_the_panel_links_each_run_and_labe
     # links, in view at 1000 px (issue 12, item 15); what the run is and where it ran after
     assert table.columns.tolist() == [
         "run_id", "live", "overlay", "status_label", "best_score", "cost_usd", "costs",
-        "n_candidates", "problem", "strategy", "seed", "executor", "n_evaluations", "best_idx",
-        "started",
+        "n_candidates", "problem", "strategy", "seed", "executor", "n_evaluations",
+        "design_cost_usd", "best_idx", "started",
     ]  # fmt: skip
     assert table["executor"].tolist() == ["local", "local"]
     # the store says running; the studio holds it paused: the table says what the panel says
