@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import Awaitable, Callable, Generator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -67,6 +68,7 @@ __all__ = [
     "base_url",
     "call_with_retries",
     "current_policy",
+    "missing_setting",
     "provider_error",
     "provider_failure",
     "use_policy",
@@ -133,6 +135,18 @@ def apply_base_url(url: str | None) -> None:
     (the environment wins, as for every other provider setting)."""
     if url and not os.environ.get(BASE_URL_ENV, "").strip():
         os.environ[BASE_URL_ENV] = url
+
+
+_ENV_SETTING = re.compile(r"Set the (`[A-Z][A-Z0-9_]*`(?: or `[A-Z][A-Z0-9_]*`)*) environment")
+"""pydantic-ai's wording for a provider's missing setting, e.g. "Set the `OPENAI_API_KEY`
+environment variable or pass it via ..." (`pydantic_ai.providers.missing_api_key_error`)."""
+
+
+def missing_setting(exc: BaseException) -> str | None:
+    """The environment variable(s) a provider said it misses (`"OPENAI_API_KEY"`, or
+    `"A or B"`), from pydantic-ai's `UserError` when it builds the provider; else None."""
+    found = _ENV_SETTING.search(" ".join(str(exc).split()))
+    return None if found is None else found.group(1).replace("`", "")
 
 
 def _is_transient(exc: BaseException) -> bool:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from core.agents import UNKNOWN_MODEL, agent_model_name
+from core.agents.providers import BASE_URL_ENV, missing_setting
 from core.errors import ProblemError
 from core.evaluation.pricing import ModelPrice, Pricer
 from core.hydrate import AgentRegistry
@@ -59,8 +60,15 @@ def check_agent_prices(
         try:
             agent = agents.create(name)
         except Exception as exc:
+            setting = missing_setting(exc)
+            why = (
+                f"{type(exc).__name__}: {exc}"
+                if setting is None
+                else f"the {setting} environment variable is not set (set it; a local "
+                f"server at {BASE_URL_ENV} needs none)"
+            )
             raise ProblemError(
-                f"creating agent {name!r} failed: {type(exc).__name__}: {exc}",
+                f"creating agent {name!r} failed: {why}",
                 file=str(module_path),
                 field="build",
             ) from exc

@@ -49,7 +49,6 @@ import dataclasses
 import inspect
 import json
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast, runtime_checkable
@@ -70,7 +69,7 @@ from pydantic_ai.models import Model, infer_model, infer_model_profile, parse_mo
 from pydantic_ai.providers import infer_provider_class
 from pydantic_ai.usage import RunUsage
 
-from core.agents.providers import call_with_retries, current_policy
+from core.agents.providers import call_with_retries, current_policy, missing_setting
 from core.agents.usage import model_name
 from core.errors import ProviderError, SearchError, SpecError
 from core.evaluation.pricing import Pricer
@@ -108,10 +107,6 @@ _ROLE_USE = {
 
 _RAW_CHARS = 4000
 """Raw designer output kept on a rejected proposal, in characters."""
-
-_ENV_SETTING = re.compile(r"Set the (`[A-Z][A-Z0-9_]*`(?: or `[A-Z][A-Z0-9_]*`)*) environment")
-"""pydantic-ai's wording for a provider's missing setting, e.g. "Set the `OPENAI_API_KEY`
-environment variable or pass it via ..." (`pydantic_ai.providers.missing_api_key_error`)."""
 
 _KEYLESS_HINT = "To try Pydantic AI without an API key"
 """Start of the advice pydantic-ai appends to a missing-key error (about its own `Agent('test')`,
@@ -530,12 +525,11 @@ class MetaAgentSearch(Strategy):
         except UserError as exc:
             text = " ".join(str(exc).split())
             text = text.split(_KEYLESS_HINT, 1)[0].strip()
-            found = _ENV_SETTING.search(text)
-            if found is None:
+            setting = missing_setting(exc)
+            if setting is None:
                 raise SearchError(
                     f"designer model {self.model_name!r} cannot be built: {text}"
                 ) from exc
-            setting = found.group(1).replace("`", "")
             raise SearchError(
                 f"designer model {self.model_name!r} cannot be built: the {setting} environment "
                 "variable is not set (set it, or choose another designer model)"
