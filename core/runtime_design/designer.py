@@ -30,7 +30,8 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
-from core.agents.usage import run_agent
+from core.agents.providers import call_with_retries
+from core.agents.usage import agent_model_name, run_agent
 from core.errors import TopologyStudioError
 from core.hydrate import (
     AgentRegistryLike,
@@ -261,8 +262,12 @@ class RuntimeTopologyDesigner:
         )
 
     async def _run_designer(self, goal: str, record: Any) -> TopologyDesign:
-        try:
-            output = await run_agent(self.designer_agent, self.design_prompt(goal), record=record)
+        prompt = self.design_prompt(goal)
+        try:  # transient faults waited out; a persistent one falls back like any failure
+            output = await call_with_retries(
+                lambda: run_agent(self.designer_agent, prompt, record=record, remote=True),
+                model=agent_model_name(self.designer_agent),
+            )
         except Exception as exc:
             raise RuntimeDesignError(
                 goal, f"the designer agent raised {type(exc).__name__}: {exc}"
