@@ -15,7 +15,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tests.fixtures.openai_server import Reply, output_tool
+import pytest
+
+from tests.fixtures.openai_server import OpenAIServer, Reply, output_tool
 
 PROBLEM_TOML = """\
 name = "hosted"
@@ -147,3 +149,30 @@ def solve_answer(body: dict[str, Any]) -> Reply:
         input_tokens=400,
         output_tokens=40,
     )
+
+
+def use_hosted(
+    root: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    server: OpenAIServer,
+    *,
+    n: int = 5,
+    validation: int = 4,
+) -> Path:
+    """The problem written in `root` (the working folder), `server` answering it (`answer`),
+    its URL and a key in the environment, the run store and cache under `root`; its folder."""
+    folder = write_hosted(root, n=n, validation=validation)
+    server.script(answer)
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-loopback")
+    monkeypatch.setenv("TOPOLOGY_STUDIO_DB", str(root / "runs.duckdb"))
+    monkeypatch.setenv("TOPOLOGY_STUDIO_CACHE", str(root / "cache"))
+    return folder
+
+
+def kv(text: str, key: str) -> str:
+    """The value printed after `key:` in a command's key-value summary."""
+    found = re.search(rf"^{key}:\s+(.*)$", text, re.M)
+    assert found is not None, text
+    return found.group(1)

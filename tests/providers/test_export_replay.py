@@ -18,20 +18,14 @@ from studio.cli import main
 from tests.fixtures.openai_server import (
     OpenAIServer,
 )
-from tests.providers.hosted import answer, write_hosted
+from tests.providers.hosted import use_hosted
 
 
 @pytest.fixture
 def hosted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, openai_server: OpenAIServer
 ) -> OpenAIServer:
-    write_hosted(tmp_path, n=30, validation=15)
-    openai_server.script(answer)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-loopback")
-    monkeypatch.setenv("TOPOLOGY_STUDIO_DB", str(tmp_path / "runs.duckdb"))
-    monkeypatch.setenv("TOPOLOGY_STUDIO_CACHE", str(tmp_path / "cache"))
+    use_hosted(tmp_path, monkeypatch, openai_server, n=30, validation=15)
     return openai_server
 
 

@@ -27,7 +27,7 @@ from tests.fixtures.openai_server import (
     Reply,
     Slow,
 )
-from tests.providers.hosted import DESIGN, answer, write_hosted
+from tests.providers.hosted import DESIGN, answer, kv, use_hosted
 
 SEARCH = ["search", "hosted", "--strategy", "meta-agent", "--no-test"]
 CHAT = "/v1/chat/completions"
@@ -40,13 +40,7 @@ def hosted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, openai_server: OpenAIServer
 ) -> OpenAIServer:
     """The problem in tmp_path, the server answering it, its URL and a key in the environment."""
-    write_hosted(tmp_path)
-    openai_server.script(answer)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-loopback")
-    monkeypatch.setenv("TOPOLOGY_STUDIO_DB", str(tmp_path / "runs.duckdb"))
-    monkeypatch.setenv("TOPOLOGY_STUDIO_CACHE", str(tmp_path / "cache"))
+    use_hosted(tmp_path, monkeypatch, openai_server)
     return openai_server
 
 
@@ -55,12 +49,6 @@ def usd(model: str, input_tokens: int, output_tokens: int, times: int = 1) -> De
     tokens = Usage(input_tokens=input_tokens, output_tokens=output_tokens)
     price = calc_price(tokens, model, provider_id="openai")
     return price.total_price * times
-
-
-def kv(text: str, key: str) -> str:
-    found = re.search(rf"^{key}:\s+(.*)$", text, re.M)
-    assert found is not None, text
-    return found.group(1)
 
 
 def answered(server: OpenAIServer) -> list[tuple[str, tuple[str, ...], str]]:

@@ -10,20 +10,14 @@ import pytest
 
 from studio.cli import main
 from tests.fixtures.openai_server import OpenAIServer
-from tests.providers.hosted import write_hosted
+from tests.providers.hosted import use_hosted
 
 SEARCH = ["search", "hosted", "--strategy", "meta-agent", "--no-test"]
 
 
 @pytest.fixture
 def hosted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, openai_server: OpenAIServer) -> Path:
-    folder = write_hosted(tmp_path)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-loopback")
-    monkeypatch.setenv("TOPOLOGY_STUDIO_DB", str(tmp_path / "runs.duckdb"))
-    monkeypatch.setenv("TOPOLOGY_STUDIO_CACHE", str(tmp_path / "cache"))
-    return folder
+    return use_hosted(tmp_path, monkeypatch, openai_server)
 
 
 def refused(argv: list[str], capsys: pytest.CaptureFixture[str], server: OpenAIServer) -> str:

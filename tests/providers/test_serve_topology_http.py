@@ -14,7 +14,7 @@ from tests.fixtures.openai_server import (
     Fail,
     OpenAIServer,
 )
-from tests.providers.hosted import answer, write_hosted
+from tests.providers.hosted import answer, use_hosted
 
 REQUESTS = (
     '{"question": "What is 2 + 4?"}\n'
@@ -28,13 +28,7 @@ def library(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, openai_server: OpenAIServer
 ) -> tuple[OpenAIServer, str]:
     """The hosted problem searched over HTTP (its front: small, large), the log then cleared."""
-    write_hosted(tmp_path)
-    openai_server.script(answer)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-loopback")
-    monkeypatch.setenv("TOPOLOGY_STUDIO_DB", str(tmp_path / "runs.duckdb"))
-    monkeypatch.setenv("TOPOLOGY_STUDIO_CACHE", str(tmp_path / "cache"))
+    use_hosted(tmp_path, monkeypatch, openai_server)
     (tmp_path / "requests.jsonl").write_text(REQUESTS)
     return openai_server, ""
 

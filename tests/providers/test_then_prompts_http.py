@@ -5,7 +5,6 @@ message."""
 
 from __future__ import annotations
 
-import re
 from decimal import Decimal
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from tests.fixtures.openai_server import (
     Fail,
     OpenAIServer,
 )
-from tests.providers.hosted import answer, write_hosted
+from tests.providers.hosted import answer, kv, use_hosted
 
 ARGS = [
     "search", "hosted", "--no-test",
@@ -32,20 +31,8 @@ REFLECTION = "I provided an assistant with the following instructions"
 def hosted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, openai_server: OpenAIServer
 ) -> OpenAIServer:
-    write_hosted(tmp_path)
-    openai_server.script(answer)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-loopback")
-    monkeypatch.setenv("TOPOLOGY_STUDIO_DB", str(tmp_path / "runs.duckdb"))
-    monkeypatch.setenv("TOPOLOGY_STUDIO_CACHE", str(tmp_path / "cache"))
+    use_hosted(tmp_path, monkeypatch, openai_server)
     return openai_server
-
-
-def kv(text: str, key: str) -> str:
-    found = re.search(rf"^{key}:\s+(.*)$", text, re.M)
-    assert found is not None, text
-    return found.group(1)
 
 
 def test_the_reflection_model_is_called_over_http_and_its_cost_shown_apart(
