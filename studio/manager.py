@@ -60,7 +60,14 @@ from typing import Any, Literal, TypeVar, cast
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.errors import StoreBusyError, StoreError, StoreReadOnlyError, TopologyStudioError
+from core.agents.providers import ProviderPolicy, use_policy
+from core.errors import (
+    ProviderError,
+    StoreBusyError,
+    StoreError,
+    StoreReadOnlyError,
+    TopologyStudioError,
+)
 from core.evaluation.evaluator import CandidateEvaluation
 from core.ir import TopologySpec, spec_hash
 from core.problems import Problem, load_problem
@@ -609,7 +616,7 @@ class StudioManager:
             if executor is not None:
                 executor.close()
             raise
-        self._launch(bg, run, journal, path)
+        self._launch(bg, run, journal, path, problem.provider_policy)
         return run_id
 
     def _executor_for(self, request: SearchRequest, problem: Problem) -> Any:
@@ -721,7 +728,9 @@ class StudioManager:
         except BaseException:
             journal.close()  # the recorded journal stays as it was
             raise
-        self._launch(bg, run, journal, journal_path(self.db_path, run_id))
+        self._launch(
+            bg, run, journal, journal_path(self.db_path, run_id), setup.problem.provider_policy
+        )
         return run_id
 
     def _resume_prompt_phase(self, run_id: str, problem: str | None, child: Any) -> str:
@@ -814,8 +823,16 @@ class StudioManager:
 
         return on_event
 
-    def _launch(self, bg: BackgroundSearch, run: Any, journal: RunJournal, path: Path) -> None:
-        """Run `run` in a daemon thread, recording its end in `bg`."""
+    def _launch(
+        self,
+        bg: BackgroundSearch,
+        run: Any,
+        journal: RunJournal,
+        path: Path,
+        policy: ProviderPolicy | None = None,
+    ) -> None:
+        """Run `run` in a daemon thread, recording its end in `bg`; its model calls meet faults
+        by `policy` (the problem's `[models]` settings; `core.agents.providers`)."""
         bg._run = run
 
         def work() -> None:
@@ -823,8 +840,13 @@ class StudioManager:
             if bg._health is not None:
                 bg._health.start()
             try:
-                asyncio.run(run.run())
+                with use_policy(policy or ProviderPolicy()):
+                    asyncio.run(run.run())
                 bg.state = bg.ended or "completed"
+            except ProviderError as exc:  # the provider kept failing: stopped, resumable
+                bg.error = str(exc)
+                bg.state = "stopped"
+                _log.warning("search %s stopped: %s", bg.run_id, bg.error)
             except Exception as exc:  # noqa: BLE001 (shown in the page, never a traceback)
                 bg.error = f"{type(exc).__name__}: {exc}"
                 bg.state = "failed"
