@@ -282,3 +282,25 @@ def test_an_agent_fault_mid_candidate_keeps_what_was_scored_and_a_resume_repeats
         ("gpt-4o", QUESTIONS[2]),
         ("gpt-4o", QUESTIONS[3]),
     ]  # the designs are replayed from the journal, the 2 answered calls from the call cache
+
+
+def test_the_rate_budget_holds_its_concurrency_under_429s(
+    hosted: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """4 examples at once (search concurrency 4), one call at a time allowed for openai: the
+    calls that meet a 429 keep their slot while they wait, so the server never answers two at
+    once; without the budget it does."""
+    slow = [Slow(0.05, answer({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": q}]}))
+            for q in QUESTIONS]  # fmt: skip
+    hosted.queue(Fail(429, retry_after_ms=30), *slow)
+    argv = [*SEARCH, "--set", "search.concurrency=4", "--max-evaluations", "1"]
+    assert main([*argv, "--rate-limit", "openai=::1"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert hosted.statuses() == [429, 200, 200, 200, 200]
+    assert hosted.max_in_flight == 1
+    hosted.reset()
+    hosted.max_in_flight = 0
+    hosted.queue(*slow)
+    assert main([*argv, "--no-call-cache"]) == 0
+    capsys.readouterr()
+    assert hosted.max_in_flight == 4
