@@ -43,7 +43,8 @@ class Problem:
         score_fn: the score function `(output, example) -> float in [0, 1]`.
         score_function_name: its name among the module's score functions.
         splits: split name -> gold examples; always `"validation"` (what a search uses) and
-            `"test"` (held out, for the final report), each with a unique `id` per example.
+            `"test"` (held out, for the final report), and `"train"` with `[gold] train_size`
+            (what learned parts fit on; never scored), each with a unique `id` per example.
         seed_spec: the seed topology, validated and with every name registered.
         search: default search settings (`[search]`).
         prices: model name -> price per 1K tokens (`[models.prices]`).
@@ -166,6 +167,9 @@ class Problem:
             mode="json", exclude={"search": True, "evaluation": True, "rate_limits": True}
         )
         config["models"].pop("time_scale", None)
+        if config["gold"].get("train_size") is None:
+            # no train split: the identity a problem had before `train_size` existed
+            config["gold"].pop("train_size", None)
         return {
             "config": config,
             "seed_spec": self.seed_spec.model_dump(mode="json"),
