@@ -35,8 +35,11 @@ __all__ = [
     "table_records",
     "front_legend",
     "front_table",
+    "fmt_signed",
+    "mean_gap",
     "print_changes",
     "print_front",
+    "print_front_noise",
     "print_spec",
     "print_test_front",
     "structure_line",
@@ -316,6 +319,7 @@ def print_test_front(out: Output, test_front: Table) -> None:
                 fmt_float(r["test_cost_usd"], 6) if tested else "-",
                 fmt_float(r["test_latency_ms"], 1) if tested else "-",
                 fmt_float(r["test_aggregate_score"], 4) if tested else "-",
+                fmt_signed(r.get("val_minus_test_accuracy")) if tested else "-",
                 ("*" if r["on_test_front"] else "") if tested else "not scored",
             ]
         )
@@ -328,6 +332,7 @@ def print_test_front(out: Output, test_front: Table) -> None:
             "test_cost_usd",
             "test_latency_ms",
             "test_score",
+            "val_minus_test",
             "test_front",
         ),
         table,
@@ -339,6 +344,7 @@ def print_test_front(out: Output, test_front: Table) -> None:
             "test_cost_usd",
             "test_latency_ms",
             "test_score",
+            "val_minus_test",
         ),
     )
     n = max(int(r["test_n_examples"]) for r in scored)
@@ -347,3 +353,63 @@ def print_test_front(out: Output, test_front: Table) -> None:
         "held-out test problems; * = no other of them is at least as good on test on all "
         "objectives and better on one. The front and the best are chosen on validation only.)"
     )
+    gap = mean_gap(scored)
+    if gap is not None:
+        out.line(
+            f"mean validation - test accuracy over the {len(scored)} scored: {gap * 100:+.2f} "
+            "points (positive: validation, where they were chosen, flattered them)"
+        )
+
+
+def print_front_noise(out: Output, noise: Table, accuracy: Mapping[int, float]) -> None:
+    """The validation front's paired intervals (`studio.views.front_noise.front_noise_table`
+    rows), cheapest first: each candidate's accuracy gain over its cheaper neighbour, its 95%
+    interval, and `within noise` when that interval includes zero gain."""
+    out.heading("Front noise (validation, paired bootstrap: 1,000 resamples, seed 0, 95%)")
+    rows = table_records(noise)
+    if not rows:
+        out.line("(no validation front)")
+        return
+    table: list[list[str]] = []
+    for r in rows:
+        idx = int(r["candidate_idx"])
+        cheaper = r["cheaper_idx"]
+        table.append(
+            [
+                str(idx),
+                fmt_float(accuracy.get(idx), 4),
+                "-" if cheaper is None else str(int(cheaper)),
+                fmt_signed(r["gain_vs_cheaper"]),
+                "-"
+                if r["gain_low"] is None
+                else f"[{fmt_signed(r['gain_low'])}, {fmt_signed(r['gain_high'])}]",
+                "within noise" if r["within_noise"] else "",
+            ]
+        )
+    out.table(
+        ("candidate", "val_accuracy", "vs_cheaper", "gain", "interval", "noise"),
+        table,
+        right=("candidate", "val_accuracy", "vs_cheaper", "gain"),
+    )
+    n = sum(bool(r["within_noise"]) for r in rows)
+    out.line(
+        f"({n} of {len(rows)} front candidates within noise: their gain in accuracy points over "
+        "the next cheaper front candidate, on the same validation problems, could be zero)"
+    )
+
+
+def mean_gap(rows: Sequence[Mapping[str, Any]]) -> float | None:
+    """The mean `val_minus_test_accuracy` of the rows that have one (fractions of accuracy), or
+    None when none has."""
+    gaps = [
+        float(g)
+        for r in rows
+        if (g := r.get("val_minus_test_accuracy")) is not None and not is_missing(g)
+    ]
+    return sum(gaps) / len(gaps) if gaps else None
+
+
+def fmt_signed(value: Any) -> str:
+    """A difference of accuracies (a fraction) as signed points with two decimals, e.g.
+    `-1.33`; `-` when missing."""
+    return "-" if value is None or is_missing(value) else f"{float(value) * 100:+.2f}"

@@ -8,9 +8,13 @@
   `n_validation`, `n_test` (examples per split);
 - `archive`: every candidate, `RunStore.archive(run_id, include_unevaluated=True)` rows (the
   objectives: `accuracy` share correct, `cost_usd` USD and `latency_ms` ms per example);
-- `validation_front`: the archive rows on the validation Pareto front (`split="validation"`);
+- `validation_front`: the archive rows on the validation Pareto front (`split="validation"`),
+  with each candidate's paired interval against its cost-neighbours
+  (`studio.views.front_noise.NOISE_COLUMNS`: `gain_vs_cheaper`, `gain_low`, `gain_high`,
+  `within_noise`, ...);
 - `test_front`: `RunStore.test_front` rows: the validation front's candidates with their
-  held-out test scores (`test_*`; reported only, never used for selection);
+  held-out test scores (`test_*`; reported only, never used for selection) and
+  `val_minus_test_accuracy`;
 - `best`: the best validation candidate's archive row plus its `spec` (the topology as JSON),
   or null.
 
@@ -38,6 +42,7 @@ from studio._cli_common import CliUsageError, ExitCode, resolve_db_path
 from studio._cli_output import Output
 from studio._cli_report import TEST_FRONT_LABEL, print_test_front
 from studio._cli_store import open_cli_store
+from studio.views.front_noise import with_front_noise
 
 __all__ = [
     "EXPORT_FORMATS",
@@ -98,7 +103,9 @@ def _tables(store: RunStore, run_id: str) -> dict[str, pd.DataFrame]:
     return {
         "archive": archive,
         "validation": validation,
-        "validation_front": pd.DataFrame(front).reset_index(drop=True),
+        "validation_front": with_front_noise(
+            store, run_id, pd.DataFrame(front).reset_index(drop=True)
+        ),
         "test_front": store.test_front(run_id),
     }
 

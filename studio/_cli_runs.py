@@ -25,6 +25,7 @@ from studio._cli_report import (
     front_legend,
     print_changes,
     print_front,
+    print_front_noise,
     print_spec,
     print_test_front,
     table_records,
@@ -305,10 +306,26 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
     with open_cli_store(resolve_db_path(args.db), out) as store:
         run_id = resolve_run_id(store, args.run)
         print_run(store, run_id, out)
+        _print_noise(store, run_id, out)
         second = store.phase_two_run(run_id)
         if second is not None:
             print_phase_two(store, run_id, second, out)
     return ExitCode.OK
+
+
+def _print_noise(store: RunStore, run_id: str, out: Output) -> None:
+    """`show`'s front-noise section (pandas: read here, not by the end-of-search report)."""
+    from studio.views.front_noise import front_noise_table
+
+    validation = store.archive(run_id, split="validation")
+    if validation.empty:
+        return
+    front = validation.loc[validation["on_front"].astype(bool)]
+    accuracy = {
+        int(i): float(a)
+        for i, a in zip(front["candidate_idx"].tolist(), front["accuracy"].tolist(), strict=True)
+    }
+    print_front_noise(out, front_noise_table(store, run_id, front), accuracy)
 
 
 def print_phase_two(store: RunStore, run_id: str, phase2_id: str, out: Output) -> None:

@@ -46,6 +46,7 @@ score_function = "exact"            # a key of ProblemParts.score_functions (opt
 source = "module"                   # "module": ProblemParts.load_gold; "jsonl": the file `path`
 path = "gold.jsonl"                 # jsonl only: {"id", "input", "expected", "rubric", "weight"}
 validation_size = 300               # first N by sha256(split_salt + "\\0" + key) -> "validation";
+train_size = 300                    # optional: the next N by that key -> "train" (fit only)
 split_salt = ""                     # the rest -> "test". key = ProblemParts.split_key or the id
 
 [search]                            # defaults of a search on this problem (all optional)

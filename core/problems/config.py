@@ -79,8 +79,8 @@ class GoldConfig(BaseModel):
 
     Split rule (deterministic, independent of file order): every example gets the key
     `sha256(split_salt + "\\0" + split_key(example))` (hex), examples are ranked by that key and
-    the first `validation_size` form the `"validation"` split, the rest the `"test"` split; each
-    split keeps the source order. `split_key` is the problem module's `ProblemParts.split_key`
+    the first `validation_size` form the `"validation"` split, the next `train_size` (when set)
+    the `"train"` split, the rest the `"test"` split; each split keeps the source order. `split_key` is the problem module's `ProblemParts.split_key`
     (e.g. the question text) or, when it gives none, the example `id`.
     """
 
@@ -93,6 +93,10 @@ class GoldConfig(BaseModel):
     `{"id", "input", "expected", "rubric", "weight"}` object a line (`input` required)."""
     validation_size: int = Field(default=300, ge=1)
     """Number of examples in the validation split (the search's); the rest are the test split."""
+    train_size: int | None = Field(default=None, ge=1)
+    """Number of examples in the train split (what learned parts fit on; never scored by the
+    search, never reported): the ranks just after validation's, carved from what would be test.
+    None: no train split."""
     split_salt: str = ""
     """Salt mixed into the split hash; change it to draw a different (still fixed) split."""
 

@@ -526,9 +526,11 @@ def load_problem(
             validation_size=config.gold.validation_size,
             salt=config.gold.split_salt,
             key=key,
+            train_size=config.gold.train_size,
         )
     except ValueError as exc:
-        raise ProblemError(str(exc), file=str(toml_path), field="gold.validation_size") from exc
+        field = "gold.train_size" if str(exc).startswith("train_size") else "gold.validation_size"
+        raise ProblemError(str(exc), file=str(toml_path), field=field) from exc
 
     seed_spec = _load_seed(seed_path, parts)
     roles = _check_roles(parts, module_path)

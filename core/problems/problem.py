@@ -47,7 +47,8 @@ class Problem:
         score_fn: the score function `(output, example) -> float in [0, 1]`.
         score_function_name: its name among the module's score functions.
         splits: split name -> gold examples; always `"validation"` (what a search uses) and
-            `"test"` (held out, for the final report), each with a unique `id` per example.
+            `"test"` (held out, for the final report), and `"train"` with `[gold] train_size`
+            (what learned parts fit on; never scored), each with a unique `id` per example.
         seed_spec: the seed topology, validated and with every name registered.
         search: default search settings (`[search]`).
         prices: model name -> price per 1K tokens (`[models.prices]`).
@@ -174,6 +175,9 @@ class Problem:
             config["models"].pop(key, None)
         if config["models"].get("base_url") is None:
             config["models"].pop("base_url", None)
+        if config["gold"].get("train_size") is None:
+            # no train split: the identity a problem had before `train_size` existed
+            config["gold"].pop("train_size", None)
         return {
             "config": config,
             "seed_spec": self.seed_spec.model_dump(mode="json"),

@@ -709,6 +709,7 @@ TEST_FRONT_COLUMNS: Final[tuple[str, ...]] = (
     "test_aggregate_score",
     "test_valid",
     "on_test_front",
+    "val_minus_test_accuracy",
 )
 """The columns of `test_front`."""
 
@@ -736,8 +737,9 @@ def test_front(
         then `candidate_idx`, columns `TEST_FRONT_COLUMNS`: its validation `accuracy`,
         `cost_usd` (USD per example), `latency_ms` (ms per example) and `aggregate_score`; the
         same on the test split as `test_*` (NaN when it was not scored there) with
-        `test_n_examples` (0 then) and `test_valid`. Empty (with these columns) when the run
-        has no validation front.
+        `test_n_examples` (0 then) and `test_valid`; `val_minus_test_accuracy`: validation
+        minus test accuracy (how much choosing on validation flattered it; NaN when not scored
+        on test). Empty (with these columns) when the run has no validation front.
     """
     if validation.empty or "on_front" not in validation.columns:
         return _pandas().DataFrame(columns=list(TEST_FRONT_COLUMNS))
@@ -769,6 +771,13 @@ def test_front_records(
             value: Any = t.get(name) if t is not None else None
             row[f"test_{name}"] = math.nan if is_missing(value) else float(value)
         row["test_valid"] = bool(t.get("valid")) if t is not None else False
+        val_acc: Any = row.get("accuracy")
+        test_acc: Any = t.get("accuracy") if t is not None else None
+        row["val_minus_test_accuracy"] = (
+            math.nan
+            if is_missing(val_acc) or is_missing(test_acc)
+            else float(val_acc) - float(test_acc)
+        )
         rows.append(row)
     rows.sort(key=lambda row: (float(row["cost_usd"]), int(row["candidate_idx"])))
     points = np.full((len(rows), len(objectives)), np.nan, dtype=np.float64)

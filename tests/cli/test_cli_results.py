@@ -58,19 +58,26 @@ def test_show_prints_the_test_front_labelled(db: Path, capsys: pytest.CaptureFix
     at = out.index("== Test front (held-out test: reported only, never used for selection) ==")
     assert out[at + 1].split() == [
         "candidate", "val_accuracy", "val_cost_usd", "test_accuracy", "test_cost_usd",
-        "test_latency_ms", "test_score", "test_front",
+        "test_latency_ms", "test_score", "val_minus_test", "test_front",
     ]  # fmt: skip
     assert out[at + 2].split() == ["0", "0.5000", "0.010000", "0.5500", "0.011000", "100.0"] + [
         "0.5400",
+        "-5.00",
         "*",
     ]
     assert out[at + 3].split() == ["1", "0.8000", "0.050000", "0.5000", "0.060000", "100.0"] + [
-        "0.4900"
+        "0.4900",
+        "+30.00",
     ]
     assert out[at + 5] == (
         "(3 of 3 validation-front candidates scored once on the 1019 held-out test problems; "
         "* = no other of them is at least as good on test on all objectives and better on one. "
         "The front and the best are chosen on validation only.)"
+    )
+    # (0.50 - 0.55) + (0.80 - 0.50) + (0.90 - 0.92) = 0.23 over three: +7.67 points
+    assert out[at + 6] == (
+        "mean validation - test accuracy over the 3 scored: +7.67 points (positive: validation, "
+        "where they were chosen, flattered them)"
     )
 
 

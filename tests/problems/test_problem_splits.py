@@ -72,3 +72,26 @@ def test_examples_without_ids_cannot_be_split_by_id() -> None:
     exs = [GoldExample(input="a", id="a"), GoldExample(input="b")]
     with pytest.raises(ValueError, match="needs an id"):
         split_examples(exs, validation_size=1)
+
+
+def test_train_is_carved_from_test_and_leaves_validation_unchanged() -> None:
+    exs = examples(50)
+    two = split_examples(exs, validation_size=12, salt="x")
+    three = split_examples(exs, validation_size=12, salt="x", train_size=10)
+    assert [e.id for e in three["validation"]] == [e.id for e in two["validation"]]
+    ranked = sorted(exs, key=lambda e: split_rank_key(e.id or "", "x"))
+    assert {e.id for e in three["train"]} == {e.id for e in ranked[12:22]}
+    assert {e.id for e in three["test"]} == {e.id for e in ranked[22:]}
+    assert (len(three["train"]), len(three["test"])) == (10, 28)
+    order = [e.id for e in exs]
+    assert [e.id for e in three["train"]] == sorted((e.id for e in three["train"]), key=order.index)
+
+
+def test_no_train_size_gives_no_train_split() -> None:
+    assert set(split_examples(examples(10), validation_size=3)) == {"validation", "test"}
+
+
+@pytest.mark.parametrize("size", [0, 7, 8])
+def test_a_train_size_that_leaves_no_test_is_refused(size: int) -> None:
+    with pytest.raises(ValueError, match=rf"train_size must be between 1 and 6 .*got {size}"):
+        split_examples(examples(10), validation_size=3, train_size=size)
