@@ -1,4 +1,4 @@
-"""`LibraryDesigner`: the runtime designer that needs no model (issue 15, item 5).
+"""`LibraryDesigner`: the runtime designer that needs no model.
 
 It picks a topology from a seed library (e.g. `seed_library_from_run`) by one fixed rule, on the
 figures the search measured per request (accuracy in [0, 1], cost in USD, latency in ms):
