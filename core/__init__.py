@@ -733,7 +733,7 @@ _LAZY: dict[str, str] = {
     "seed_library_from_run": "core.runtime_design",
 }
 
-# reference-library names not provided here, with their replacements (issue 13)
+# reference-library names not provided here, with their replacements
 _REPLACED: dict[str, str] = {
     "ConfidenceProtocol": "topology runs report no confidence: TopologyEvaluator takes no confidence_protocol (leave it None; a score_fn can grade confidence into accuracy)",
     "DockerSandbox": "the Docker tier is out of scope on these machines (runtime.md, decision 7): use core.BubblewrapSandbox",

@@ -664,7 +664,7 @@ def topology_from_spec(
     callable_registry = as_callable_registry(callable_registry)
     agent_registry = as_agent_registry(agent_registry)
     prompts = _checked_prompts(prompt_overrides, spec, agent_registry)
-    refs = list(_references(spec))  # one walk for both checks (issue 17)
+    refs = list(_references(spec))  # one walk for both checks
     unknown = _unknown(refs, callable_registry, agent_registry)
     if unknown:
         raise UnknownNamesError(unknown, _known_names(callable_registry, agent_registry))

@@ -688,7 +688,7 @@ with s2:
         except Exception as exc:  # noqa: BLE001 (shown in the page)
             show_error(exc)
         else:
-            # stored as a run of its own, so Live and Compare show it (issue 12, item 12); a
+            # stored as a run of its own, so Live and Compare show it; a
             # store that cannot take it leaves the result on screen, with the reason
             try:
                 ss["ed_eval_run"] = manager.record_evaluation(

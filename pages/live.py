@@ -53,7 +53,7 @@ CONTROL_WIDTH = 240
 
 TAB_ARCHIVE, TAB_INSPECT = "Archive", "Inspector"
 """The tabs right below the chart: the archive table, and the inspected candidate (a click on
-the chart or on a row opens it, so it is never a long scroll away: issue 12, defect 6)."""
+the chart or on a row opens it, so it is never a long scroll away)."""
 
 manager, runs = open_runs_page(
     "Live search", "No runs yet: start one on the Runs page or with `topology-studio search`."
@@ -110,7 +110,7 @@ def _select(idx: int | None) -> None:
         st.session_state["live_tab_next"] = TAB_INSPECT
 
 
-# the axes and switches in a wrapping row (issue 12, item 15): four fixed columns cut
+# the axes and switches in a wrapping row: four fixed columns cut
 # "Live updates" to "L..." and the axes' names to "cost per example (US" at 1000 px
 controls = st.container(horizontal=True, vertical_alignment="bottom", key="live_controls")
 x = controls.selectbox(
@@ -223,7 +223,7 @@ def live_view() -> None:
             else "-"
         )
         # tiles as wide as their numbers, wrapping on a narrow screen (five equal columns cut
-        # the values to "0.4..." at 1000 px: issue 12, item 15)
+        # the values to "0.4..." at 1000 px)
         with st.container(horizontal=True, key="live_tiles"):
             for label_, value_ in (
                 ("candidates", len(archive)),
@@ -243,7 +243,7 @@ def live_view() -> None:
         fig = live_figure(
             archive, frame, x, y, selected=st.session_state.get("live_sel"), log_x=log_x, hv=hv
         )
-        # a zoom or pan survives the refreshes (issue 12, defect 6): uirevision changes only
+        # a zoom or pan survives the refreshes: uirevision changes only
         # with the run or the axes, and KEEP_VIEW_JS (below) sets the kept ranges on each new
         # plot (Streamlit mounts one per refresh: the element id follows the figure)
         fig.update_layout(
@@ -336,7 +336,7 @@ def archive_view(text: str, only_front: bool, sort_by: str, descending: bool) ->
             key=f"archive_{run_id}_{sel}_{zlib.crc32(repr(order).encode()):08x}",
             on_select="rerun",
             # several rows (shift- or ctrl-click, or the row checkboxes) give "Compare
-            # selected", as several points on the chart do (issue 12, item 11)
+            # selected", as several points on the chart do
             selection_mode="multi-row",
             selection_default={"selection": {"rows": [pos]}} if pos is not None else None,
             height=320,
@@ -391,8 +391,8 @@ live_view()
 # each candidate's prompts, refreshed while phase 2 runs
 prompt_section(manager, run_id, run_every=REFRESH_S if live else None)
 
-# a link's candidate the run does not have: said above the tabs, not replaced silently
-# (issue 12, defect 6); a running search may still evaluate it
+# a link's candidate the run does not have: said above the tabs, not replaced silently;
+# a running search may still evaluate it
 with guard():
     cached = st.session_state.get("live_archive")
     known = (

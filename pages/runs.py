@@ -153,7 +153,7 @@ def runs_view() -> None:
                 key="runs_table",
                 column_config={
                     # widths that keep status, best score and the start of cost in view
-                    # at 1000 px (issue 12, item 15)
+                    # at 1000 px
                     "status_label": st.column_config.TextColumn("status", width=STATUS_PX),
                     "cost_usd": st.column_config.NumberColumn(
                         "cost (USD)", format="%.4f", width=FIGURE_PX

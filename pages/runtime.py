@@ -1,5 +1,5 @@
 """Runtime: pick or design a topology per request from a run's seed library, run it, and watch
-the cache learn (issue 15, item 7).
+the cache learn.
 
 The run's validated front is the seed library; a `LibraryDesigner` picks from it (the cache
 first), the problem's evaluator runs the pick on the request, and the outcome is stored in the

@@ -1,5 +1,5 @@
 """`--executor local|ray [--ray-address ADDR]` and `--rate-limit` of `search`, `evaluate` and
-`sweep` (issue 18).
+`sweep`.
 
 The rate limits a command runs under are the problem's `[rate_limits.<provider>]` tables with
 each `--rate-limit PROVIDER=...` replacing its provider's table whole (a part left empty in the

@@ -1,5 +1,5 @@
 """`library RUN --out lib.json` and `serve-topology PROBLEM --library lib.json`: runtime topology
-design from the shell (issue 15, items 4 and 6), with no model key.
+design from the shell, with no model key.
 
 `library` writes the run's validated Pareto front (`core.runtime_design.seed_library_from_run`)
 as a library file and prints its entries.

@@ -50,7 +50,7 @@ Table: TypeAlias = "pd.DataFrame | Sequence[Mapping[str, Any]]"
 which the end-of-search report uses so pandas is never imported)."""
 
 TEST_FRONT_LABEL: Final = "held-out test: reported only, never used for selection"
-"""How every view of test scores is labelled (issue 10, item 7)."""
+"""How every view of test scores is labelled."""
 
 
 def table_records(table: Table) -> list[dict[str, Any]]:

@@ -183,7 +183,7 @@ def print_run(
         raise CliUsageError(f"no run {run_id!r} in the database")
     # the front and the winner on the full validation split only: compare like with like
     # rows as dicts, not DataFrames: the report runs at the end of a search, and pandas with
-    # pyarrow would add about 70 MiB to the process's peak (issue 17, item 7)
+    # pyarrow would add about 70 MiB to the process's peak
     archive = store.archive_records(run_id, split="validation")
     out.heading(f"Run {run_id}")
     used = run.budget_used

@@ -1,12 +1,12 @@
 """`topology-studio sweep PROBLEM --strategies a,b --seeds 1-5`: searches run concurrently, one
-named group (issue 18, item 5).
+named group.
 
 Each (strategy, seed) is a normal `topology-studio search` run in its own process (so each is
 recorded in the store exactly as a search typed by hand), `--parallel` at a time, with the run
 id the sweep chose for it (`search --run-id`, so the sweep names each run as it starts).
 `--executor`, `--ray-address`, `--ray-workers` and `--rate-limit` are passed on.
 
-**One rate budget for the whole sweep** (issue 18, item 2). The limits are the problem's
+**One rate budget for the whole sweep**. The limits are the problem's
 `[rate_limits.<provider>]` with the `--rate-limit`s over them (`effective_rate_limits`:
 requests per minute, tokens per minute, calls in flight).
 

@@ -199,7 +199,7 @@ def pick_run(
         st.session_state[key] = ids[0]
     visit = st.session_state.get(VISIT_KEY, 0)
     if url_changed and wanted and wanted not in ids:
-        # a bad ?run= is said, not silently replaced (issue 12, defect 6)
+        # a bad ?run= is said, not silently replaced
         st.session_state[f"{key}_bad"] = (str(wanted), st.session_state[key], visit)
     bad = st.session_state.get(f"{key}_bad")
     # said while this visit of the page still shows the run put in its place: not after the

@@ -1,4 +1,4 @@
-"""The Live page's phase-2 section (issue 16, item 3): for a prompt run, score against metric
+"""The Live page's phase-2 section: for a prompt run, score against metric
 calls (`studio.views.prompts_chart`), the candidates' table, and the prompts of the candidate
 picked on the chart or in the picker below it. It refreshes with the page's other fragments
 while the run goes on, and draws nothing for a run that is not a phase-2 run.

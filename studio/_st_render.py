@@ -37,7 +37,7 @@ def format_value(name: str, value: Any) -> str:
 
 def metric_row(metrics: Mapping[str, Any], *, per_row: int = 6) -> None:
     """Metrics as `st.metric` tiles as wide as their values, wrapping when the page is narrow
-    (equal columns cut values to "$1..." at 1000 px: issue 12, item 15). `per_row` is kept
+    (equal columns cut values to "$1..." at 1000 px). `per_row` is kept
     for callers; the row wraps by width instead."""
     del per_row
     with st.container(horizontal=True):

@@ -13,7 +13,7 @@ from studio._st_common import GRAPH_CSS, PAGE_KEY, PAGE_SPECS, VISIT_KEY, page
 # No page_icon: Streamlit fetches a material-icon favicon from a font CDN, and the studio must
 # need no network.
 st.set_page_config(page_title="Topology Studio", layout="wide")
-# graphs at their own size, scrolling sideways when wider than their column (issue 12, item 15):
+# graphs at their own size, scrolling sideways when wider than their column:
 # shrunk to fit, a router candidate's graph had 7 px labels at 1000 px
 st.html(GRAPH_CSS)
 current = st.navigation([page(name) for name in PAGE_SPECS])

@@ -322,7 +322,7 @@ class StudioManager:
                     who = f" ({m['who']})" if m else ""
                     self._busy = True
                     # said to a browser user: what the page still does and what waits, never
-                    # an API call (issue 12, defect 7)
+                    # an API call
                     self._note = (
                         f"The run database is held by another process{who}, so this page shows "
                         "the runs read-only, from their journals. You can still start, resume "
@@ -601,7 +601,7 @@ class StudioManager:
             )
             # what the run would find in its first step, found now: a designer model that
             # cannot be built (unknown provider, missing API key, no price) is refused before
-            # "Started run" (issue 12, defect 7), not visible only after a reload
+            # "Started run", not visible only after a reload
             run.budget.validate_allows_work()
             run.strategy.preflight(run.space)
             if executor is not None:

@@ -49,7 +49,7 @@ REPLACED = {
     ),
 }
 """Reference-library names `core` deliberately does not provide: asking for one raises an
-`AttributeError` that names the replacement (issue 13; docs/reference-compat.md)."""
+`AttributeError` that names the replacement (docs/reference-compat.md)."""
 
 HEADER = '''"""Topology Studio's engine: the IR, runtime, hydration, evaluation, search and store.
 
@@ -94,7 +94,7 @@ def main() -> None:
         out.extend(f'    "{n}": "{mod_name}",\n' for n in sorted(names))
     out.append("}\n\n")
     out.append(
-        "# reference-library names not provided here, with their replacements (issue 13)\n"
+        "# reference-library names not provided here, with their replacements\n"
         "_REPLACED: dict[str, str] = {\n"
     )
     out.extend(f"    {name!r}: {why!r},\n" for name, why in sorted(REPLACED.items()))

@@ -1,6 +1,6 @@
 """One concurrency and rate budget per model provider, shared by every run that draws from it.
 
-Issue 18, item 2. A budget is per provider (the pydantic-ai model's `system`: `"openai"`,
+A budget is per provider (the pydantic-ai model's `system`: `"openai"`,
 `"anthropic"`, `"function"` for a `FunctionModel`, ...; `"*"` is the limit of any provider
 without its own): at most `max_concurrent` model calls in flight, `requests_per_minute`
 requests and `tokens_per_minute` tokens (input + output), each a token bucket that refills

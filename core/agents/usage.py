@@ -109,7 +109,7 @@ def charge_started_request(
 ) -> None:
     """Charge a model request in full the moment it starts (a simulated model calls this).
 
-    The rule it serves (README, "Cost"): every request that started is charged in full, whether
+    The rule it serves (docs/concepts.md, "Cost"): every request that started is charged in full, whether
     it finishes, fails or is cancelled (the losing branch of a `fastest` race), so a run's cost
     never depends on when a cancellation lands. The usage goes to the running `run_agent`'s
     recorder at once; `run_agent` then records only what pydantic-ai counted beyond it, so

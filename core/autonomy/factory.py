@@ -64,8 +64,10 @@ class AgentFactory:
         missing_tools: `"error"` (default) or `"skip"` (see the module docstring).
         schema_limits: limits for output schemas; default `SchemaLimits()`.
         bus: receives `factory.spawned` and `factory.tool_skipped` events.
-        discovery, manager, permission: MCP discovery used by `aspawn` for names the
-            registry lacks (all three or none; `permission` defaults to `DenyAll`).
+        discovery: MCP discovery used by `aspawn` for names the registry lacks (with
+            `manager`, or neither).
+        manager: the MCP server manager `aspawn`'s discovery connects through.
+        permission: what discovery may connect and register; defaults to `DenyAll`.
     """
 
     def __init__(
@@ -185,7 +187,9 @@ class AgentFactory:
         (`ToolRegistry.get_or_discover`, when the factory has `discovery` and `manager`).
 
         Raises:
-            As `spawn`.
+            UnknownNamesError: as `spawn` (a discovered tool resolves like a registered one).
+            SpecError: as `spawn`.
+            SandboxError: as `spawn`.
         """
         if self.discovery is not None and self.manager is not None:
             for item in spec.tools:

@@ -64,6 +64,7 @@ class DynamicToolFactory:
         """`build`, awaitable as the docs write it.
 
         Raises:
-            As `build`.
+            SandboxError: as `build`.
+            SpecError: as `build`.
         """
         return self.build(spec)

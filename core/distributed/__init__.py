@@ -1,4 +1,4 @@
-"""Evaluation beyond one machine (issue 18): `core.distributed.ray_executor.RayExecutor`.
+"""Evaluation beyond one machine: `core.distributed.ray_executor.RayExecutor`.
 
 Import `RayExecutor` from `core.distributed.ray_executor` (it needs the `ray` extra:
 `pip install 'topology-studio[ray]'`); this package itself imports nothing from Ray.

@@ -1,6 +1,6 @@
 """`RayExecutor`: an evaluation's runs on Ray worker actors; the driver owns every write.
 
-How (issue 18):
+How:
 
 - **Workers** are Ray actors (`_EvaluationWorker`, 1 CPU each). Each loads the problem by the
   path the researcher gave (`core.problems.load_problem`, trusted code as on the driver; on a

@@ -1,6 +1,6 @@
 """Forked evaluation workers: the runs of one `evaluate` call shared with worker processes.
 
-Why (issue 17): a warm offline search is CPU-bound Python, one core busy and the other idle;
+Why: a warm offline search is CPU-bound Python, one core busy and the other idle;
 the runs of one candidate are independent, so `TopologyEvaluator(workers=N)` runs a share of
 each big enough evaluation in N - 1 worker processes, on their own event loops, while the
 parent runs its own share.

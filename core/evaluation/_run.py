@@ -277,7 +277,7 @@ def _answer_first(output: Any) -> Any:
     """A state model's JSON led by its answer (`{"answer": ..., <the state>}`), else `output`.
 
     The summary is cut at 200 characters, and a state that starts with a long question lost
-    its answer (the studio's drill-down shows each candidate's answer: issue 12, item 9).
+    its answer (the studio's drill-down shows each candidate's answer).
     """
     if not isinstance(output, BaseModel):
         return output

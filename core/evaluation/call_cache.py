@@ -77,7 +77,7 @@ class DuckDBCallCache(InMemoryCallCache):
                 )
                 # in batches, not `fetchall`: the whole result as Python strings next to the
                 # records made from it was 23 MiB more of a warm default search's peak RSS
-                # (11,373 records; malloc keeps the freed memory), issue 17
+                # (11,373 records; malloc keeps the freed memory)
                 while rows := cursor.fetchmany(_LOAD_BATCH):
                     for key, text in rows:
                         try:

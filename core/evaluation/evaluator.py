@@ -36,11 +36,11 @@ One `evaluate(spec, examples)` call:
    latency); `"wall"` is always wall time.
    With `workers` above 1, an evaluation of enough runs shares them with forked worker
    processes (`core.evaluation._fork`: runs dealt by weight, results sent back and handled
-   here in the same way, so the `CandidateEvaluation` is the same; issue 17). With a remote
+   here in the same way, so the `CandidateEvaluation` is the same). With a remote
    `executor` (`core.evaluation.executor`, e.g. `core.distributed.RayExecutor`), the runs
    go to its workers as JSON batches instead and their results are handled here in the same
-   way, each (example, trial) recorded once even when a lost worker's batch is retried
-   (issue 18). With a `rate_budget` (`core.agents.rate_budget`), every model call of a run
+   way, each (example, trial) recorded once even when a lost worker's batch is retried.
+   With a `rate_budget` (`core.agents.rate_budget`), every model call of a run
    made in this process draws from it.
 
 3. **Verdict** (`core.evaluation._aggregate.judge`): one bundle per example (trials combined),
@@ -166,7 +166,7 @@ class EvaluatorConfig(BaseModel):
     capture_traces: bool = False
     """Keep each run's spans in `ExampleResult.trace` (what a run journal records per example,
     about 2.6 KB a run on gsm8k_replay); off: `trace` is `[]`. Usage and model time are read
-    from the spans either way, so cost and latency do not change (issue 10, item 10)."""
+    from the spans either way, so cost and latency do not change."""
 
     @field_validator("allowed_step_kinds", mode="before")
     @classmethod

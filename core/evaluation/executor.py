@@ -1,4 +1,4 @@
-"""Where an evaluation's runs execute: the executor plug-in of `TopologyEvaluator` (issue 18).
+"""Where an evaluation's runs execute: the executor plug-in of `TopologyEvaluator`.
 
 - `LocalExecutor` (the default, and what `executor=None` means): today's in-process asyncio,
   with the forked workers of `workers=N` (`core.evaluation._fork`); nothing changes.

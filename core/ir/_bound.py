@@ -1,4 +1,4 @@
-"""A cheap, conservative limit check of JSON text: the fast path of `parse_topology` (issue 17).
+"""A cheap, conservative limit check of JSON text: the fast path of `parse_topology`.
 
 The full pre-scan (`_scan.scan_json_text`, then `normalize_raw`) walks every token in Python and
 cost about 3x the Pydantic validation it protects. `within_limits` answers a weaker question

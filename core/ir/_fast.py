@@ -1,4 +1,4 @@
-"""The fast path's validators (issue 17 item 3): the IR models' own core schema, rewritten so that
+"""The fast path's validators: the IR models' own core schema, rewritten so that
 pydantic-core itself enforces the depth limit, with the checks a given text cannot need left out.
 
 `parse_topology` used to bound a text with a Python scan (`_bound.within_limits`, about a third

@@ -17,7 +17,7 @@ reaches a recursive parser before the limits are checked:
 3. only then does Pydantic validate the copy (`validate_python`, never `validate_json`, whose
    parser has its own recursion limit and message).
 
-Fast path (issue 17): JSON text within the size limit whose `"kind"` tokens are within
+Fast path: JSON text within the size limit whose `"kind"` tokens are within
 `max_nodes` is validated by pydantic-core's `validate_json` with a schema derived from the models'
 own (`core.ir._fast`): the node union is unrolled per level, so pydantic-core itself refuses a
 composite past `max_depth`, and the Python rules a text cannot need (unique ids when it has no

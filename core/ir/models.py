@@ -496,7 +496,7 @@ def _check_unique_ids(node: AnyNode) -> None:
 
     Every composite checks its whole subtree, so a spec's validation visits each node once per
     composite above it: the visit is kept lean (no paths, no `child_slots` lists), and the
-    paths are worked out only for the message, when there is a duplicate (issue 17: the walk
+    paths are worked out only for the message, when there is a duplicate (the walk
     with paths was three quarters of validating a 31-node spec).
     """
     seen: set[str] = set()

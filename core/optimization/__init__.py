@@ -1,4 +1,4 @@
-"""Prompt evolution (issue 16): the genes GEPA evolves over a fixed topology.
+"""Prompt evolution: the genes GEPA evolves over a fixed topology.
 
 `PromptGene`, `ScalarGene`, `CategoricalGene` and `Genome` (see `core.optimization.genes`). Prompt
 genes are applied to agents through `core.hydrate.topology_from_spec(prompt_overrides=...)` and

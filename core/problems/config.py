@@ -155,7 +155,7 @@ class SearchDefaults(BaseModel):
     traces: bool = False
     """Record every run's spans (the per-example trace the studio draws) in the run journal
     (`EvaluatorConfig.capture_traces`; `search --traces` sets it for one run, and a resumed run
-    keeps what it recorded). Off: about a tenth of the journal's size (issue 10, item 10)."""
+    keeps what it recorded). Off: about a tenth of the journal's size."""
     weights: MetricWeights = Field(default_factory=MetricWeights)
     """`[search.weights]`: the metric weights of the aggregate score the search ranks
     candidates by (`MetricWeights`: `accuracy`, `cost_usd` per USD per example, `latency_ms` per
@@ -168,7 +168,7 @@ class SearchDefaults(BaseModel):
 DEFAULT_EXAMPLE_TIMEOUT_S: Final = 300.0
 """The default deadline of one example run, in seconds: long enough for a refinement loop of
 several hosted-model calls (a call rarely takes over a minute), short enough that an agent that
-hangs costs minutes, not a search that never ends (issue 11, item 4)."""
+hangs costs minutes, not a search that never ends."""
 
 
 class EvaluationSettings(BaseModel):

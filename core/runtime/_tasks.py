@@ -212,7 +212,7 @@ async def call_maybe_async(fn: Callable[..., Any], *args: Any) -> Any:
 def is_async_callable(fn: object) -> bool:
     """Whether calling `fn` always gives an awaitable: a coroutine function (a `partial` of one
     too), or an object whose `__call__` is one. Decided once, when a primitive is built, so the
-    per-call path does not ask `inspect` (issue 17)."""
+    per-call path does not ask `inspect`."""
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004 (detects an async __call__ method)
     )

@@ -287,7 +287,7 @@ class RefinementLoop:
         self._step = coerce_step(step)
         self._evaluator = coerce_step(evaluator, name=f"{name}.evaluator")
         self._updater = state_updater
-        # decided once here, not per iteration (issue 17)
+        # decided once here, not per iteration
         self._call_step = direct_call(self._step)
         self._call_evaluator = direct_call(self._evaluator)
         self._updater_async = is_async_callable(state_updater)

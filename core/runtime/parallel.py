@@ -36,7 +36,7 @@ class MergeStrategy(StrEnum):
     """The output of the first step to finish successfully; the others are cancelled as soon
     as it finishes (None when every step failed).
 
-    Cost rule (README, "Cost"): every branch that started is charged in full for every model call it made or had started, replayed or answered from the call cache, finished or cancelled. The runtime obeys it where the charge is known
+    Cost rule (docs/concepts.md, "Cost"): every branch that started is charged in full for every model call it made or had started, replayed or answered from the call cache, finished or cancelled. The runtime obeys it where the charge is known
     up front: an `AgentStep` on a `QuotingModel` (the replay model) or answered from the call
     cache charges the call in full at its start, so a loser's cost never depends on when its
     cancellation lands. A hosted model's loser is charged what pydantic-ai counted by then."""

@@ -158,7 +158,7 @@ class Router:
     (`RouteDecision.to_attributes`). An agent or callable classifier runs as a child step
     named `"<router name>.classifier"`, so its usage is recorded.
 
-    Cost (issue 17): whether each condition and a callable classifier is async is decided once,
+    Cost: whether each condition and a callable classifier is async is decided once,
     here (`is_async_callable`); a sync one's result is awaited only if it is awaitable (so a
     plain function returning a coroutine still works), which is checked by type first
     (`may_await`). Untraced, a callable classifier is called directly rather than through its

@@ -326,7 +326,7 @@ one's result is awaited too if it is awaitable, see `may_await`)."""
 
 def direct_call(step: Step) -> DirectCall | None:
     """How a composite may run `step` untraced without its `execute` coroutine (one coroutine
-    less per call, issue 17): for a `FunctionStep` of exactly that class (whose untraced
+    less per call): for a `FunctionStep` of exactly that class (whose untraced
     `execute` is only the call), its `direct_call`; for any other step, None (use `execute`).
     """
     if type(step) is FunctionStep:
@@ -344,7 +344,7 @@ def is_step(obj: object) -> bool:
 
     `isinstance` against a runtime-checkable Protocol costs about 7 us on Python 3.11 (it
     recomputes the protocol's attributes on every call); hydration made 34 such checks for a
-    31-node spec, half its time (issue 17). The same rule, duck-typed: on 3.11 an object is an
+    31-node spec, half its time. The same rule, duck-typed: on 3.11 an object is an
     instance of `Step` when it has a `step_name` attribute (any value: the protocol's member is
     a property, so only its presence counts) and an `execute` attribute that is not None (the
     protocol's member is a method, and a method set to None opts out), in that order, each read

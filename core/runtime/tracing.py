@@ -19,8 +19,8 @@ task was created (through the loop's task factory, see `capture_trace`; `Paralle
 a loop's deadline task also fork explicitly), so concurrent branches, `asyncio.gather` inside a
 step and fire-and-forget tasks all get the right parent.
 
-Cost (issue 17 item 8: tracing on costs at most 0.2x the reference library's *untraced* step,
-0.76 us per pipeline step, measured by `bench/bench_runtime.py`; issue 2's "at most 2x off" is
+Cost (the target: tracing on costs at most 0.2x the reference library's *untraced* step,
+0.76 us per pipeline step, measured by `bench/bench_runtime.py`; the earlier "at most 2x off" is
 withdrawn, since an untraced step costs about what a span's two clock reads do): what a
 span costs is what a run pays per step, so the hot path is kept small. A function step's span
 is recorded as a bare list while the run goes (`LEAF_RECORD_FIELDS`, written inline by

@@ -1,4 +1,4 @@
-"""Runtime topology design (issue 15): caches of topologies per goal, the runtime designer and
+"""Runtime topology design: caches of topologies per goal, the runtime designer and
 the topology orchestrator that runs a designed topology per request and learns from it."""
 
 from core.runtime_design.caches import (

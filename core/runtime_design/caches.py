@@ -1,6 +1,6 @@
 """Topology caches for runtime design: `TopologyCache`, `NoCache`, `InMemoryLRU`, `MemoryStoreCache`.
 
-A cache maps a request's goal to a topology that served it (issue 15, runtime contract 5). Every
+A cache maps a request's goal to a topology that served it (runtime contract 5). Every
 cache implements the `TopologyCache` protocol:
 
 - `await cache.lookup(goal) -> TopologySpec | None`: the cached spec (the reference guide's

@@ -1,6 +1,6 @@
 """`RuntimeTopologyDesigner`: per request, a cached topology or a new design from an agent.
 
-`await designer.design(goal) -> DesignResult`, in this order (issue 15, runtime contract 5):
+`await designer.design(goal) -> DesignResult`, in this order (runtime contract 5):
 
 1. **Cache.** `cache.lookup_hit(goal)`. With `verify_on_hit=True` (the default) the hit's spec is
    checked against the registries *as they are now* (`core.hydrate.validate_names`): a spec

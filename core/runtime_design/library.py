@@ -1,4 +1,4 @@
-"""`LibraryDesigner`: the runtime designer that needs no model (issue 15, item 5).
+"""`LibraryDesigner`: the runtime designer that needs no model.
 
 It picks a topology from a seed library (e.g. `seed_library_from_run`) by one fixed rule, on the
 figures the search measured per request (accuracy in [0, 1], cost in USD, latency in ms):
@@ -93,8 +93,9 @@ class LibraryDesigner(RuntimeTopologyDesigner):
     Args:
         seed_library: the entries to choose from (`LibraryEntry`s with measured figures; bare
             specs are accepted but have no figures, so they are chosen only as a last resort).
-        callable_registry, agent_registry: what the specs may name (as for
-            `RuntimeTopologyDesigner`); every library entry must resolve in them now.
+        callable_registry: the callables the specs may name (as for
+            `RuntimeTopologyDesigner`); every library entry must resolve in it now.
+        agent_registry: the agents the specs may name, likewise.
         cache: the cache consulted first (`NoCache()` by default).
         verify_on_hit: re-check a cache hit's names against the registries.
         budget_usd: the default cost limit per request, USD (None: no limit).

@@ -1,7 +1,7 @@
 """`TopologyOrchestrator`: design (or recall) a topology per request, run it, learn from the run.
 
 `await orchestrator.execute(goal, input=None) -> TopologyExecutionResult`, in this order
-(issue 15, runtime contract 9 and 11):
+(runtime contracts 9 and 11):
 
 1. **Design.** `designer.design(goal)` (a `RuntimeTopologyDesigner`): a cache hit verified
    against the registries, else one design call, else the designer's `fallback_spec`. A

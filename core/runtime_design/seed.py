@@ -1,4 +1,4 @@
-"""A finished search as a seed library: `seed_library_from_run(store, run_id)` (issue 15, item 4).
+"""A finished search as a seed library: `seed_library_from_run(store, run_id)`.
 
 The seed library is the run's valid validation Pareto front (runtime contract 10): the rows of
 `store.archive(run_id, split="validation")` with `on_front` (which implies `valid`; a row whose

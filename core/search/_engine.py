@@ -224,8 +224,8 @@ class SearchRun(ReportMixin):
                 time ran out during the seed's evaluation (the run is recorded as stopped).
             DegenerateSeedError: the seed's evaluation is degenerate (with a diagnosis).
             SearchError: the seed is rejected or its evaluation is invalid.
-            Whatever `strategy.preflight` raises (e.g. F2: a provider that cannot take the
-            designer's output schema), before anything runs or is paid for.
+            Exception: whatever `strategy.preflight` raises (e.g. F2: a provider that cannot
+                take the designer's output schema), before anything runs or is paid for.
         """
         if self._started:
             raise SearchError("a SearchRun runs once: build a new one (or resume from its events)")

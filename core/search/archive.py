@@ -1,7 +1,7 @@
 """The archive of evaluated candidates, its Pareto front, its best entry and the designer's view.
 
 `ArchiveEntry` is a frozen record of one candidate's evaluation; `Archive` is the live handle
-that collects them (semantics section 8, issue 3). Every query is a pure function over a sequence
+that collects them (semantics section 8). Every query is a pure function over a sequence
 of entries (`best_index`, `pareto_indices`, `pareto_ranks`, `view_indices`), so a run store or
 the studio can ask the same questions of stored records; the `Archive` methods delegate to them.
 

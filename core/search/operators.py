@@ -1,4 +1,4 @@
-"""Structural mutation operators over the IR, for the model-free strategies (issue 3).
+"""Structural mutation operators over the IR, for the model-free strategies.
 
 Each operator takes a spec, a `MutationContext` (what a candidate may be built from) and a
 `random.Random`, and returns a new valid `TopologySpec`, or None when it does not apply (no
@@ -647,7 +647,7 @@ def change_condition(
     return _finish(build, ctx)
 
 
-# --- structure operators: cascades, agreement gates, votes (issue 10) ---------------------------
+# --- structure operators: cascades, agreement gates, votes ---------------------------
 
 
 def agent_cost_order(ctx: MutationContext) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ each file to a temporary file in the same directory, `fsync`s it and `os.replace
 directory. A reader never sees a half-written file, and two writers racing from the same base
 cannot both win: the second one sees the first one's version and is refused.
 
-Recovery (issue 11, item 10): a write is one recoverable step. Its journal entry,
+Recovery: a write is one recoverable step. Its journal entry,
 `.pending.json` (the version's record, and the caller's record of it, e.g. the run store's
 proposal and approval), is written first; then the record file, the spec file (the commit
 point) and `current.json`. The entry is removed when the write is complete, or, when the

@@ -173,8 +173,8 @@ come back)."""
 
 
 class HealthRecorder:
-    """A subscriber that keeps a run's worker-health snapshot current while it runs (issue 18,
-    item 6): the driver's view of its executor's workers, for the studio's Runs page.
+    """A subscriber that keeps a run's worker-health snapshot current while it runs: the
+    driver's view of its executor's workers, for the studio's Runs page.
 
     A daemon thread takes `executor.health()` every `interval_s` and at once after each
     `run_started`, `candidate_evaluated` and `run_finished` event (the event only wakes the

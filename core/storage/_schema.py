@@ -254,7 +254,7 @@ _MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
         "ALTER TABLE evaluations_v3 RENAME TO evaluations",
     ),
     4: ("ALTER TABLE ingest_errors ADD COLUMN line_no BIGINT",),
-    # issue 10 item 4: a candidate that behaved exactly like an earlier one names it
+    # a candidate that behaved exactly like an earlier one names it
     5: ("ALTER TABLE candidate_results ADD COLUMN same_as INTEGER",),
 }
 """Version -> statements that take a database from version - 1 to it."""

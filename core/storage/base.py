@@ -219,8 +219,8 @@ class RunStore(ABC):
             n_examples, accuracy, cost_usd, latency_ms, n_agents, depth, aggregate_score,
             error_rate, blank_rate, stdev, valid, invalid_reason, same_as, on_front, is_best,
             in_snapshot, snapshot_front, test_accuracy, test_aggregate_score`.
-            `same_as`: the earlier candidate whose per-example results this one's equal
-            (issue 10, item 4), else NA; such a row keeps its figures but is never on the front
+            `same_as`: the earlier candidate whose per-example results this one's equal,
+            else NA; such a row keeps its figures but is never on the front
             nor the best (its twin stands for it).
             `in_snapshot` / `snapshot_front`: in the latest archive snapshot's entries / front
             (front only if valid). Empty (with these columns) for an unknown run.

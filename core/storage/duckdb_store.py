@@ -86,7 +86,7 @@ any size is read in steps of this size (see `DUCKDB_CONFIG`). Ingesting a defaul
 5.7 MB journal into a fresh store took, above the open store, +64 MiB of RSS in 4 MB steps,
 +52 MiB in 1 MB steps and +45 MiB in 256 kB steps (0.7, 0.7 and 1.9 s; about 40 MiB of it is
 the stored rows and their keys, whatever the step); at the end of a warm default search, +74
-to +77 MiB in 4 MB steps against +59 to +62 in 1 MB steps. Measured 2026-12-05 (issue 17)."""
+to +77 MiB in 4 MB steps against +59 to +62 in 1 MB steps. Measured 2026-12-05."""
 
 _GLOB_CHARS = re.compile(r"[*?\[\]{}]")
 """Characters DuckDB's `read_json` takes as a glob pattern: such a path is never read directly."""

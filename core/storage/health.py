@@ -1,4 +1,4 @@
-"""A run's latest worker-health snapshot, beside its journal (issue 18, item 6).
+"""A run's latest worker-health snapshot, beside its journal.
 
 While a search runs on a remote executor, its driver snapshots the workers' health every few
 seconds and after each evaluated candidate (`core.search.subscribers.HealthRecorder`); the

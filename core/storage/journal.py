@@ -17,7 +17,7 @@ written as U+FFFD) with NaN and infinities as the bare constants `NaN`, `Infinit
 NaN so the store can mark it invalid, field case F7). `parse_event` and DuckDB's `read_json`
 both read these constants.
 
-Per-example lines are compact (issue 10, item 10: a default 48-evaluation gsm8k_replay search
+Per-example lines are compact (measured: a default 48-evaluation gsm8k_replay search
 wrote 31.8 MB, 3.1 KB a line, mostly traces; without traces a line is now about 150 bytes).
 `RunJournal` writes an `ExampleEvaluated` with short keys (`COMPACT_KEYS`), leaving out what
 the journal already holds: `run_id` (the journal's run), `split` when it is `COMPACT_SPLIT`,

@@ -722,7 +722,7 @@ def test_front(
     """The held-out test scores of the candidates on the validation Pareto front.
 
     The search scores every candidate of its final validation front once on the test split
-    (issue 10, item 7; older runs scored the winner only). A test score is reported, never used
+    (older runs scored the winner only). A test score is reported, never used
     to choose: the front's members come from the validation archive alone, and `on_test_front`
     only says which of them no other member beats on the test split (the same `objectives`,
     over the members with a valid test score).

@@ -2,8 +2,7 @@
 
 Shared vocabulary below the evaluator (`core.evaluation.executor`, whose executors report
 `WorkerHealth`), the store (`core.storage.health`, which keeps one `HealthSnapshot` per run)
-and the studio (the Runs page shows it), so none imports another's internals (issue 18,
-item 6).
+and the studio (the Runs page shows it), so none imports another's internals.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ __all__ = [
 
 TRACE_NOT_RECORDED = "trace not recorded (run the search with --traces)"
 """What the drill-down says for an example whose trace the journal did not record: searches
-record traces only with `--traces` or `[search] traces = true` (issue 10, item 10)."""
+record traces only with `--traces` or `[search] traces = true`."""
 
 METRIC_FIELDS: tuple[str, ...] = (
     "accuracy",

@@ -235,7 +235,7 @@ def flip_splits(flips: pd.DataFrame) -> list[str]:
     """The splits both compared candidates were scored on, in `SPLIT_ORDER` (then sorted).
 
     Flip counts are per split: pooled, the 300 validation and 1,019 test examples of
-    gsm8k_replay added up to 1,319 while the metrics table said 300 (issue 12, defect 4).
+    gsm8k_replay added up to 1,319 while the metrics table said 300.
     A split on which only one side has results is left out (nothing pairs there).
     """
     if flips.empty:

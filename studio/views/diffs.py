@@ -70,7 +70,7 @@ def moved_nodes(
 
     `structural_diff` matches nodes by id only, so a node that kept its id but moved to another
     parent or slot was not listed at all, and one whose auto-assigned id changed showed as
-    removed + added (issue 12, defect 5: `6b_verification` moved from a router's fallback into
+    removed + added (seen: `6b_verification` moved from a router's fallback into
     a parallel branch, and the table said nothing). Here:
 
     - a node with the same id whose parent or slot differs is `moved` (`moved, changed` when its

@@ -1,4 +1,4 @@
-"""Per-example drill-down (issue 12, item 9): the question, the gold answer, each candidate's
+"""Per-example drill-down: the question, the gold answer, each candidate's
 answer and, when the trace was recorded, the route taken and why, each step's span with its
 tokens, cost and latency, and the path taken drawn on the topology's graph.
 

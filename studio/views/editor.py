@@ -808,7 +808,7 @@ def follow_selection(before: AnyNode, after: AnyNode, path: str, action: str) ->
 
     The selection follows the node by id, not by path or by its tree label (both change under
     an edit; a selection kept by label fell back to the root after a rename, so the next action
-    hit the root: issue 12, defect 1):
+    hit the root):
 
     - `edit`, `move`: the same node (the id typed in the form, if the edit changed it);
     - `insert`, `replace`, `wrap`: the node the edit made (the one new id);

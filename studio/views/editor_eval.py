@@ -1,4 +1,4 @@
-"""The editor's evaluations as first-class results (issue 12, item 12): compared with the
+"""The editor's evaluations as first-class results: compared with the
 candidate they were edited from, example by example, and a cost estimate calibrated against
 what the store measured for the same agents.
 
@@ -209,7 +209,7 @@ def calibrate_cost(
     agents.
 
     The static rule (fixed tokens per call) was 4 to 6 times off the measured cost on
-    gsm8k_replay (issue 12, item 12). Its error is mostly per agent (real prompt and answer
+    gsm8k_replay. Its error is mostly per agent (real prompt and answer
     lengths), so the samples that calibrate a topology are the measured topologies whose
     agents are all among its own (`sample.agents <= agents`, at least one agent), with a
     finite positive static estimate and a finite measured cost. The factor is the median of

@@ -156,7 +156,7 @@ class TablePick:
 def table_pick(
     run_id: str, rows: Sequence[int], order: Sequence[int], inspected: int | None
 ) -> TablePick:
-    """Read the archive table's multi-row selection (issue 12, item 11: "Compare selected"
+    """Read the archive table's multi-row selection ("Compare selected"
     from the Live page's table as from its chart).
 
     One selected row inspects its candidate; two or more keep the inspector on the candidate it

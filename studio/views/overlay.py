@@ -1,4 +1,4 @@
-"""Several runs on one page (issue 12, item 10): their validation fronts overlaid, hypervolume
+"""Several runs on one page: their validation fronts overlaid, hypervolume
 and best score against evaluations, and a table of the figures a researcher reports with their
 spread across seeds. Pure functions over `RunStore.list_runs`, `archive` and `snapshots`.
 

@@ -435,7 +435,7 @@ def live_figure(
 
 
 TEST_FRONT_LABEL = "held-out test: reported only, never used for selection"
-"""The label every view of test scores carries (issue 10, item 7)."""
+"""The label every view of test scores carries."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -492,7 +492,7 @@ def held_out_front_view(test_front: pd.DataFrame) -> HeldOutFrontView:
 
 def view_revision(run_id: str, x: str, y: str, *, log_x: bool) -> str:
     """The live figure's `layout.uirevision`: one value per run and axes pair, so a zoom or pan
-    is kept while they stay and dropped when they change (issue 12, defect 6)."""
+    is kept while they stay and dropped when they change."""
     return f"{run_id}|{x}|{y}|{'log' if log_x else 'linear'}"
 
 

@@ -1,4 +1,4 @@
-"""One run, two phases (issue 16): a topology search and its phase 2 (prompts) shown as one run.
+"""One run, two phases: a topology search and its phase 2 (prompts) shown as one run.
 
 The design chosen: phase 2 of `search --then-prompts` keeps its own record in the run store (its
 own journal and run id, its candidates numbered from 0, `strategy="gepa"`,

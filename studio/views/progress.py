@@ -1,4 +1,4 @@
-"""A run's progress for the Live page (issue 12, item 14): its phase (search, re-scoring,
+"""A run's progress for the Live page: its phase (search, re-scoring,
 held-out test, finished), the budget used and left, and an estimate of when the search ends.
 
 Pure functions over what the run store gives (`RunRecord`, `RunStore.logs`,

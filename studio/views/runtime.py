@@ -1,4 +1,4 @@
-"""The Runtime page's state and steps (issue 15, item 7): design a topology for a request from a
+"""The Runtime page's state and steps: design a topology for a request from a
 run's seed library, run it through the problem's evaluator, and learn from the outcome.
 
 A `RuntimeSession` is one run's seed library (`core.runtime_design.seed_library_from_run`: the

@@ -56,7 +56,7 @@ RUN_COLUMNS: tuple[str, ...] = (
 )
 """Columns of the runs list, in order: what a researcher scans first (how the run stands, its
 best score, what it cost, how far it got) right after the run, so they are in view at 1000 px
-without scrolling sideways (issue 12, item 15: problem, strategy and seed came first and
+without scrolling sideways (before, problem, strategy and seed came first and
 pushed status, score and cost off screen); what the run is and where it ran after them.
 `design_cost_usd` is the part of `cost_usd` the designer (meta agent) or the reflection model
 (phase 2) spent on its own calls."""
@@ -81,7 +81,7 @@ ARCHIVE_COLUMNS: tuple[str, ...] = (
 )
 """Columns of the archive table, in order: the figures a researcher reads first (accuracy,
 cost, score, what they were scored on, front and best) right after the candidate, so they are in
-view at 1000 px without scrolling sideways (issue 12, item 15: the table showed `generation`,
+view at 1000 px without scrolling sideways (before, the table showed `generation`,
 `operator` and three flags there and the scores off screen); how it was made after them."""
 
 ARCHIVE_SORTS: tuple[str, ...] = (
@@ -206,7 +206,7 @@ EDITOR_STRATEGY = "editor"
 
 def split_editor_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     """`runs` (`RunStore.list_runs` rows) without the editor's evaluations, and how many were
-    left out, so a page can list searches alone and say so (issue 12: Runs and Run overlay
+    left out, so a page can list searches alone and say so (before, Runs and Run overlay
     listed every editor evaluation among the searches, with no way to hide them).
 
     Returns:
@@ -356,7 +356,7 @@ def archive_table(
         sort_by: one of `ARCHIVE_SORTS`; NaN values sort last either way.
         descending: sort direction.
         spec_names: spec hash -> `names_in_spec` of its stored JSON, searched by `text`
-            (the filter could not match agent names: issue 12, defect 6).
+            (the filter could not match agent names).
 
     Returns:
         `ARCHIVE_COLUMNS` (those present; `scored_on` from `objective_split` and

@@ -1,5 +1,4 @@
-"""Where runs execute and how their workers are: the Runs page's workers panel (issue 18,
-item 6).
+"""Where runs execute and how their workers are: the Runs page's workers panel.
 
 Pure functions over `RunStore.list_runs()` rows and a run's `HealthSnapshot`
 (`core.storage.health`, written by the search's driver every few seconds while it runs on a

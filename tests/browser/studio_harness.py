@@ -147,6 +147,19 @@ def shot(pg: Any, name: str) -> None:
     pg.set_viewport_size(size)
 
 
+DOC_IMAGES = REPO / "docs" / "images"
+
+
+def doc_shot(pg: Any, name: str) -> None:
+    """The README's and the docs' picture of what the page shows now: the viewport (1400 x
+    1000 px, not the whole page, so the picture reads at a glance) written to
+    `docs/images/<name>.png`, committed; every run of the browser tests makes it again, so it
+    shows the studio as it is."""
+    DOC_IMAGES.mkdir(parents=True, exist_ok=True)
+    pg.wait_for_timeout(500)
+    pg.screenshot(path=str(DOC_IMAGES / f"{name}.png"))
+
+
 def settle(pg: Any, title: str, timeout_ms: int = 60_000) -> None:
     """Wait for the page's title and for Streamlit to finish running the script."""
     pg.get_by_role("heading", name=title, exact=True).first.wait_for(timeout=timeout_ms)

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from studio_harness import (
     REPO,
+    doc_shot,
     idle,
     no_errors,
     open_drawn,
@@ -49,6 +50,8 @@ def test_every_page_opens_and_is_screenshotted(
         open_drawn(page, studio + path, title)
         no_errors(page)
         shot(page, "w1400-" + page_shot_name(title))  # beside the w1000- ones
+        if title == "Live search":
+            doc_shot(page, "live")  # the README's picture of the Live page
 
 
 def test_a_click_on_the_pareto_chart_inspects_that_candidate(
@@ -127,6 +130,7 @@ def test_insert_a_step_save_and_approve_it(
     settle(page, "Diff & apply")
     page.get_by_text("1 added, 0 removed, 1 changed").first.wait_for(timeout=30_000)
     shot(page, "diff-review")
+    doc_shot(page, "diff")  # the README's picture of a diff
     page.get_by_label("Comment").fill("adds the answer extraction")
     page.keyboard.press("Enter")
     idle(page)

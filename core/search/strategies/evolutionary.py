@@ -37,7 +37,7 @@ Then per generation:
    operators' tries is left empty.
 
 Scores of archive entries are on the split each was evaluated on (a generation's minibatch, or
-the full validation split): selection treats them as estimates of the same quantity (issue 3's
+the full validation split): selection treats them as estimates of the same quantity (by
 design; promotion and the final report compare like with like).
 
 Determinism: one `random.Random(config.seed)`, reset by `preflight` at the start of every run;

@@ -1,7 +1,7 @@
 """`ExhaustiveSearch`: every topology of at most N nodes the registries allow, once each.
 
 The true front of small topologies: a yardstick for the other strategies, and a strategy a
-researcher with a small registry will want (issue 10, item 8).
+researcher with a small registry will want.
 
 **The grammar.** `enumerate_topologies(ctx, max_nodes)` builds candidates bottom-up, by exact
 node count (`core.ir.spec_metrics(spec).n_nodes`: every node of every kind), knowing at each
