@@ -47,14 +47,19 @@ random's by more than random's stdev (over problems' mean ratios).
 
 `--quick` (CI): 2 problems, node bound 4, seed 1 only, 12 evaluations.
 
+`--save FILE.json` writes every run's absolute hypervolume; `--compare BEFORE.json AFTER.json`
+runs nothing and prints BEFORE's searches as a share of AFTER's exhaustive hypervolume (e.g. the
+searches of a checkout without the standard library against the library-expressible front).
+
 Usage: `python bench/bench_generality.py [--quick] [--problems 20] [--seed 2026]
-[--max-nodes 5] [--seeds 1 2 3]`.
+[--max-nodes 5] [--seeds 1 2 3] [--save FILE.json]`, or `--compare BEFORE.json AFTER.json`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
 import random
 import statistics
@@ -62,7 +67,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -219,13 +224,46 @@ def _front_kinds(fig: RunFigures) -> set[str]:
 
 @dataclass
 class ProblemResult:
-    """One problem's figures."""
+    """One problem's figures: `hv` strategy -> the absolute hypervolume of each run
+    (exhaustive: one), `ratios` the searches' as a share of the exhaustive one."""
 
     synthetic: Synthetic
     enumerated: int
-    ratios: dict[str, list[float]]
+    ref_cost: float
+    hv: dict[str, list[float]]
     kinds: dict[str, set[str]]
     wall_s: float
+    yardstick: float | None = None
+    """Another run's exhaustive hypervolume to compare with (`--compare`); None: this one's."""
+
+    @property
+    def ratios(self) -> dict[str, list[float]]:
+        ex = self.yardstick if self.yardstick is not None else self.hv["exhaustive"][0]
+        return {
+            k: [x / ex if ex else 0.0 for x in v] for k, v in self.hv.items() if k != "exhaustive"
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "synthetic": asdict(self.synthetic),
+            "enumerated": self.enumerated,
+            "ref_cost": self.ref_cost,
+            "hv": self.hv,
+            "kinds": {k: sorted(v) for k, v in self.kinds.items()},
+            "wall_s": self.wall_s,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ProblemResult:
+        syn = data["synthetic"]
+        return cls(
+            Synthetic(**{**syn, "specialists": tuple(syn["specialists"])}),
+            data["enumerated"],
+            data["ref_cost"],
+            data["hv"],
+            {k: set(v) for k, v in data["kinds"].items()},
+            data["wall_s"],
+        )
 
 
 async def _bench_problem(
@@ -249,16 +287,15 @@ async def _bench_problem(
         call_cache=calls,
     )
     ref_cost = 1.1 * max(ex.single_agent_costs)
-    ex_hv = ex.hv(ref_cost)
-    ratios: dict[str, list[float]] = {}
+    hv: dict[str, list[float]] = {"exhaustive": [ex.hv(ref_cost)]}
     kinds: dict[str, set[str]] = {"exhaustive": _front_kinds(ex)}
     budget = args.budget or problem.search.max_evaluations
     for strategy in ("evolutionary", "random"):
         for seed in args.seeds:
             fig, _ = await _one_run(problem, strategy, seed, budget=Budget(max_evaluations=budget))
-            ratios.setdefault(strategy, []).append(fig.hv(ref_cost) / ex_hv if ex_hv else 0.0)
+            hv.setdefault(strategy, []).append(fig.hv(ref_cost))
             kinds.setdefault(strategy, set()).update(_front_kinds(fig))
-    return ProblemResult(syn, enum.count, ratios, kinds, time.perf_counter() - start)
+    return ProblemResult(syn, enum.count, ref_cost, hv, kinds, time.perf_counter() - start)
 
 
 def _verdict(ok: bool) -> str:
@@ -333,6 +370,28 @@ async def _main(args: argparse.Namespace) -> None:
                 flush=True,
             )
     _report(results)
+    if args.save:
+        Path(args.save).write_text(json.dumps([r.to_json() for r in results], indent=1) + "\n")
+        print(f"saved: {args.save}")
+
+
+def _compare(before_path: str, after_path: str) -> None:
+    """The searches of BEFORE (saved with `--save`) against AFTER's exhaustive hypervolume, the
+    same problems (same `--seed`, `--problems`), the same reference point (checked)."""
+    before = [ProblemResult.from_json(x) for x in json.loads(Path(before_path).read_text())]
+    after = [ProblemResult.from_json(x) for x in json.loads(Path(after_path).read_text())]
+    if [b.synthetic for b in before] != [a.synthetic for a in after]:
+        raise SystemExit("--compare: the two files hold different problems")
+    for b, a in zip(before, after, strict=True):
+        if not math.isclose(b.ref_cost, a.ref_cost, rel_tol=1e-12):
+            raise SystemExit(f"--compare: problem {b.synthetic.index}: reference points differ")
+        b.yardstick = a.hv["exhaustive"][0]
+        b.enumerated = a.enumerated
+    print(
+        f"bench_generality --compare: the searches of {before_path} as a share of the "
+        f"exhaustive hypervolume of {after_path} (space: the latter's)"
+    )
+    _report(before)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -347,7 +406,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--budget", type=int, default=None, help="evaluations (default: the problem's)"
     )
+    parser.add_argument("--save", metavar="FILE.json", help="write every run's hypervolume")
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("BEFORE.json", "AFTER.json"),
+        help="run nothing: BEFORE's searches against AFTER's exhaustive (both from --save)",
+    )
     args = parser.parse_args(argv)
+    if args.compare:
+        _compare(*args.compare)
+        return
     if args.quick:
         args.problems, args.max_nodes, args.seeds, args.budget = 2, 4, [1], 12
     asyncio.run(_main(args))
