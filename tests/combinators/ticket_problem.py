@@ -104,7 +104,7 @@ def build(ctx: ProblemContext) -> ProblemParts:
 def write_problem(root: Path, *, search: str = "") -> Path:
     """Write the problem into `root/tickets` and return that directory."""
     d = root / "tickets"
-    d.mkdir()
+    d.mkdir(parents=True)
     (d / "answers.json").write_text(json.dumps(answers()))
     (d / "registries.py").write_text(REGISTRIES)
     gold = [
