@@ -29,9 +29,12 @@ scorer.
 - `exhaustive` over the space the registries allow (the problem's and, where a standard library
   of combinators is registered, its functions), with the grammar `GRAMMAR` (registered merges
   only, parallels of agents, agents first in a pipeline or as an escalation, router fallbacks
-  always, no two function steps in a row, verdict accept routes) and the node bound `--max-nodes` (default 5; every
-  topology of at most that many nodes, counted as `core.ir.spec_metrics` counts them), once (it
-  is deterministic);
+  always, no two function steps in a row, verdict accept routes) and the node bound
+  `--max-nodes` (default 4: every topology of at most 4 nodes, counted as `core.ir.spec_metrics`
+  counts them, e.g. a two-agent gate `pipeline(parallel(a, b), router(all_agree -> keep_answer,
+  else c))`; with the standard library that is 159 topologies for 3 agents and 1,379 for 7, and
+  5 nodes would be 561 and 6,573, too many for a 2-core run of 20 problems), once (it is
+  deterministic);
 - the default evolutionary search (the problem's `[search]`: 40 evaluations) on seeds
   `--seeds` (default 1 2 3);
 - random search, same budget, same seeds.
@@ -45,14 +48,14 @@ structure kinds reached each strategy's front (`_kinds`). Then the targets, PASS
 evolutionary's mean ratio >= 0.97 and its worst problem's >= 0.90; evolutionary's mean above
 random's by more than random's stdev (over problems' mean ratios).
 
-`--quick` (CI): 2 problems, node bound 4, seed 1 only, 12 evaluations.
+`--quick` (CI): 2 problems, node bound 4, seed 1 only, 12 evaluations (about 10 s).
 
 `--save FILE.json` writes every run's absolute hypervolume; `--compare BEFORE.json AFTER.json`
 runs nothing and prints BEFORE's searches as a share of AFTER's exhaustive hypervolume (e.g. the
 searches of a checkout without the standard library against the library-expressible front).
 
 Usage: `python bench/bench_generality.py [--quick] [--problems 20] [--seed 2026]
-[--max-nodes 5] [--seeds 1 2 3] [--save FILE.json]`, or `--compare BEFORE.json AFTER.json`.
+[--max-nodes 4] [--seeds 1 2 3] [--save FILE.json]`, or `--compare BEFORE.json AFTER.json`.
 """
 
 from __future__ import annotations
@@ -401,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--problems", type=int, default=20)
     parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument("--max-nodes", type=int, default=5)
+    parser.add_argument("--max-nodes", type=int, default=4)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument(
         "--budget", type=int, default=None, help="evaluations (default: the problem's)"
