@@ -31,10 +31,14 @@ scorer.
   only, parallels of agents, agents first in a pipeline or as an escalation, router fallbacks
   always, no two function steps in a row, verdict accept routes) and the node bound
   `--max-nodes` (default 4: every topology of at most 4 nodes, counted as `core.ir.spec_metrics`
-  counts them, e.g. a two-agent gate `pipeline(parallel(a, b), router(all_agree -> keep_answer,
-  else c))`; with the standard library that is 159 topologies for 3 agents and 1,379 for 7, and
-  5 nodes would be 561 and 6,573, too many for a 2-core run of 20 problems), once (it is
-  deterministic);
+  counts them: singles, and routers between two agents on an input feature or a verdict; with
+  the standard library 159 topologies for 3 agents, 1,379 for 7), once (it is deterministic).
+  The bound is what 20 problems on 2 cores allow, and it is low: an agreement gate
+  `pipeline(parallel(a, b) -> collect_candidates, router(all_agree -> keep_answer, else c))` has
+  7 nodes, a cascade 5, a three-agent vote 6 (5 nodes: 561 to 6,573 topologies a problem; 7
+  nodes, even restricted to the agreement conditions and one feature, 1,125 for 3 agents and
+  49,385 for 7). So the searches, which build gates and votes, can pass the yardstick (a ratio
+  above 1);
 - the default evolutionary search (the problem's `[search]`: 40 evaluations) on seeds
   `--seeds` (default 1 2 3);
 - random search, same budget, same seeds.
