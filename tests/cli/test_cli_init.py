@@ -342,3 +342,48 @@ def test_on_a_terminal_init_asks_for_a_missing_price(
         1.5,
     )
     assert prices["replay:b"].free is True
+
+
+def test_the_front_of_an_init_problem_holds_the_agreement_gate_that_pays(
+    here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # two cheap agents wrong on different tickets (every 4th from 0, every 4th from 2) and a
+    # dear one always right: agreeing, the cheap ones are right; disagreeing, one is wrong, so
+    # a gate of the two escalating to the dear agent is always right at below the dear price
+    wrong = {
+        "cheap1": {i for i in range(40) if i % 4 == 0},
+        "cheap2": {i % 40 for i in range(2, 42, 4)},
+    }
+    for name, ws in {**wrong, "dear": set[int]()}.items():
+        register_local_model(f"function:{name}", _answerer(name, ws))
+    try:
+        (here / "gold.jsonl").write_text("".join(json.dumps(g) + "\n" for g in _gold(40)))
+        argv = ["init", "t", "--gold", "gold.jsonl"]
+        for name, price in (
+            ("cheap1", "0.0001:0.0002"),
+            ("cheap2", "0.0001:0.0002"),
+            ("dear", "0.01:0.02"),
+        ):
+            argv += ["--agent", f"{name}=function:{name}", "--price", f"{name}={price}"]
+        assert main(argv) == 0, capsys.readouterr().err
+        capsys.readouterr()
+        code = main(["search", "t", "--seed", "1", "--max-evaluations", "20", "--no-test"])
+        cap = capsys.readouterr()
+        assert code == 0, cap.err
+        ids = [int(str(ex.id)[1:]) for ex in load_problem(here / "t").splits["validation"]]
+    finally:
+        for name in ("cheap1", "cheap2", "dear"):
+            unregister_local_model(f"function:{name}")
+    disagree = sum(1 for i in ids if i % 4 in (0, 2)) / len(ids)
+    # both cheap agents on every ticket (100 in, 10 out tokens: $0.000012 each), the dear one
+    # ($0.0012) where they disagree
+    gate_cost = 2 * 0.000012 + disagree * 0.0012
+    best = section(cap.out, "Best topology (candidate 3)")
+    assert best[0] == (
+        "pipeline: [cheap1 | cheap2] merge=collect_candidates -> route{if all_agree: "
+        "keep_answer; else: dear} (n_agents=3, depth=2, nodes=7)"
+    )
+    gate = next(row for row in _front(cap.out) if row["candidate"] == "3")
+    assert (gate["accuracy"], gate["cost_usd"]) == ("1.0000", f"{gate_cost:.6f}")
+    dear = next(row for row in _front(cap.out) if row["cost_usd"] == "0.001200")
+    assert dear["accuracy"] == "1.0000"  # the dear agent alone: as right, dearer

@@ -186,7 +186,7 @@ class EvolutionarySearch(Strategy):
         by_kind: dict[str, list[tuple[TopologySpec, str]]] = {}
         for s, op in specs:
             by_kind.setdefault(op, []).append((s, op))
-        kinds = ("opening:gate", "opening:vote", "opening:cascade")
+        kinds = ("opening:gate", "opening:vote", "opening:cascade", "opening:self_consistency")
         return fresh(_interleave([by_kind[k] for k in kinds if k in by_kind]))
 
     @staticmethod
