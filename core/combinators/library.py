@@ -405,6 +405,7 @@ def standard_library(
     inputs: Sequence[Any],
     ballots: bool = True,
     text_of: Callable[[Any], str] | None = None,
+    extra: Sequence[CombinatorEntry] = (),
 ) -> Library:
     """The default library of a problem.
 
@@ -415,10 +416,15 @@ def standard_library(
         ballots: the problem's steps pass ballots (no state of its own): every entry; False:
             only the input features, and only with `text_of`.
         text_of: the problem's own input-text reader (for a problem with its own state).
+        extra: further entries (e.g. learned conditions), added after the standard ones.
+
+    Raises:
+        ValueError: an `extra` entry has a standard entry's name.
     """
     if not ballots:
-        return Library(input_feature_entries(inputs, text_of) if text_of is not None else [])
+        features = input_feature_entries(inputs, text_of) if text_of is not None else []
+        return Library([*features, *extra])
     entries = [*ballot_entries(answer), *agreement_entries()]
     entries += judge_entries(agents, agents.names(), answer)
     entries += input_feature_entries(inputs, text_of or input_text)
-    return Library(entries)
+    return Library([*entries, *extra])

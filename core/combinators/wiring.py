@@ -10,7 +10,7 @@ from typing import Any
 
 from core.combinators.ballot import Answer, Normalization, plain_value
 from core.combinators.hooks import BallotHooks
-from core.combinators.library import Library, standard_library
+from core.combinators.library import CombinatorEntry, Library, standard_library
 from core.hydrate import AgentRegistry, CallableRegistry
 from core.ir.dataflow import EffectTable
 
@@ -68,18 +68,20 @@ def wire_standard_library(
     answer_of: Callable[[Any], Any] | None = None,
     normalize_answer: Callable[[str], str] | None = None,
     input_text: Callable[[Any], str] | None = None,
+    extra: Sequence[CombinatorEntry] = (),
 ) -> LibraryWiring:
     """The problem's parts with the standard library added (`core.combinators` docstring).
 
     A problem that declares no effects passes ballots: its agent steps are wrapped
     (`BallotHooks`), its own callables adapted (`adapt_own_callable`) and every entry added. A
     problem with effects of its own has its own state: only the input features are added, and
-    only when it gives `input_text`; its registries are left as they are.
+    only when it gives `input_text`; its registries are left as they are. `extra` entries
+    (e.g. learned conditions) join the library after the standard ones.
     """
     answer = Answer(answer_field, normalization, answer_of=answer_of, normalize=normalize_answer)
     ballots = not effects.names
     library = standard_library(
-        answer, agents=agents, inputs=inputs, ballots=ballots, text_of=input_text
+        answer, agents=agents, inputs=inputs, ballots=ballots, text_of=input_text, extra=extra
     )
     registry = callables
     if ballots and callables.names():

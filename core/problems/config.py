@@ -14,6 +14,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic_core import PydanticCustomError
 
 from core.agents.rate_budget import ANY_PROVIDER, ProviderLimit
+from core.combinators.ballot import Normalization
 from core.evaluation.metrics import MetricWeights
 from core.evaluation.pricing import ModelPrice
 
@@ -122,7 +123,7 @@ class AnswerConfig(BaseModel):
 
     field: str | None = None
     """The answer field of a structured output (e.g. `"label"`); None: the output itself."""
-    normalization: Literal["text", "numeric", "exact"] = "text"
+    normalization: Normalization = "text"
     """How answers are compared: `"text"` strips and casefolds, `"numeric"` compares the first
     number, `"exact"` the text as is (a `ProblemParts.normalize_answer` replaces it)."""
 

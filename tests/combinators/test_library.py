@@ -186,3 +186,18 @@ def test_async_entries_are_coroutines() -> None:
     judge = next(e.fn for e in lib if e.name == "judge_by_j")
     # no candidate yet: nothing to judge, no call made
     assert asyncio.run(judge(Ballot(input="q"))) is False
+
+
+def test_extra_entries_join_the_library_after_the_standard_ones() -> None:
+    agents = AgentRegistry()
+    learned = CombinatorEntry(
+        "learned_easy", lambda s: True, "A learned condition.", ("condition",), NameEffect()
+    )
+    lib = standard_library(Answer(), agents=agents, inputs=[], extra=[learned])
+    assert lib.names()[-1] == "learned_easy"
+    assert lib.names()[:3] == [COLLECT, VOTE, KEEP]
+    own_state = standard_library(Answer(), agents=agents, inputs=[], ballots=False, extra=[learned])
+    assert own_state.names() == ["learned_easy"]
+    clash = CombinatorEntry(VOTE, lambda s: s, "x", ("step",), NameEffect())
+    with pytest.raises(ValueError, match="already has an entry 'plurality_vote'"):
+        standard_library(Answer(), agents=agents, inputs=[], extra=[clash])

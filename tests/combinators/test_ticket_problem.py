@@ -150,6 +150,12 @@ def test_self_consistency_makes_k_distinct_cached_calls(problem: Problem) -> Non
     # the single's call is the vote's first repeat (occurrence 0): a hit
     assert (calls.stats().misses, calls.stats().hits) == (60, 20)
     assert again.accuracy == first.accuracy
+    # trials are keyed apart too (F12): 2 trials x 3 repeats are 6 distinct calls a ticket
+    trials = problem.evaluator().with_options(n_trials=2)
+    fresh = InMemoryCallCache()
+    trials.set_call_cache(fresh)
+    evaluate(trials, problem, spec)
+    assert (fresh.stats().misses, fresh.stats().hits) == (120, 0)
 
 
 def test_a_critique_and_revise_loop_from_registered_agents(problem: Problem) -> None:
