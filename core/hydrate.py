@@ -44,7 +44,7 @@ import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast, runtime_checkable
 
-from core.agents import is_agent
+from core.agents import is_agent, render_prompt
 from core.agents.overrides import override_system_prompt, parse_prompt_target
 from core.errors import HydrationError, UnknownNamesError
 from core.ir.models import (
@@ -132,6 +132,10 @@ class HydrationHooks(Protocol):
 
     def root(self, step: Step) -> Step:
         """The step the whole topology runs as."""
+        ...
+
+    def agent_input(self, value: Any) -> Any:
+        """What an agent classifier or loop evaluator is prompted with, given its input."""
         ...
 
 
@@ -504,9 +508,16 @@ class _Builder:
             raise HydrationError(f"{where} returned a {type(agent).__name__}, not an agent")
         return agent
 
-    def agent_or_callable(self, ref: str | AgentSpec, path: str) -> Any:
+    def agent_or_callable(self, ref: str | AgentSpec, path: str, step_name: str) -> Any:
         if isinstance(ref, AgentSpec) or ref in self.agents:
-            return self.agent(ref, path)
+            agent = self.agent(ref, path)
+            if self.hooks is None:
+                return agent
+            # the name the router or loop would give it (`coerce_step(..., name=step_name)`)
+            hooks = self.hooks
+            return AgentStep(
+                agent, lambda value: render_prompt(hooks.agent_input(value)), name=step_name
+            )
         return self.calls.get(ref)
 
     def node(self, node: AnyNode, path: str, children: list[Step]) -> Step:
@@ -556,7 +567,9 @@ class _Builder:
             classifier = (
                 None
                 if node.classifier is None
-                else self.agent_or_callable(node.classifier, f"{path}.classifier")
+                else self.agent_or_callable(
+                    node.classifier, f"{path}.classifier", f"{node.name}.classifier"
+                )
             )
             fallback = children[-1] if node.fallback_step is not None else None
             return Router(
@@ -564,7 +577,7 @@ class _Builder:
             )
         return RefinementLoop(
             children[0],
-            self.agent_or_callable(node.evaluator, f"{path}.evaluator"),
+            self.agent_or_callable(node.evaluator, f"{path}.evaluator", f"{node.name}.evaluator"),
             self.calls.get(node.state_updater_name),
             max_iterations=node.max_iterations,
             timeout=node.timeout,

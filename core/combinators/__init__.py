@@ -27,6 +27,9 @@ one, the latest judge verdict and critique. The choice, and why:
   scores and costs exactly what it did without the library;
 - a problem's own callables get `plain_value` of their arguments (the current output, or the
   input before any candidate), so they keep the values they were written for.
+- a problem with no `step` callable of its own answers only through agents: a topology with
+  no agent step is rejected statically (`no_agent`, `EffectTable.answer_needs_agent`), since
+  the library's steps only choose among candidates.
 
 A problem that declares effects of its own (`ProblemParts.effects`, e.g. `gsm8k_replay` with
 its `MathState`) has a state of its own: the ballot entries cannot read it and are not offered

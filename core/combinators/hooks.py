@@ -10,14 +10,23 @@ does it: `Problem.hydration_hooks`). It changes no runtime primitive:
   returns a new ballot over it. When a refinement loop's state updater left a critique on the
   ballot, the prompt asks to revise the current answer with it (`revision_prompt`);
 - the topology's output is unwrapped (`ballot_output`), so the evaluator, the score function,
-  the blank test and the stored outputs see what a plain agent would have returned.
+  the blank test and the stored outputs see what a plain agent would have returned;
+- an agent used as a router's classifier or a loop's evaluator is prompted with `plain_value`
+  of its input (the current output, or the input before any candidate), as without the library.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from core.combinators.ballot import Answer, Ballot, BallotCandidate, ballot_output, input_text
+from core.combinators.ballot import (
+    Answer,
+    Ballot,
+    BallotCandidate,
+    ballot_output,
+    input_text,
+    plain_value,
+)
 from core.runtime import AgentStep, Step
 
 __all__ = ["BallotAgentStep", "BallotHooks", "revision_prompt"]
@@ -111,3 +120,8 @@ class BallotHooks:
     def root(self, step: Step) -> Step:
         """`step` returning the answer of its ballot."""
         return _Unwrapped(step)
+
+    def agent_input(self, value: Any) -> Any:
+        """An agent classifier or evaluator sees what it would without the library: the current
+        output (`plain_value`), or the input before any candidate."""
+        return plain_value(value)

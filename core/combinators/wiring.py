@@ -95,7 +95,9 @@ def wire_standard_library(
     merged_roles, merged = library.register_into(registry, roles, effects.names)
     table = EffectTable(
         names=merged,
-        answer_needs_agent=effects.answer_needs_agent or ballots,
+        # a problem with no step of its own answers only through agents (the library's steps
+        # only choose among candidates); one with its own steps may answer through them
+        answer_needs_agent=effects.answer_needs_agent or (ballots and not roles.get("step")),
         sampled_agents=effects.sampled_agents or ballots,
     )
     return LibraryWiring(

@@ -37,7 +37,8 @@ The four structure operators read the problem's declared effects (`ctx.effects`,
 `core.ir.dataflow`): an identity step for the accept route, conditions with a verdict, merges
 that collect candidates, selection steps (needing two candidates), and the agents' measured
 costs (`ctx.agent_costs`) so escalation goes only to dearer agents. `opening_specs` builds the
-same structures exhaustively from the registries for a strategy's first generations. Every
+same structures exhaustively from the registries for a strategy's first generations (on a
+problem with only agents, from the standard library's entries, `core.combinators`). Every
 operator's result also passes the static dataflow check, so no condition is ever placed where
 its input does not exist.
 

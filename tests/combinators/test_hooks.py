@@ -147,3 +147,27 @@ def test_a_critique_makes_the_next_agent_revise() -> None:
         "q",
         "q\n\nA previous answer was:\ny\n\nA reviewer said:\ntoo short\n\nGive a corrected answer.",
     ]
+
+
+def test_an_agent_classifier_after_an_agent_sees_its_output_not_the_ballot() -> None:
+    spec = {
+        "kind": "pipeline",
+        "steps": [
+            {"operation": {"kind": "agent_step", "agent_name": "a"}},
+            {
+                "operation": {
+                    "kind": "router",
+                    "name": "pick",
+                    "classifier": "cls",
+                    "routes": [
+                        {"name": "b", "step": {"kind": "agent_step", "agent_name": "b"}},
+                        {"name": "c", "step": {"kind": "agent_step", "agent_name": "c"}},
+                    ],
+                }
+            },
+        ],
+    }
+    answers = {"a": texter("refund please"), "b": texter("B"), "c": texter("C"), "cls": texter("c")}
+    assert run(spec, answers, structured=False, field=None) == "C"
+    # a's prompt, then the classifier's (a's output, as without the library), then c's
+    assert PROMPTS == ["My card was charged twice", "refund please", "My card was charged twice"]

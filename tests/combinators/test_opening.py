@@ -104,3 +104,45 @@ def test_gsm8k_replay_is_offered_exactly_its_own_parts() -> None:
     assert on.effects == off.effects
     assert on.hydration_hooks is None
     assert on.config_hash == off.config_hash
+
+
+def test_bridges_and_mutations_build_from_the_library(tmp_path: Path) -> None:
+    import random
+
+    from core.ir import parse_topology
+    from core.search.operators import agreement_gate, bridge_specs, k_vote, mix_specs
+
+    p = load_problem(write_problem(tmp_path))
+    ctx = MutationContext(
+        agent_names=p.agent_registry.names(),
+        callables=p.roles,
+        effects=p.effects,
+        agent_costs=PRICES,
+        allowed_step_kinds=None,
+    )
+    cheap = parse_topology(
+        {
+            "kind": "pipeline",
+            "steps": [{"operation": {"kind": "agent_step", "agent_name": "cheap_b"}}],
+        }
+    )
+    dear = parse_topology(
+        {"kind": "pipeline", "steps": [{"operation": {"kind": "agent_step", "agent_name": "dear"}}]}
+    )
+    assert [short(canonical_dict(s)) for s in bridge_specs(cheap, dear, ctx)] == [
+        "[cheap_b, router(answer_present->keep_answer; else dear)]",
+        "[cheap_b, router(judge_by_cheap_a->keep_answer; else dear)]",
+        "[cheap_b, router(judge_by_cheap_b->keep_answer; else dear)]",
+    ]
+    # the ticket texts differ only in length: that is the one input feature
+    assert [short(canonical_dict(s)) for s in mix_specs(cheap, dear, ctx)] == [
+        "router(input_is_long->[dear]; else [cheap_b])",
+        "router(input_is_long->[cheap_b]; else [dear])",
+    ]
+    # a draw fails when it picks a partner with no dearer agent left (e.g. dear itself)
+    gate = next(g for seed in range(10) if (g := agreement_gate(cheap, ctx, random.Random(seed))))
+    assert "collect_candidates" in short(canonical_dict(gate))
+    assert "all_agree->keep_answer" in short(canonical_dict(gate))
+    vote = k_vote(cheap, ctx, random.Random(0))
+    assert vote is not None
+    assert short(canonical_dict(vote)).endswith("collect_candidates), plurality_vote]")

@@ -88,5 +88,19 @@ def test_a_problems_own_step_receives_the_plain_output_not_a_ballot(tmp_path: Pa
     result = asyncio.run(p.evaluator().evaluate(parse_topology(spec), p.splits["validation"]))
     assert [r.output_summary for r in result.results] == ["4", "4"]
     assert result.accuracy == 1.0
+    # the toy has a step of its own, which may answer: topologies without an agent stay
+    assert p.effects.answer_needs_agent is False
+
+
+def test_an_agents_only_problem_needs_an_agent_for_an_answer(tmp_path: Path) -> None:
+    registries = REGISTRIES.replace('roles={"step": ["upper"], "condition": ["is_four"]},', "")
+    registries = registries.replace(
+        '    callables.register("upper", upper, "Upper-case the text.")\n', ""
+    )
+    registries = registries.replace(
+        '    callables.register("is_four", is_four, "The text is 4.")\n', ""
+    )
+    p = load_problem(make_toy(tmp_path, registries=registries))
     # a topology of the library's functions alone answers nothing: rejected statically
     assert p.effects.answer_needs_agent is True
+    assert "upper" not in p.callable_registry
