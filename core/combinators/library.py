@@ -405,6 +405,7 @@ def standard_library(
     inputs: Sequence[Any],
     ballots: bool = True,
     text_of: Callable[[Any], str] | None = None,
+    judges: Sequence[str] | None = None,
 ) -> Library:
     """The default library of a problem.
 
@@ -415,10 +416,11 @@ def standard_library(
         ballots: the problem's steps pass ballots (no state of its own): every entry; False:
             only the input features, and only with `text_of`.
         text_of: the problem's own input-text reader (for a problem with its own state).
+        judges: the agents that may judge and critique (`ProblemParts.judges`); None: all.
     """
     if not ballots:
         return Library(input_feature_entries(inputs, text_of) if text_of is not None else [])
     entries = [*ballot_entries(answer), *agreement_entries()]
-    entries += judge_entries(agents, agents.names(), answer)
+    entries += judge_entries(agents, agents.names() if judges is None else judges, answer)
     entries += input_feature_entries(inputs, text_of or input_text)
     return Library(entries)

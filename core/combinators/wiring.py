@@ -68,6 +68,7 @@ def wire_standard_library(
     answer_of: Callable[[Any], Any] | None = None,
     normalize_answer: Callable[[str], str] | None = None,
     input_text: Callable[[Any], str] | None = None,
+    judges: Sequence[str] | None = None,
 ) -> LibraryWiring:
     """The problem's parts with the standard library added (`core.combinators` docstring).
 
@@ -79,7 +80,7 @@ def wire_standard_library(
     answer = Answer(answer_field, normalization, answer_of=answer_of, normalize=normalize_answer)
     ballots = not effects.names
     library = standard_library(
-        answer, agents=agents, inputs=inputs, ballots=ballots, text_of=input_text
+        answer, agents=agents, inputs=inputs, ballots=ballots, text_of=input_text, judges=judges
     )
     registry = callables
     if ballots and callables.names():
