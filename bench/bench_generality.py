@@ -387,6 +387,8 @@ def _compare(before_path: str, after_path: str) -> None:
     same problems (same `--seed`, `--problems`), the same reference point (checked)."""
     before = [ProblemResult.from_json(x) for x in json.loads(Path(before_path).read_text())]
     after = [ProblemResult.from_json(x) for x in json.loads(Path(after_path).read_text())]
+    # the problems are drawn in order from one seed: a shorter run holds the first ones
+    before = before[: len(after)]
     if [b.synthetic for b in before] != [a.synthetic for a in after]:
         raise SystemExit("--compare: the two files hold different problems")
     for b, a in zip(before, after, strict=True):

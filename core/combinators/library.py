@@ -405,6 +405,7 @@ def standard_library(
     inputs: Sequence[Any],
     ballots: bool = True,
     text_of: Callable[[Any], str] | None = None,
+    judges: Sequence[str] | None = None,
     extra: Sequence[CombinatorEntry] = (),
 ) -> Library:
     """The default library of a problem.
@@ -416,6 +417,7 @@ def standard_library(
         ballots: the problem's steps pass ballots (no state of its own): every entry; False:
             only the input features, and only with `text_of`.
         text_of: the problem's own input-text reader (for a problem with its own state).
+        judges: the agents that may judge and critique (`ProblemParts.judges`); None: all.
         extra: further entries (e.g. learned conditions), added after the standard ones.
 
     Raises:
@@ -425,6 +427,6 @@ def standard_library(
         features = input_feature_entries(inputs, text_of) if text_of is not None else []
         return Library([*features, *extra])
     entries = [*ballot_entries(answer), *agreement_entries()]
-    entries += judge_entries(agents, agents.names(), answer)
+    entries += judge_entries(agents, agents.names() if judges is None else judges, answer)
     entries += input_feature_entries(inputs, text_of or input_text)
     return Library([*entries, *extra])

@@ -68,6 +68,7 @@ def wire_standard_library(
     answer_of: Callable[[Any], Any] | None = None,
     normalize_answer: Callable[[str], str] | None = None,
     input_text: Callable[[Any], str] | None = None,
+    judges: Sequence[str] | None = None,
     extra: Sequence[CombinatorEntry] = (),
 ) -> LibraryWiring:
     """The problem's parts with the standard library added (`core.combinators` docstring).
@@ -81,7 +82,13 @@ def wire_standard_library(
     answer = Answer(answer_field, normalization, answer_of=answer_of, normalize=normalize_answer)
     ballots = not effects.names
     library = standard_library(
-        answer, agents=agents, inputs=inputs, ballots=ballots, text_of=input_text, extra=extra
+        answer,
+        agents=agents,
+        inputs=inputs,
+        ballots=ballots,
+        text_of=input_text,
+        judges=judges,
+        extra=extra,
     )
     registry = callables
     if ballots and callables.names():

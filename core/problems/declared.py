@@ -39,6 +39,9 @@ What each model id becomes, checked at load, one line each when it cannot be use
   missing, or a missing key or address (e.g. `OPENAI_API_KEY`) is refused with pydantic-ai's own
   message, naming the field `agents.<name>.model`.
 
+The standard library of combinators (`core.combinators`) is registered as for every problem,
+with judges and critics (`judge_by_<agent>`) only from the agents that are not replayed.
+
 Every model then needs a price (`core.problems._prices`): `[models.prices."<model>"]`, or
 genai-prices for a hosted model.
 
@@ -246,4 +249,10 @@ def declared_parts(ctx: ProblemContext, gold: Sequence[GoldExample]) -> ProblemP
         agent_registry=agents,
         score_functions=SCORE_FUNCTIONS,
         load_gold=lambda: list(gold),
+        # a replayed agent answers only its recorded inputs, never a judge's question
+        judges=tuple(
+            name
+            for name, decl in config.agents.items()
+            if not decl.model.startswith(REPLAY_MODEL_PREFIX)
+        ),
     )

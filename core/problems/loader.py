@@ -549,6 +549,7 @@ def load_problem(
             answer_of=parts.answer_of,
             normalize_answer=parts.normalize_answer,
             input_text=parts.input_text,
+            judges=parts.judges,
         )
         callables, roles, effects, hooks = (
             wired.callable_registry,

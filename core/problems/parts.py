@@ -86,6 +86,10 @@ class ProblemParts:
             `[answer] normalization`).
         input_text: the text of a topology's input state, for the standard library's input
             features on a problem with its own state; None: no input features there.
+        judges: the agents the standard library may ask to judge or critique an answer
+            (`judge_by_<agent>`, `critique_by_<agent>`); None: every agent. A replayed agent
+            answers only its recorded inputs, never a judge's question, so a replay problem
+            gives `()`.
     """
 
     callable_registry: CallableRegistry
@@ -99,6 +103,7 @@ class ProblemParts:
     answer_of: Callable[[Any], Any] | None = None
     normalize_answer: Callable[[str], str] | None = None
     input_text: Callable[[Any], str] | None = None
+    judges: Sequence[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
