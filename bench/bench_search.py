@@ -289,9 +289,10 @@ async def _one_run(
 
 def _test_figures(result: OptimizationResult, events: Sequence[SearchEvent]) -> TestFigures:
     """The test front's figures: the mean validation - test gap, and the best test-front point
-    at or below the test cost of the best hand-built agreement gate (the opening's `gate`
-    candidate with the best validation accuracy), with the paired bootstrap interval of its
-    test accuracy minus the gate's (1,000 resamples, seed 0, 95%)."""
+    that is not a hand-built gate at or below the test cost of the best hand-built agreement
+    gate (the opening's `gate` candidate with the best test accuracy: the strongest baseline),
+    with the paired bootstrap interval of its test accuracy minus the gate's (1,000 resamples,
+    seed 0, 95%)."""
     per_example: dict[int, dict[str, float]] = {}
     for e in events:
         if isinstance(e, ExampleEvaluated) and e.split == "test":
@@ -312,9 +313,7 @@ def _test_figures(result: OptimizationResult, events: Sequence[SearchEvent]) -> 
         for t in scored
         if val.get(t["candidate_idx"]) and "gate" in val[t["candidate_idx"]].operator
     ]
-    gate_t = max(
-        gates, key=lambda t: (val[t["candidate_idx"]].accuracy, -t["cost_usd"]), default=None
-    )
+    gate_t = max(gates, key=lambda t: (t["accuracy"], -t["cost_usd"]), default=None)
     gate = (
         None
         if gate_t is None
@@ -322,7 +321,7 @@ def _test_figures(result: OptimizationResult, events: Sequence[SearchEvent]) -> 
     )
     beat = None
     if gate_t is not None:
-        cheaper = [t for t in scored if t["cost_usd"] <= gate_t["cost_usd"] and t is not gate_t]
+        cheaper = [t for t in scored if t["cost_usd"] <= gate_t["cost_usd"] and t not in gates]
         best = max(cheaper, key=lambda t: t["accuracy"], default=None)
         if best is not None:
             a, g = per_example[best["candidate_idx"]], per_example[gate_t["candidate_idx"]]
