@@ -44,7 +44,7 @@ import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast, runtime_checkable
 
-from core.agents import is_agent
+from core.agents import is_agent, render_prompt
 from core.agents.overrides import override_system_prompt, parse_prompt_target
 from core.errors import HydrationError, UnknownNamesError
 from core.ir.models import (
@@ -79,6 +79,7 @@ __all__ = [
     "AgentRegistryLike",
     "CallableRegistry",
     "CallableRegistryLike",
+    "HydrationHooks",
     "InlineAgentFactory",
     "agents_in",
     "as_agent_registry",
@@ -118,6 +119,24 @@ def _spawn_fn(factory: InlineAgentFactory | None) -> Callable[[AgentSpec], Any] 
     if isinstance(factory, _AgentSpawner) and not callable(factory):
         return factory.spawn
     return factory
+
+
+@runtime_checkable
+class HydrationHooks(Protocol):
+    """What a problem may change in how a spec is built (passed at construction, e.g.
+    `core.combinators.BallotHooks`): each agent step of an `agent_step` node, and the root."""
+
+    def agent_step(self, step: AgentStep) -> Step:
+        """The step an `agent_step` node runs as (`step` itself, or a wrapper of it)."""
+        ...
+
+    def root(self, step: Step) -> Step:
+        """The step the whole topology runs as."""
+        ...
+
+    def agent_input(self, value: Any) -> Any:
+        """What an agent classifier or loop evaluator is prompted with, given its input."""
+        ...
 
 
 _V = TypeVar("_V")
@@ -455,11 +474,13 @@ class _Builder:
         agents: AgentRegistry,
         agent_factory: Callable[[AgentSpec], Any] | None,
         prompts: Mapping[str, str] | None = None,
+        hooks: HydrationHooks | None = None,
     ) -> None:
         self.calls = calls
         self.agents = agents
         self.agent_factory = agent_factory
         self.prompts: Mapping[str, str] = prompts or {}
+        self.hooks = hooks
 
     def agent(self, ref: str | AgentSpec, path: str) -> Any:
         if isinstance(ref, AgentSpec):
@@ -487,9 +508,16 @@ class _Builder:
             raise HydrationError(f"{where} returned a {type(agent).__name__}, not an agent")
         return agent
 
-    def agent_or_callable(self, ref: str | AgentSpec, path: str) -> Any:
+    def agent_or_callable(self, ref: str | AgentSpec, path: str, step_name: str) -> Any:
         if isinstance(ref, AgentSpec) or ref in self.agents:
-            return self.agent(ref, path)
+            agent = self.agent(ref, path)
+            if self.hooks is None:
+                return agent
+            # the name the router or loop would give it (`coerce_step(..., name=step_name)`)
+            hooks = self.hooks
+            return AgentStep(
+                agent, lambda value: render_prompt(hooks.agent_input(value)), name=step_name
+            )
         return self.calls.get(ref)
 
     def node(self, node: AnyNode, path: str, children: list[Step]) -> Step:
@@ -498,7 +526,8 @@ class _Builder:
                 node.agent_name if node.agent_name is not None else _inline(node.inline_spec)
             )
             name = node.agent_name or (node.inline_spec.name if node.inline_spec else None)
-            return AgentStep(self.agent(ref, f"{path}.{_field(node)}"), name=name, node_id=node.id)
+            step = AgentStep(self.agent(ref, f"{path}.{_field(node)}"), name=name, node_id=node.id)
+            return step if self.hooks is None else self.hooks.agent_step(step)
         if isinstance(node, FunctionStepSpec):
             fn = self.calls.get(node.callable_name)
             return FunctionStep(fn, node.name or node.callable_name, node_id=node.id)
@@ -538,7 +567,9 @@ class _Builder:
             classifier = (
                 None
                 if node.classifier is None
-                else self.agent_or_callable(node.classifier, f"{path}.classifier")
+                else self.agent_or_callable(
+                    node.classifier, f"{path}.classifier", f"{node.name}.classifier"
+                )
             )
             fallback = children[-1] if node.fallback_step is not None else None
             return Router(
@@ -546,7 +577,7 @@ class _Builder:
             )
         return RefinementLoop(
             children[0],
-            self.agent_or_callable(node.evaluator, f"{path}.evaluator"),
+            self.agent_or_callable(node.evaluator, f"{path}.evaluator", f"{node.name}.evaluator"),
             self.calls.get(node.state_updater_name),
             max_iterations=node.max_iterations,
             timeout=node.timeout,
@@ -629,6 +660,7 @@ def topology_from_spec(
     agent_factory: InlineAgentFactory | None = None,
     allow_inline_agents: bool = False,
     prompt_overrides: Mapping[str, str] | None = None,
+    hooks: HydrationHooks | None = None,
 ) -> Step:
     """Build the runtime object for a validated spec (semantics section 7).
 
@@ -678,7 +710,7 @@ def topology_from_spec(
         raise HydrationError(
             f"inline agent definitions are not allowed ({why}); found at: {', '.join(inline)}"
         )
-    builder = _Builder(callable_registry, agent_registry, _spawn_fn(agent_factory), prompts)
+    builder = _Builder(callable_registry, agent_registry, _spawn_fn(agent_factory), prompts, hooks)
     order = list(walk(spec))
     built: dict[str, Step] = {}
     for path, node in reversed(order):  # children before parents
@@ -691,7 +723,7 @@ def topology_from_spec(
             raise HydrationError(
                 f"cannot build the {node.node_kind} at {path}: {type(exc).__name__}: {exc}"
             ) from exc
-    return built["$"]
+    return built["$"] if hooks is None else hooks.root(built["$"])
 
 
 # --- one composite kind ------------------------------------------------------------------------

@@ -38,6 +38,7 @@ def test_every_contract_name_is_importable_from_core() -> None:
 def test_core_all_is_the_union_of_the_subpackages() -> None:
     import core.agents
     import core.autonomy
+    import core.combinators
     import core.compound
     import core.evaluation
     import core.hydrate
@@ -52,7 +53,7 @@ def test_core_all_is_the_union_of_the_subpackages() -> None:
 
     union: set[str] = set()
     for mod in (
-        core.errors, core.ir, core.runtime, core.agents, core.hydrate,
+        core.errors, core.ir, core.runtime, core.agents, core.hydrate, core.combinators,
         core.evaluation, core.search, core.storage, core.problems,
         core.memory, core.autonomy, core.compound, core.optimization,
         core.runtime_design,

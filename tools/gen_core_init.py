@@ -15,6 +15,7 @@ SUBPACKAGES = [
     "core.runtime",
     "core.agents",
     "core.hydrate",
+    "core.combinators",
     "core.evaluation",
     "core.search",
     "core.storage",

@@ -108,6 +108,7 @@ from core.hydrate import (
     AgentRegistryLike,
     CallableRegistry,
     CallableRegistryLike,
+    HydrationHooks,
     InlineAgentFactory,
     as_agent_registry,
     as_callable_registry,
@@ -223,6 +224,8 @@ class TopologyEvaluator:
             unlimited; a remote executor brings its workers their own client of one budget).
             With a budget, every run is made in this process, never in the forked `workers`
             (a forked child would draw from its own copy of the buckets).
+        hydration_hooks: what the problem changes in each built topology
+            (`core.hydrate.HydrationHooks`, e.g. the standard library's ballots); None: nothing.
 
     Raises:
         EvaluationError: inline agents allowed without an `agent_factory`, `config` given
@@ -259,6 +262,7 @@ class TopologyEvaluator:
         workers: Workers = 1,
         executor: Executor | None = None,
         rate_budget: RateBudgetLike | None = None,
+        hydration_hooks: HydrationHooks | None = None,
     ) -> None:
         if confidence_protocol is not None:
             raise EvaluationError(
@@ -306,6 +310,7 @@ class TopologyEvaluator:
         self._pool: WorkerPool | None = None
         self._executor: Executor = executor if executor is not None else LocalExecutor()
         self._rate_budget = rate_budget
+        self._hooks = hydration_hooks
         if self._n_workers > 1:
             pool = self._pool = WorkerPool(self._n_workers)
             weakref.finalize(self, pool.close)
@@ -451,6 +456,7 @@ class TopologyEvaluator:
             workers=self._workers,
             executor=self._executor,
             rate_budget=self._rate_budget,
+            hydration_hooks=self._hooks,
         )
         copy.set_call_cache(self._call_cache)
         return copy
@@ -510,6 +516,7 @@ class TopologyEvaluator:
                 agent_factory=self._agent_factory,
                 allow_inline_agents=cfg.allow_inline_agents,
                 prompt_overrides=prompt_overrides,
+                hooks=self._hooks,
             )
         except UnknownNamesError as exc:
             refused = result.model_copy(

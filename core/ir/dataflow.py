@@ -126,6 +126,9 @@ class NameEffect(BaseModel):
     """A condition that is the negation of this other registered condition on every input that
     holds at least the candidates both read (`needs_candidates`; below that both may be false,
     e.g. "candidates agree" and "candidates disagree" on one candidate)."""
+    calls_agent: str | None = None
+    """A callable that runs this registered agent (a judge or critic of the standard library):
+    its calls are costed like any call, and the opening bounds how many such judges it tries."""
 
 
 AGENT_EFFECT = NameEffect(adds_candidates=1, answers=True)
@@ -151,6 +154,10 @@ class EffectTable(BaseModel):
     answer_needs_agent: bool = False
     """The problem's answers come only from agents (a topology with no agent step is rejected
     statically with `no_agent`)."""
+    sampled_agents: bool = False
+    """Repeated identical calls of one agent may answer differently (sampled models; the call
+    cache keys each repeat apart): self-consistency votes, the same agent k times, are worth
+    proposing."""
 
     def callable(self, name: str) -> NameEffect:
         """The effect of callable `name` (`BUILTIN_MERGE_EFFECTS`, then declared, else

@@ -55,6 +55,12 @@ meta_model = "openai:gpt-4o-mini"   # meta_agent only
 allowed_step_kinds = ["agent_step", "function_step"]
 max_depth = 4
 traces = false                      # per-example spans in the run journal (search --traces)
+standard_library = true             # the library of combinators (core.combinators): votes,
+                                    # gates, judges, input features beside the problem's own
+
+[answer]                            # what the library's votes and agreement compare
+field = "label"                     # a structured output's answer field (omit: the output)
+normalization = "text"              # "text" (strip, casefold) | "numeric" | "exact"
 
 [evaluation]                        # how each example is run (all optional)
 example_timeout_s = 300.0           # one run's deadline, s (default 300; --example-timeout-s):

@@ -14,12 +14,14 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic_core import PydanticCustomError
 
 from core.agents.rate_budget import ANY_PROVIDER, ProviderLimit
+from core.combinators.ballot import Normalization
 from core.evaluation.metrics import MetricWeights
 from core.evaluation.pricing import ModelPrice
 
 __all__ = [
     "RANDOM_SEED_MAX",
     "DEFAULT_EXAMPLE_TIMEOUT_S",
+    "AnswerConfig",
     "DatasetConfig",
     "EvaluationSettings",
     "GoldConfig",
@@ -112,12 +114,27 @@ def _check_workers(value: Any) -> Any:
     raise ValueError("must be a whole number of at least 1 or 'auto'")
 
 
+class AnswerConfig(BaseModel):
+    """`[answer]`: how the standard library reads and compares answers (`core.combinators`)."""
+
+    model_config = _CONFIG
+
+    field: str | None = None
+    """The answer field of a structured output (e.g. `"label"`); None: the output itself."""
+    normalization: Normalization = "text"
+    """How answers are compared: `"text"` strips and casefolds, `"numeric"` compares the first
+    number, `"exact"` the text as is (a `ProblemParts.normalize_answer` replaces it)."""
+
+
 class SearchDefaults(BaseModel):
     """`[search]`: default search settings for this problem (a CLI flag or the studio may
     override any of them)."""
 
     model_config = _CONFIG
 
+    standard_library: bool = True
+    """Register the standard library of combinators (`core.combinators`: votes, agreement
+    gates, judges, input features) beside the problem's own functions."""
     strategy: str = "evolutionary"
     """Search strategy name: `"evolutionary"`, `"random"` or `"meta_agent"` (needs `meta_model`)."""
     max_evaluations: int = Field(default=40, ge=1)
@@ -263,6 +280,8 @@ class ProblemConfig(BaseModel):
     """`[gold]`: gold-set source and splits."""
     search: SearchDefaults = Field(default_factory=SearchDefaults)
     """`[search]`: default search settings."""
+    answer: AnswerConfig = Field(default_factory=AnswerConfig)
+    """`[answer]`: the answer field and normalisation the standard library compares."""
     evaluation: EvaluationSettings = Field(default_factory=EvaluationSettings)
     """`[evaluation]`: how each example is run (its deadline)."""
     models: ModelsConfig = Field(default_factory=ModelsConfig)

@@ -23,6 +23,7 @@ from typing import Any, cast
 
 from pydantic import ValidationError
 
+from core.combinators.wiring import wire_standard_library
 from core.errors import DatasetError, ProblemError, SpecError, UnknownNamesError
 from core.evaluation.metrics import GoldExample, ScoreFn
 from core.hydrate import validate_names
@@ -485,6 +486,27 @@ def load_problem(
 
     seed_spec = _load_seed(seed_path, parts)
     roles = _check_roles(parts, module_path)
+    effects = _check_effects(parts, module_path)
+    callables, hooks = parts.callable_registry, None
+    if config.search.standard_library:
+        wired = wire_standard_library(
+            callables=parts.callable_registry,
+            agents=parts.agent_registry,
+            roles=roles,
+            effects=effects,
+            inputs=[ex.input for ex in splits["validation"]],
+            answer_field=config.answer.field,
+            normalization=config.answer.normalization,
+            answer_of=parts.answer_of,
+            normalize_answer=parts.normalize_answer,
+            input_text=parts.input_text,
+        )
+        callables, roles, effects, hooks = (
+            wired.callable_registry,
+            wired.roles,
+            wired.effects,
+            wired.hooks,
+        )
     module_files = _module_files(module_path)
     read = [toml_path, *module_files, seed_path]
     if config.gold.source == "jsonl":
@@ -495,7 +517,7 @@ def load_problem(
         toml_path=toml_path,
         overrides=overrides,
         module=module,
-        callable_registry=parts.callable_registry,
+        callable_registry=callables,
         agent_registry=parts.agent_registry,
         score_fn=score_fn,
         score_function_name=score_name,
@@ -505,5 +527,6 @@ def load_problem(
         code_sha256=_code_sha256(module_files),
         files_sha256=_files_sha256(root, read),
         is_blank=parts.is_blank,
-        effects=_check_effects(parts, module_path),
+        effects=effects,
+        hydration_hooks=hooks,
     )

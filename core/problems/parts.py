@@ -78,7 +78,14 @@ class ProblemParts:
         effects: what each registered name reads and produces (`core.ir.dataflow`): the
             search's static rejections, its no-op normalisation and its structure operators
             use it. Default: nothing declared (no name is rejected or rewritten for its
-            dataflow).
+            dataflow). A problem that declares effects has a state of its own: the standard
+            library then offers it only the input features, and only with `input_text`.
+        answer_of: reads the answer out of an output for the standard library's votes and
+            agreement (replaces `[answer] field`); None: the field, else the output itself.
+        normalize_answer: the problem's own `answer text -> comparable text` (replaces
+            `[answer] normalization`).
+        input_text: the text of a topology's input state, for the standard library's input
+            features on a problem with its own state; None: no input features there.
     """
 
     callable_registry: CallableRegistry
@@ -89,6 +96,9 @@ class ProblemParts:
     roles: Mapping[str, Sequence[str]] = field(default_factory=dict[str, Sequence[str]])
     is_blank: Callable[[Any], bool] | None = None
     effects: EffectTable = field(default_factory=EffectTable)
+    answer_of: Callable[[Any], Any] | None = None
+    normalize_answer: Callable[[str], str] | None = None
+    input_text: Callable[[Any], str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from core.evaluation.cache import EvaluationCache
 from core.evaluation.evaluator import LatencySource, TopologyEvaluator
 from core.evaluation.metrics import GoldExample, MetricWeights, ScoreFn
 from core.evaluation.pricing import ModelPrice, Pricer
-from core.hydrate import AgentRegistry, CallableRegistry
+from core.hydrate import AgentRegistry, CallableRegistry, HydrationHooks
 from core.ir import TopologySpec
 from core.ir.dataflow import EffectTable
 from core.problems.config import ProblemConfig, SearchDefaults
@@ -60,6 +60,9 @@ class Problem:
         effects: what each registered name reads and produces (`core.ir.dataflow.EffectTable`,
             from `ProblemParts.effects`).
         latency_source: `[models] latency_source`, where a run's latency comes from.
+        hydration_hooks: what the problem changes in each built topology (the standard
+            library's ballots, `core.combinators.BallotHooks`), or None; `evaluator()` passes
+            them on.
         files_sha256: sha256 (hex) of the problem files the loader read, as bytes: its TOML,
             its registries module (and that package's `*.py`), its seed spec and a `jsonl` gold
             file; `""` for a problem built by hand. A run records it, and `search --resume`
@@ -88,7 +91,9 @@ class Problem:
         files_sha256: str = "",
         is_blank: Callable[[Any], bool] | None = None,
         effects: EffectTable | None = None,
+        hydration_hooks: HydrationHooks | None = None,
     ) -> None:
+        self.hydration_hooks = hydration_hooks
         self.effects = effects if effects is not None else EffectTable()
         self.config = config
         self.name = config.name
@@ -160,12 +165,15 @@ class Problem:
             latency_source=self.latency_source,
             example_timeout_s=self.config.evaluation.example_timeout_s,
             workers=self.search.workers if workers is None else workers,
+            hydration_hooks=self.hydration_hooks,
         ).with_options(capture_traces=self.search.traces)
 
     def _identity(self) -> dict[str, Any]:
         config = self.config.model_dump(
             mode="json", exclude={"search": True, "evaluation": True, "rate_limits": True}
         )
+        if "answer" not in self.config.model_fields_set:  # the default: hashes as before
+            config.pop("answer", None)
         config["models"].pop("time_scale", None)
         if config["gold"].get("train_size") is None:
             # no train split: the identity a problem had before `train_size` existed

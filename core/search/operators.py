@@ -37,7 +37,8 @@ The four structure operators read the problem's declared effects (`ctx.effects`,
 `core.ir.dataflow`): an identity step for the accept route, conditions with a verdict, merges
 that collect candidates, selection steps (needing two candidates), and the agents' measured
 costs (`ctx.agent_costs`) so escalation goes only to dearer agents. `opening_specs` builds the
-same structures exhaustively from the registries for a strategy's first generations. Every
+same structures exhaustively from the registries for a strategy's first generations (on a
+problem with only agents, from the standard library's entries, `core.combinators`). Every
 operator's result also passes the static dataflow check, so no condition is ever placed where
 its input does not exist.
 
@@ -170,6 +171,10 @@ class MutationContext(BaseModel):
     effects: EffectTable = Field(default_factory=EffectTable)
     """What each registered name reads and produces: the structure operators place a condition
     only where its input exists, and reject what `core.ir.dataflow.analyse` rejects."""
+    max_judges: int = Field(default=2, ge=0)
+    """Judge conditions (conditions that run an agent, `NameEffect.calls_agent`) the opening
+    and the bridges try per escalation: the cheapest judges, each cheaper than the agent
+    escalated to (every judge is one more call per example)."""
 
     @field_validator("agent_names", "builtin_merges")
     @classmethod
@@ -694,6 +699,23 @@ def _verdict_conditions(
     return tuple(out)
 
 
+def _escalation_conditions(ctx: MutationContext, max_needs: int, dearer: str) -> list[str]:
+    """`_verdict_conditions(ctx, max_needs)` for an escalation to agent `dearer`: every
+    condition that runs no agent, then at most `ctx.max_judges` judge conditions whose agent is
+    cheaper than `dearer`, cheapest judge first (`agent_cost_order`)."""
+    order = agent_cost_order(ctx)
+    limit = order.index(dearer) if dearer in order else len(order)
+    plain: list[str] = []
+    judges: list[tuple[int, str]] = []
+    for name in _verdict_conditions(ctx, max_needs):
+        judge = ctx.effects.callable(name).calls_agent
+        if judge is None:
+            plain.append(name)
+        elif judge in order and order.index(judge) < limit:
+            judges.append((order.index(judge), name))
+    return plain + [name for _, name in sorted(judges)[: ctx.max_judges]]
+
+
 def _agent(name: str) -> AgentStepSpec:
     return AgentStepSpec(agent_name=name)
 
@@ -874,7 +896,7 @@ def bridge_specs(
     y = dearer[-1]
     lo = analyse(cheap, ctx.effects).out.lo
     out: list[TopologySpec] = []
-    for condition in _verdict_conditions(ctx, lo):
+    for condition in _escalation_conditions(ctx, lo, y):
         new = cascade_spec(cheap, _agent(y), condition, keep, ctx)
         spec = _finish(lambda new=new: _splice(cheap, "$", new), ctx)
         if spec is not None:
@@ -1028,7 +1050,12 @@ def opening_specs(ctx: MutationContext) -> list[tuple[TopologySpec, str]]:
        selection step (`opening:vote`);
     4. escalate-after cascades: for every pair X cheaper than Y, `cascade_spec(X, Y, c)` for
        each one-candidate verdict condition c (`opening:cascade`), pairs adjacent in cost order
-       first, then wider ones.
+       first, then wider ones; of the judge conditions (which run an agent) at most
+       `ctx.max_judges`, the cheapest judges cheaper than Y (`_escalation_conditions`);
+    5. self-consistency, when the problem's agents are sampled (`EffectTable.sampled_agents`):
+       each agent `ctx.vote_k` times in parallel, collected, then each selection step
+       (`opening:self_consistency`; the call cache keys each repeat apart, so they are
+       `vote_k` distinct calls).
 
     The caller bounds how many it evaluates (the evolutionary strategy's `opening_share` of
     the budget). Needs costs in `ctx.agent_costs` to order agents; without them, name order.
@@ -1073,12 +1100,19 @@ def opening_specs(ctx: MutationContext) -> list[tuple[TopologySpec, str]]:
         for combo in itertools.combinations(reversed(order), ctx.vote_k):
             for select in selects or (None,):
                 add(vote_spec([_agent(a) for a in combo], merges[0], select), "opening:vote")
+    if merges and selects and ctx.effects.sampled_agents:
+        for a in order:
+            for select in selects:
+                add(
+                    vote_spec([_agent(a)] * ctx.vote_k, merges[0], select),
+                    "opening:self_consistency",
+                )
     if keep is not None:
         pairs = sorted(
             ((i, j) for j in range(len(order)) for i in range(j)), key=lambda p: (p[1] - p[0], p)
         )
         for i, j in pairs:
-            for cond in _verdict_conditions(ctx, 1):
+            for cond in _escalation_conditions(ctx, 1, order[j]):
                 add(
                     cascade_spec(_agent(order[i]), _agent(order[j]), cond, keep, ctx),
                     "opening:cascade",

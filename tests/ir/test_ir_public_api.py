@@ -78,6 +78,7 @@ def test_hydrate_all_is_pinned() -> None:
         "AgentRegistryLike",
         "CallableRegistry",
         "CallableRegistryLike",
+        "HydrationHooks",
         "InlineAgentFactory",
         "agents_in",
         "as_agent_registry",

@@ -121,7 +121,8 @@ def load_error(path: Path, **kwargs: Any) -> ProblemError:
 
 def test_a_toy_problem_loads_into_a_live_handle(tmp_path: Path) -> None:
     d = make_toy(tmp_path)
-    p = load_problem(d)
+    # its own parts only (the standard library's entries: tests/combinators)
+    p = load_problem(d, overrides={"search.standard_library": False})
     assert isinstance(p, Problem)
     assert p.name == "toy"
     assert p.description == "A toy problem: say four."
@@ -157,7 +158,7 @@ def test_a_toy_problem_loads_into_a_live_handle(tmp_path: Path) -> None:
 
 def test_to_dict_is_json_and_config_hash_is_the_problem_identity(tmp_path: Path) -> None:
     d = make_toy(tmp_path)
-    p = load_problem(d)
+    p = load_problem(d, overrides={"search.standard_library": False})
     record = json.loads(json.dumps(p.to_dict()))
     assert record["name"] == "toy"
     assert record["config_hash"] == p.config_hash

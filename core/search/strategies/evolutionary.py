@@ -5,9 +5,12 @@ selection; needs no model.
 structures a researcher tries first, built from the registries by
 `core.search.operators.opening_specs`: generation 0 proposes every single agent not yet
 evaluated (so each agent's cost per example is measured); the next generation proposes the
-agreement gates, votes and escalate-after cascades that the agents' cost order allows (cheap
-agents first, escalation only to dearer ones), interleaved kind by kind (gate, vote, cascade,
-gate, ...), at most `opening_share` of the run's evaluation budget in all (singles included).
+agreement gates, votes, escalate-after cascades (verifier cascades among them, when judge
+conditions are registered) and, where the problem's agents are sampled, self-consistency votes
+that the agents' cost order allows (cheap agents first, escalation only to dearer ones),
+interleaved kind by kind (gate, vote, cascade, self-consistency, gate, ...), at most
+`opening_share` of the run's evaluation budget in all (singles included). On a problem with only
+agents these are built from the standard library (`core.combinators`).
 Each is new by behaviour (`CheckResult.behaviour_hash`).
 
 Then per generation:
@@ -186,7 +189,7 @@ class EvolutionarySearch(Strategy):
         by_kind: dict[str, list[tuple[TopologySpec, str]]] = {}
         for s, op in specs:
             by_kind.setdefault(op, []).append((s, op))
-        kinds = ("opening:gate", "opening:vote", "opening:cascade")
+        kinds = ("opening:gate", "opening:vote", "opening:cascade", "opening:self_consistency")
         return fresh(_interleave([by_kind[k] for k in kinds if k in by_kind]))
 
     @staticmethod
