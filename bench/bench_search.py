@@ -83,6 +83,7 @@ from core.search.events import (
     SearchEvent,
 )
 from core.search.gene import TopologyGene
+from core.search.noise import paired_bootstrap
 from core.search.pareto import hypervolume, pareto_front_mask
 from core.search.result import OptimizationResult
 from core.search.strategies import EvolutionaryConfig, EvolutionarySearch
@@ -153,6 +154,17 @@ async def _overhead(n_candidates: int) -> tuple[float, int]:
 
 
 @dataclass
+class TestFigures:
+    """The held-out test of one run's validation front (`--test-front`)."""
+
+    gap: float | None  # mean validation - test accuracy over the scored front
+    n_test: int  # test problems
+    gate: tuple[int, float, float] | None  # best hand-built gate: (idx, test acc, test $)
+    beat: tuple[int, float, float, float, float] | None  # best at <= the gate's test cost:
+    # (idx, test acc, test $, paired interval low, high of acc - gate's, on test)
+
+
+@dataclass
 class RunFigures:
     """What one search run measured."""
 
@@ -166,6 +178,7 @@ class RunFigures:
     wall_s: float
     rescore_s: float
     single_agent_costs: list[float] = field(default_factory=list[float])
+    test: TestFigures | None = None
 
     def front(self) -> list[tuple[float, float]]:
         if not self.points:
@@ -223,6 +236,7 @@ async def _one_run(
     config: dict[str, Any] | None = None,
     budget: Budget | None = None,
     call_cache: InMemoryCallCache | None = None,
+    test_front: bool = False,
 ) -> tuple[RunFigures, OptimizationResult]:
     events: list[SearchEvent] = []
     run = build_search(
@@ -233,7 +247,7 @@ async def _one_run(
         budget=budget,
         subscribers=[events.append],
         handle_sigint=False,
-        use_test_split=False,
+        use_test_split=test_front,
     )
     # a fresh call cache per run, as `topology-studio search` has one (here in memory, so no
     # run profits from another's calls), unless the caller shares one (results are identical,
@@ -269,9 +283,75 @@ async def _one_run(
             wall_s=wall,
             rescore_s=_rescore_seconds(events),
             single_agent_costs=singles,
+            test=_test_figures(result, events) if test_front else None,
         ),
         result,
     )
+
+
+def _test_figures(result: OptimizationResult, events: Sequence[SearchEvent]) -> TestFigures:
+    """The test front's figures: the mean validation - test gap, and the best test-front point
+    that is not a hand-built gate at or below the test cost of the best hand-built agreement
+    gate (the opening's `gate` candidate with the best test accuracy: the strongest baseline),
+    with the paired bootstrap interval of its test accuracy minus the gate's (1,000 resamples,
+    seed 0, 95%)."""
+    per_example: dict[int, dict[str, float]] = {}
+    for e in events:
+        if isinstance(e, ExampleEvaluated) and e.split == "test":
+            per_example.setdefault(e.candidate_idx, {})[e.example_id] = e.accuracy
+    val = {
+        r.candidate_idx: r
+        for r in result.history
+        if r.status == "evaluated" and r.split == "validation" and r.valid
+    }
+    scored = [t for t in result.raw.get("test_front") or [] if t["valid"] and t["n_examples"]]
+    gaps = [
+        float(acc) - t["accuracy"]
+        for t in scored
+        if t["candidate_idx"] in val and (acc := val[t["candidate_idx"]].accuracy) is not None
+    ]
+    gates = [
+        t
+        for t in scored
+        if val.get(t["candidate_idx"]) and "gate" in val[t["candidate_idx"]].operator
+    ]
+    gate_t = max(gates, key=lambda t: (t["accuracy"], -t["cost_usd"]), default=None)
+    gate = (
+        None
+        if gate_t is None
+        else (gate_t["candidate_idx"], gate_t["accuracy"], gate_t["cost_usd"])
+    )
+    beat = None
+    if gate_t is not None:
+        cheaper = [t for t in scored if t["cost_usd"] <= gate_t["cost_usd"] and t not in gates]
+        best = max(cheaper, key=lambda t: t["accuracy"], default=None)
+        if best is not None:
+            a, g = per_example[best["candidate_idx"]], per_example[gate_t["candidate_idx"]]
+            ids = sorted(set(a) & set(g))
+            iv = paired_bootstrap([a[i] for i in ids], [g[i] for i in ids], seed=0)
+            beat = (best["candidate_idx"], best["accuracy"], best["cost_usd"], iv.low, iv.high)
+    return TestFigures(
+        gap=statistics.mean(gaps) if gaps else None,
+        n_test=max((t["n_examples"] for t in scored), default=0),
+        gate=gate,
+        beat=beat,
+    )
+
+
+def _test_line(t: TestFigures) -> str:
+    """One run's test-front line (accuracies in points)."""
+    gap = "n/a" if t.gap is None else f"{t.gap * 100:+.2f}"
+    text = f"test front on {t.n_test} problems: mean validation - test gap {gap} points"
+    if t.gate is not None:
+        text += f"; best gate {t.gate[0]}: {t.gate[1]:.4f} at ${t.gate[2]:.3f}"
+    if t.beat is not None and t.gate is not None:
+        idx, acc, cost, low, high = t.beat
+        text += (
+            f"; best at <= its cost: {idx}, {acc:.4f} at ${cost:.3f} "
+            f"(vs gate {(acc - t.gate[1]) * 100:+.2f} points, paired 95% "
+            f"[{low * 100:+.2f}, {high * 100:+.2f}])"
+        )
+    return text
 
 
 def _structure(spec: AnyNode) -> set[str]:
@@ -331,13 +411,15 @@ async def _acceptance(args: argparse.Namespace) -> None:
     print(f"    reference point: accuracy 0, cost ${ref_cost:.4f} per problem")
     for strategy in args.strategies:
         for seed in args.seeds:
-            fig, _ = await _one_run(problem, strategy, seed)
+            fig, _ = await _one_run(problem, strategy, seed, test_front=args.test_front)
             figures.setdefault(strategy, []).append(fig)
             print(
                 f"    {strategy} seed {seed}: hv ratio {fig.hv(ref_cost) / ex_hv:.4f}, "
                 f"{fig.evaluations} evaluations, {fig.wall_s:.1f} s",
                 flush=True,
             )
+            if fig.test is not None:
+                print(f"      {_test_line(fig.test)}", flush=True)
     print()
     header = (
         f"{'strategy':<13}{'runs':>5}{'hv/exh mean':>12}{'min..max':>16}{'stdev':>8}"
@@ -659,6 +741,12 @@ def main() -> None:
     parser.add_argument("--exhaustive-hv", type=float, default=1.0)
     parser.add_argument("--ref-cost", type=float, default=1.0)
     parser.add_argument("--default-search-only", action="store_true", help="only (c)")
+    parser.add_argument(
+        "--test-front",
+        action="store_true",
+        help="(b): score each run's validation front on the held-out test split and print the "
+        "mean validation - test gap and the best point against the best hand-built gate",
+    )
     parser.add_argument(
         "--write-baseline", nargs=2, metavar=("DB", "RUN"), help="(c): record RUN as BASELINE"
     )

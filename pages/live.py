@@ -20,6 +20,7 @@ from studio._st_prompts import prompt_section
 from studio._st_render import drilldown, format_value, inspector
 from studio.views.candidate import candidate_view
 from studio.views.drilldown import answer_row, gold_cases, trace_detail
+from studio.views.front_noise import front_noise_table
 from studio.views.links import compare_selection, parse_live_link, table_pick
 from studio.views.pareto import (
     KEEP_VIEW_JS,
@@ -130,6 +131,15 @@ y = controls.selectbox(
     width=CONTROL_WIDTH,
 )
 log_x = controls.checkbox("log X", key="live_logx", width="content")
+hide_noise = controls.checkbox(
+    "Hide within noise",
+    key="live_hide_noise",
+    width="content",
+    help=(
+        "Hide front candidates whose accuracy gain over the next cheaper front candidate could "
+        "be zero (paired bootstrap on the same validation problems, 95%)."
+    ),
+)
 live = controls.toggle(
     "Live updates", value=True, key="live_on", help="Pause to stop refreshing.", width="content"
 )
@@ -166,6 +176,22 @@ def _shared_archive() -> pd.DataFrame:
     if cached is not None and cached[0] == run_id and time.monotonic() - at <= SHARED_FOR_S:
         return cached[1]
     return _read_archive()
+
+
+def _front_noise(archive: pd.DataFrame) -> pd.DataFrame:
+    """The validation front's paired intervals (`front_noise_table`), computed once per front:
+    kept in the session under the run and the front's candidates and costs."""
+    if archive.empty:
+        return pd.DataFrame()
+    valid = archive.loc[archive["valid"].astype(bool) & archive["on_front"].astype(bool)]
+    front = valid.loc[full_split(valid)]
+    key = (run_id, tuple(front["candidate_idx"].tolist()), tuple(front["cost_usd"].tolist()))
+    cached = st.session_state.get("live_noise")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    table = front_noise_table(manager.store, run_id, front)
+    st.session_state["live_noise"] = (key, table)
+    return table
 
 
 @st.fragment(run_every=REFRESH_S if live and running else None)
@@ -241,7 +267,15 @@ def live_view() -> None:
         frame = progress_frame(snaps, results if snaps.empty else None)
         hv = hypervolume_series(snaps, archive, x, y)
         fig = live_figure(
-            archive, frame, x, y, selected=st.session_state.get("live_sel"), log_x=log_x, hv=hv
+            archive,
+            frame,
+            x,
+            y,
+            selected=st.session_state.get("live_sel"),
+            log_x=log_x,
+            hv=hv,
+            noise=_front_noise(archive),
+            hide_within_noise=hide_noise,
         )
         # a zoom or pan survives the refreshes: uirevision changes only
         # with the run or the axes, and KEEP_VIEW_JS (below) sets the kept ranges on each new
@@ -262,6 +296,9 @@ def live_view() -> None:
             "and better on one, among candidates scored on the run's full validation split; "
             "in this 2-D view a front point can therefore look dominated. **Hollow diamonds**: "
             "minibatch estimates (scored on a few problems only), never on the front. "
+            "**Error bars** (accuracy on Y): a front point's gain over the next cheaper front "
+            "candidate, 95% paired bootstrap on the same validation problems; a bar reaching "
+            "below that neighbour's accuracy is **within noise** (pale open circles). "
             + (
                 f"**{hv.label}**: over the validated candidates of each archive snapshot, "
                 f"reference point {hv.reference_text} (fixed for the run: 0 for accuracy, "

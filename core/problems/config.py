@@ -153,6 +153,9 @@ class SearchDefaults(BaseModel):
     """One fixed minibatch per run, sized from the seed's measured variance so that an accuracy
     estimate is within this margin (95% half-width; `StrategyConfig.minibatch_margin`); None:
     a new `minibatch_size` draw each generation."""
+    promotion_k_se: float | None = Field(default=None, ge=0, le=10, allow_inf_nan=False)
+    """The paired test of promotion from the fixed minibatch to full validation, in standard
+    errors (`StrategyConfig.promotion_k_se`); None: the strategy's default (0)."""
     seed: RandomSeed = 42
     """Random seed of the strategy and the minibatch draws (0 to 2**63 - 1)."""
     concurrency: int = Field(default=8, ge=1)

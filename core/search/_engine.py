@@ -637,7 +637,7 @@ class SearchRun(ReportMixin):
         parent_ev = await self._evaluate(parent.idx, parent.spec, minibatch, "validation")
         parent_score = self._score(parent_ev, minibatch)
         if fixed:  # like with like: promote what no distinct candidate dominates
-            beats = valid and self._like.non_dominated(idx)
+            beats = valid and self._like.non_dominated(idx, self.config.promotion_k_se)
         else:
             beats = valid and (not math.isfinite(parent_score) or mb_score > parent_score)
         final_ev, final_score, split, promoted = ev, mb_score, mb_split, False

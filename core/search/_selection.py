@@ -15,6 +15,7 @@ from core.evaluation._run import example_key
 from core.evaluation.checks import CheckResult
 from core.evaluation.metrics import GoldExample
 from core.search._space import minibatch_indices, minibatch_size_for
+from core.search.noise import paired_standard_error
 
 __all__ = ["FixedMinibatch", "KnownSpecs"]
 
@@ -46,6 +47,7 @@ class FixedMinibatch:
         """The fixed minibatch, once drawn (after the seed's evaluation)."""
         self._fingerprints: dict[tuple[object, ...], int] = {}
         self._points: dict[int, Point] = {}
+        self._per_example: dict[int, dict[str, float]] = {}
 
     def fix(self, seed_ev: CandidateEvaluation) -> str | None:
         """Draw the minibatch, sized from the seed's measured accuracy (`minibatch_size_for`),
@@ -90,19 +92,41 @@ class FixedMinibatch:
                     math.fsum(r.cost_usd for r in results) / n,
                     math.fsum(r.latency_ms for r in results) / n,
                 )
+                trials: dict[str, list[float]] = {}
+                for r in results:
+                    trials.setdefault(r.example_id, []).append(r.accuracy)
+                self._per_example[idx] = {
+                    k: math.fsum(v) / len(v) for k, v in sorted(trials.items())
+                }
         return twin
 
-    def non_dominated(self, idx: int) -> bool:
+    def non_dominated(self, idx: int, k_se: float = 0.0) -> bool:
         """No other distinct candidate is at least as good on the minibatch's accuracy, cost
-        and latency and better on one (the promotion rule with a fixed minibatch)."""
+        and latency and better on one (the promotion rule with a fixed minibatch).
+
+        With `k_se > 0` the accuracy comparison is the paired test: another candidate at least
+        as cheap and as fast blocks only when its accuracy exceeds this one's by more than
+        `k_se` paired standard errors of the per-example differences (on the examples both
+        have); a lead within that is noise, and the candidate is promoted."""
         mine = self._points.get(idx)
         if mine is None:
             return False
         for other, pt in self._points.items():
-            if other != idx and pt != mine:
-                if pt[0] >= mine[0] and pt[1] <= mine[1] and pt[2] <= mine[2]:
+            if other == idx or pt == mine or pt[1] > mine[1] or pt[2] > mine[2]:
+                continue
+            if k_se <= 0.0:
+                if pt[0] >= mine[0]:
                     return False
+            elif pt[0] - mine[0] > k_se * self._paired_se(other, idx):
+                return False
         return True
+
+    def _paired_se(self, a: int, b: int) -> float:
+        ea, eb = self._per_example.get(a, {}), self._per_example.get(b, {})
+        common = [k for k in ea if k in eb]
+        if not common:
+            return math.inf  # nothing paired: no lead can be told from noise
+        return paired_standard_error([ea[k] for k in common], [eb[k] for k in common])
 
 
 class KnownSpecs:

@@ -120,6 +120,8 @@ def _strategy_for(
         "seed": problem.search.seed,
         "weights": problem.search.weights,
     }
+    if problem.search.promotion_k_se is not None:
+        defaults["promotion_k_se"] = problem.search.promotion_k_se
     if isinstance(config, StrategyConfig):
         data = config.model_dump()
         if "weights" not in config.model_fields_set:

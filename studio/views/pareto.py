@@ -32,6 +32,7 @@ __all__ = [
     "progress_frame",
     "selected_candidates",
     "TEST_FRONT_LABEL",
+    "WITHIN_NOISE_NAME",
     "HeldOutFrontView",
     "held_out_front_view",
     "KEEP_VIEW_JS",
@@ -56,6 +57,9 @@ FRONT_NAME = f"Pareto front (over all {len(DEFAULT_OBJECTIVES)} objectives)"
 latency, agents, depth), so in a 2-D view a front point can look dominated."""
 
 _FRONT = (FRONT_NAME, "#d62728", "circle")
+WITHIN_NOISE_NAME = "front, within noise of the cheaper neighbour"
+"""The legend entry of front candidates whose gain over the next cheaper one could be zero."""
+_WITHIN_NOISE = (WITHIN_NOISE_NAME, "#f4a6a6", "circle-open")
 _DOMINATED = ("dominated", "#7f7f7f", "circle")
 _MINIBATCH_STYLE = ("#ff7f0e", "diamond-open")
 
@@ -83,6 +87,8 @@ def pareto_figure(
     *,
     selected: int | None = None,
     log_x: bool = False,
+    noise: pd.DataFrame | None = None,
+    hide_within_noise: bool = False,
 ) -> go.Figure:
     """A scatter of the valid archive entries, coloured by front membership.
 
@@ -92,6 +98,12 @@ def pareto_figure(
         x, y: objective columns for the axes (see `OBJECTIVE_LABELS`).
         selected: a candidate to ring, if any.
         log_x: logarithmic X axis (useful for cost, which spans decades).
+        noise: `studio.views.front_noise.front_noise_table` rows for the front; with `y` =
+            accuracy each front point gets an error bar: its accuracy minus its gain over the
+            cheaper neighbour plus the gain's interval, so the bar reaches below the cheaper
+            neighbour's accuracy exactly when the point is within noise; those points form
+            their own trace (`WITHIN_NOISE_NAME`).
+        hide_within_noise: leave the within-noise front points out.
 
     Returns:
         A figure with one trace per group: `FRONT_NAME`, "dominated" (scored on the run's full
@@ -110,10 +122,23 @@ def pareto_figure(
     full = full_split(valid)
     on_front = valid["on_front"].astype(bool)
     minibatch: pd.DataFrame = valid.loc[~full & ~on_front]
+    front: pd.DataFrame = valid.loc[on_front].sort_values(x)
+    bars = noise is not None and not noise.empty and y == "accuracy"
+    noisy: pd.DataFrame = front.iloc[0:0]
+    if bars and noise is not None:
+        front = front.merge(
+            noise[["candidate_idx", "gain_vs_cheaper", "gain_low", "gain_high", "within_noise"]],
+            on="candidate_idx",
+            how="left",
+        )
+        inside = front["within_noise"].fillna(False).astype(bool)
+        noisy, front = front.loc[inside], front.loc[~inside]
     groups: list[tuple[str, str, str, pd.DataFrame]] = [
-        (*_FRONT, valid.loc[on_front].sort_values(x)),
+        (*_FRONT, front),
         (*_DOMINATED, valid.loc[full & ~on_front]),
     ]
+    if bars and not hide_within_noise and not noisy.empty:
+        groups.insert(1, (*_WITHIN_NOISE, noisy))
     if not minibatch.empty:
         ns = minibatch["n_examples"].tolist() if "n_examples" in minibatch.columns else []
         groups.append((minibatch_name(ns), *_MINIBATCH_STYLE, minibatch))
@@ -134,6 +159,7 @@ def pareto_figure(
                     "line": {"width": 2, "color": colour},
                 },
                 name=name,
+                error_y=_error_bars(rows) if "gain_low" in rows.columns else None,
                 customdata=rows["candidate_idx"].to_numpy(dtype=np.int64).reshape(-1, 1),
                 hovertemplate=(
                     "candidate %{customdata[0]}<br>"
@@ -165,6 +191,15 @@ def pareto_figure(
     if log_x:
         fig.update_xaxes(type="log")
     return fig
+
+
+def _error_bars(rows: pd.DataFrame) -> dict[str, Any]:
+    """Plotly `error_y` of front points: up `gain_high - gain`, down `gain - gain_low` (0 for
+    the cheapest point, which has no interval)."""
+    gain = rows["gain_vs_cheaper"].to_numpy(dtype=np.float64)
+    up = np.nan_to_num(rows["gain_high"].to_numpy(dtype=np.float64) - gain)
+    down = np.nan_to_num(gain - rows["gain_low"].to_numpy(dtype=np.float64))
+    return {"type": "data", "symmetric": False, "array": up, "arrayminus": down, "width": 3}
 
 
 def selected_candidates(selection: Mapping[str, Any] | None) -> list[int]:
@@ -368,6 +403,8 @@ def live_figure(
     selected: int | None = None,
     log_x: bool = False,
     hv: HypervolumeSeries | None = None,
+    noise: pd.DataFrame | None = None,
+    hide_within_noise: bool = False,
 ) -> go.Figure:
     """The live page's one figure: the Pareto scatter (left); on the right the best score over
     evaluations (top) and the hypervolume of the chosen axes (bottom), each with its own axis.
@@ -383,8 +420,17 @@ def live_figure(
         frame: `progress_frame(...)` (its best score is drawn).
         x, y, selected, log_x: as for `pareto_figure`.
         hv: `hypervolume_series(...)`; None or empty draws no hypervolume.
+        noise, hide_within_noise: as for `pareto_figure` (error bars, the within-noise toggle).
     """
-    fig = pareto_figure(archive, x, y, selected=selected, log_x=log_x)
+    fig = pareto_figure(
+        archive,
+        x,
+        y,
+        selected=selected,
+        log_x=log_x,
+        noise=noise,
+        hide_within_noise=hide_within_noise,
+    )
     title = {
         "showarrow": False,
         "xanchor": "left",

@@ -589,7 +589,7 @@ def test_demo_without_ui_checks_data_and_runs_a_short_search(
     assert "Traceback" not in cap.err
     data = section(cap.out, "Data")
     assert data[0] == (
-        "gsm8k_replay: OK (validation 300, test 1019 examples; checksums verified; cached in "
+        "gsm8k_replay: OK (validation 300, test 719, train 300 examples; checksums verified; cached in "
         f"{isolated / 'cache' / 'datasets'})"
     )
     assert kv(cap.out, "status") == "stopped (max_evaluations reached (10))"

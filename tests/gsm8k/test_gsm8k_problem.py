@@ -104,11 +104,13 @@ def test_the_seed_is_the_single_175b_finetuning_run(problem: Problem) -> None:
 
 def test_the_split_is_pinned(problem: Problem) -> None:
     val, test = problem.splits["validation"], problem.splits["test"]
-    assert (len(val), len(test)) == (300, 1019)
-    all_ids = sorted(ex.id or "" for ex in val + test)
+    train = problem.splits["train"]
+    assert (len(val), len(train), len(test)) == (300, 300, 719)
+    all_ids = sorted(ex.id or "" for ex in val + train + test)
     assert all_ids == [f"gsm8k-test-{i:04d}" for i in range(1319)]
-    assert [ex.id for ex in val[:5]] == PINNED_VALIDATION_HEAD
+    assert [ex.id for ex in val[:5]] == PINNED_VALIDATION_HEAD  # the same as with two splits
     assert [ex.id for ex in test[:5]] == PINNED_TEST_HEAD
+    assert [ex.id for ex in train[:5]] == PINNED_TRAIN_HEAD
     first = val[0]
     assert first.input.candidates == ()
     assert first.expected == PINNED_FIRST_EXPECTED
@@ -119,7 +121,7 @@ def test_the_split_is_deterministic_and_ignores_file_order(problem: Problem) -> 
     assert [e.id for e in again.splits["validation"]] == [
         e.id for e in problem.splits["validation"]
     ]
-    everything = problem.splits["validation"] + problem.splits["test"]
+    everything = problem.splits["validation"] + problem.splits["train"] + problem.splits["test"]
     shuffled = list(reversed(everything))
     resplit = split_examples(
         shuffled, validation_size=300, salt="gsm8k_replay/v1", key=lambda ex: ex.input.question
@@ -132,7 +134,8 @@ def test_a_smaller_validation_split_is_an_override(problem: Problem) -> None:
         "gsm8k_replay", datasets_dir=DATASETS, overrides={"gold.validation_size": 20}
     )
     assert len(small.splits["validation"]) == 20
-    assert len(small.splits["test"]) == 1299
+    # train keeps its size and follows validation's ranks: 20 + 300, and 999 left for test
+    assert (len(small.splits["train"]), len(small.splits["test"])) == (300, 999)
     # the 20 are the 20 best-ranked of the 300
     assert {e.id for e in small.splits["validation"]} <= {
         e.id for e in problem.splits["validation"]
@@ -183,7 +186,7 @@ async def _run_all(problem: Problem, run: str, examples: list[Any]) -> int:
 @pytest.mark.slow
 @pytest.mark.parametrize("run", RUNS)
 def test_each_single_run_topology_scores_its_labelled_count(problem: Problem, run: str) -> None:
-    examples = problem.splits["validation"] + problem.splits["test"]
+    examples = problem.splits["validation"] + problem.splits["train"] + problem.splits["test"]
     assert len(examples) == 1319
     assert asyncio.run(_run_all(problem, run, examples)) == LABELLED_CORRECT[run]
 
@@ -229,10 +232,17 @@ PINNED_VALIDATION_HEAD = [
 ]
 PINNED_TEST_HEAD = [
     "gsm8k-test-0000",
-    "gsm8k-test-0001",
     "gsm8k-test-0002",
     "gsm8k-test-0004",
     "gsm8k-test-0005",
+    "gsm8k-test-0007",
+]
+PINNED_TRAIN_HEAD = [  # carved from the old test split: 0001 was its second problem
+    "gsm8k-test-0001",
+    "gsm8k-test-0008",
+    "gsm8k-test-0010",
+    "gsm8k-test-0012",
+    "gsm8k-test-0026",
 ]
 PINNED_FIRST_EXPECTED = "540"
 

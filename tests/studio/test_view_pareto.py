@@ -7,6 +7,7 @@ import pytest
 
 from studio.views.pareto import (
     FRONT_NAME,
+    WITHIN_NOISE_NAME,
     HypervolumeSeries,
     hypervolume_series,
     live_figure,
@@ -230,3 +231,43 @@ def test_the_view_revision_changes_only_with_the_run_or_the_axes() -> None:
     assert view_revision("r2", "latency_ms", "accuracy", log_x=False) == (
         "r2|latency_ms|accuracy|linear"
     )
+
+
+def _noise() -> pd.DataFrame:
+    # the front of _archive(), cheapest first: 108 ($0.02), 107, 105, 104, 102, 101 ($0.09)
+    front = [108, 107, 105, 104, 102, 101]
+    rows = []
+    for i, idx in enumerate(front):
+        first = i == 0
+        rows.append(
+            {
+                "candidate_idx": idx,
+                "gain_vs_cheaper": float("nan") if first else -0.1,
+                "gain_low": float("nan") if first else -0.15 if idx in (105, 102) else -0.12,
+                "gain_high": float("nan") if first else -0.02,
+                "within_noise": not first,
+            }
+        )
+    rows[2].update(gain_vs_cheaper=0.15, gain_low=0.05, gain_high=0.25, within_noise=False)
+    return pd.DataFrame(rows)
+
+
+def test_front_points_carry_their_interval_as_error_bars() -> None:
+    fig = pareto_figure(_archive(), noise=_noise())
+    names = [t.name for t in fig.data]
+    assert names == [FRONT_NAME, WITHIN_NOISE_NAME, "dominated"]
+    front, noisy = fig.data[0], fig.data[1]
+    assert front.customdata.ravel().tolist() == [108, 105]
+    # 105: gain 0.15 with interval [0.05, 0.25]: 0.1 up and down; 108, the cheapest: none
+    assert front.error_y.array.tolist() == pytest.approx([0.0, 0.1])
+    assert front.error_y.arrayminus.tolist() == pytest.approx([0.0, 0.1])
+    assert noisy.customdata.ravel().tolist() == [107, 104, 102, 101]
+    # gain -0.1, interval [-0.12 or -0.15, -0.02]: 0.08 up, 0.02 (0.05 for 102) down
+    assert noisy.error_y.array.tolist() == pytest.approx([0.08, 0.08, 0.08, 0.08])
+    assert noisy.error_y.arrayminus.tolist() == pytest.approx([0.02, 0.02, 0.05, 0.02])
+    hidden = pareto_figure(_archive(), noise=_noise(), hide_within_noise=True)
+    assert [t.name for t in hidden.data] == [FRONT_NAME, "dominated"]
+    # another Y axis: no intervals (they are accuracy gains), the front drawn as before
+    other = pareto_figure(_archive(), y="cost_usd", noise=_noise())
+    assert [t.name for t in other.data] == [FRONT_NAME, "dominated"]
+    assert other.data[0].error_y.array is None

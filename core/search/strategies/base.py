@@ -64,6 +64,14 @@ class StrategyConfig(BaseModel):
     `core.search._space.minibatch_size_for`). Every candidate is then scored on the same
     examples, so selection compares like with like. None: a new draw of `minibatch_size`
     examples each generation."""
+    promotion_k_se: float = Field(default=0.0, ge=0, le=10, allow_inf_nan=False)
+    """With a fixed minibatch: how many paired standard errors (`core.search.noise.
+    paired_standard_error` of the per-example accuracy differences on the minibatch) another
+    candidate's accuracy must exceed a candidate's by to keep it from full validation, when it is
+    also at least as cheap and as fast. 0: any accuracy at least as high blocks (plain
+    non-domination on the minibatch's means); 2: only a lead beyond two standard errors, about
+    the 95% paired test, so a candidate within noise of a dominating one is still promoted and
+    scored in full."""
     seed: RandomSeed = 42
     """Seed of the strategy's random generator and of the minibatch draws: 0 to 2**63 - 1 (a
     run records it as a signed 64-bit integer; `core.problems.config.RandomSeed`)."""
