@@ -746,8 +746,10 @@ def __getattr__(name: str) -> Any:
     """Import a public name on first use (PEP 562), so `import core.ir` stays light."""
     where = _LAZY.get(name)
     if where is None:
-        if name in _REPLACED:
-            raise AttributeError(f"module 'core' has no attribute {name!r}: {_REPLACED[name]}")
+        if name in _REPLACED:  # an ImportError, so `from core import X` shows it too
+            raise ImportError(
+                f"cannot import name {name!r} from 'core': {_REPLACED[name]}", name="core"
+            )
         raise AttributeError(f"module 'core' has no attribute {name!r}")
     module: Any
     if where == "core.ir":

@@ -49,7 +49,10 @@ REPLACED = {
     ),
 }
 """Reference-library names `core` deliberately does not provide: asking for one raises an
-`AttributeError` that names the replacement (docs/reference-compat.md)."""
+`ImportError` that names the replacement (docs/reference-compat.md). An `ImportError`, not an
+`AttributeError`: for `from core import X`, the form the reference docs use, Python replaces an
+`AttributeError` from the module's `__getattr__` with its own `cannot import name` message and
+drops ours, so the user would never see the replacement."""
 
 HEADER = '''"""Topology Studio's engine: the IR, runtime, hydration, evaluation, search and store.
 
@@ -104,8 +107,10 @@ def main() -> None:
         '    """Import a public name on first use (PEP 562), so `import core.ir` stays light."""\n'
         "    where = _LAZY.get(name)\n"
         "    if where is None:\n"
-        "        if name in _REPLACED:\n"
-        "            raise AttributeError(f\"module 'core' has no attribute {name!r}: {_REPLACED[name]}\")\n"
+        "        if name in _REPLACED:  # an ImportError, so `from core import X` shows it too\n"
+        "            raise ImportError(\n"
+        '                f"cannot import name {name!r} from \'core\': {_REPLACED[name]}", name="core"\n'
+        "            )\n"
         "        raise AttributeError(f\"module 'core' has no attribute {name!r}\")\n"
         "    module: Any\n"
     )
