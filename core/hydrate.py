@@ -1,5 +1,8 @@
 """Hydration: from a validated spec to runtime objects, through registries only (section 7).
 
+Kept whole: one builder per kind over one name resolution; a kind's build and its name check
+change together, and the trust boundary is easier to audit in one file.
+
 A spec can reach nothing but registered names: there is no `eval`, `exec` or import of anything
 a spec carries. Two registries hold what a spec may name:
 

@@ -23,12 +23,14 @@ from core.ir.models import (
     RouterSpec,
 )
 from core.storage.queries import is_missing
+from core.vocab.pareto import DEFAULT_OBJECTIVES, Objective
 from studio._cli_output import Output, fmt_float
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "ACCURACY_COST",
     "FRONT_COLUMNS",
     "TEST_FRONT_LABEL",
     "Table",
@@ -37,6 +39,7 @@ __all__ = [
     "front_table",
     "fmt_signed",
     "mean_gap",
+    "more_on_the_full_front",
     "print_changes",
     "print_front",
     "print_front_noise",
@@ -51,6 +54,43 @@ which the end-of-search report uses so pandas is never imported)."""
 
 TEST_FRONT_LABEL: Final = "held-out test: reported only, never used for selection"
 """How every view of test scores is labelled."""
+
+
+ACCURACY_COST: Final[tuple[Objective, ...]] = (
+    Objective("accuracy", "max"),
+    Objective("cost_usd", "min"),
+)
+"""The front `show` and `search` print first: what a reader weighs first is how often a
+topology is right and what it costs, and over these two a fast, small, weak candidate (a
+0.11-accuracy chain on an own problem) is not on it. The full front over
+`DEFAULT_OBJECTIVES` is printed by `--objectives all`."""
+
+_OBJECTIVE_WORDS = {"cost_usd": "cost", "latency_ms": "latency"}
+"""How the legend names an objective (the archive's column name otherwise)."""
+
+
+def _objective_words(objectives: Sequence[Objective]) -> str:
+    """`accuracy and cost` for two objectives, `all of accuracy, cost, ... and depth` for more."""
+    names = [_OBJECTIVE_WORDS.get(o.name, o.name) for o in objectives]
+    if len(names) == 2:
+        return f"both {names[0]} and {names[1]}"
+    return "all of " + ", ".join(names[:-1]) + f" and {names[-1]}"
+
+
+def more_on_the_full_front(shown: Table, full: Table) -> str:
+    """The line under the (accuracy, cost) front saying how many more candidates the full
+    front over all five objectives holds, e.g. `the front over all five objectives
+    (accuracy, cost, latency, n_agents, depth) holds 9 more candidates: --objectives all
+    lists them` (or `... holds no other candidate`); `shown` and `full` are the same split's
+    archive under each set of objectives."""
+    on_shown = {int(r["candidate_idx"]) for r in table_records(shown) if bool(r["on_front"])}
+    on_full = {int(r["candidate_idx"]) for r in table_records(full) if bool(r["on_front"])}
+    n = len(on_full - on_shown)
+    names = ", ".join(o.name for o in DEFAULT_OBJECTIVES)
+    head = f"the front over all five objectives ({names}) holds"
+    if not n:
+        return f"{head} no other candidate"
+    return f"{head} {n} more candidate{'' if n == 1 else 's'}: --objectives all lists them"
 
 
 def table_records(table: Table) -> list[dict[str, Any]]:
@@ -149,11 +189,15 @@ def front_table(archive: Table) -> list[list[str]]:
 
 
 def front_legend(
-    weights: Mapping[str, Any] | None, n_examples: int | None, split: str = "validation"
+    weights: Mapping[str, Any] | None,
+    n_examples: int | None,
+    split: str = "validation",
+    *,
+    objectives: Sequence[Objective] = DEFAULT_OBJECTIVES,
 ) -> str:
     """One line saying what the front's numbers mean: units, the score's formula, what puts a
-    candidate on the front (dominance over all five objectives, so a slower candidate with fewer
-    agents can be on it) and the `same_as` column.
+    candidate on the front (dominance over `objectives`: over all five, a slower candidate with
+    fewer agents can be on it) and the `same_as` column.
 
     e.g. `per problem, over the 300 validation problems: accuracy = share correct, cost_usd in
     USD, latency_ms in ms; score = 1*accuracy - 0.1*cost_usd - 1e-06*latency_ms (* = best
@@ -172,8 +216,8 @@ def front_legend(
             formula = " ".join(terms).removeprefix("+ ")
             text += f"; score = {formula}"
     return text + (
-        " (* = best score); on the front: no other candidate is at least as good on all of "
-        "accuracy, cost, latency, n_agents and depth and better on one; same_as: front "
+        " (* = best score); on the front: no other candidate is at least as good on "
+        f"{_objective_words(objectives)} and better on one; same_as: front "
         "candidates with the same figures, not listed again"
     )
 
@@ -189,9 +233,15 @@ def _words(row: list[str]) -> list[str]:
 
 
 def print_front(
-    out: Output, archive: Table, *, title: str = "Pareto front", legend: str | None = None
+    out: Output,
+    archive: Table,
+    *,
+    title: str = "Pareto front",
+    legend: str | None = None,
+    more: str | None = None,
 ) -> None:
-    """Print the front table (or a line saying it is empty), then `legend` if given.
+    """Print the front table (or a line saying it is empty), then `legend` and `more` (a line
+    saying what the table leaves out, `more_on_the_full_front`) if given.
 
     On a terminal the operator names are spelled with spaces (`mutate: wrap in parallel`) so
     a narrow terminal (80 columns) wraps them at word boundaries; plain output keeps
@@ -202,6 +252,8 @@ def print_front(
     if not rows:
         out.heading(title)
         out.line("(no valid candidate: the front is empty)")
+        if more:
+            out.line(more)
         return
     out.heading(title)
     out.table(
@@ -212,6 +264,8 @@ def print_front(
     )
     if legend:
         out.line(f"({legend})")
+    if more:
+        out.line(more)
 
 
 def _agent_ref(ref: AgentSpec | str | None) -> str:

@@ -18,11 +18,14 @@ from core.search.apply import apply_specs
 from core.search.registry import Approval, TopologyRegistry
 from core.storage import IngestError, RunStore
 from core.storage.queries import is_missing
+from core.vocab.pareto import DEFAULT_OBJECTIVES
 from studio._cli_common import CliUsageError, ExitCode, resolve_db_path
 from studio._cli_output import Output, fmt_float
 from studio._cli_report import (
+    ACCURACY_COST,
     Table,
     front_legend,
+    more_on_the_full_front,
     print_changes,
     print_front,
     print_front_noise,
@@ -167,10 +170,19 @@ MODELLED_COST_NOTE = (
 
 
 def print_run(
-    store: RunStore, run_id: str, out: Output, *, modelled_cost: bool = False
+    store: RunStore,
+    run_id: str,
+    out: Output,
+    *,
+    modelled_cost: bool = False,
+    all_objectives: bool = False,
 ) -> dict[str, Any]:
     """Print a run's summary, its validation Pareto front, and its best topology with the
     held-out test score; return the figures printed (for `search`'s own summary).
+
+    The front (and the test front of its members) is over accuracy and cost
+    (`ACCURACY_COST`), with a line saying how many more candidates the front over all five
+    objectives holds; `all_objectives` (`--objectives all`) prints that full front instead.
 
     The summary counts `candidates` (topologies evaluated, the budget's unit), the run's
     `cost_usd_total` (`COST_TOTAL_NOTE`, and `MODELLED_COST_NOTE` when `modelled_cost`) and the
@@ -220,12 +232,20 @@ def print_run(
     out.kv(pairs)
     weights = run.config.get("weights")
     n_validation = run.config.get("n_validation")
+    objectives = DEFAULT_OBJECTIVES if all_objectives else ACCURACY_COST
     legend = front_legend(
         weights if isinstance(weights, dict) else None,
         n_validation if isinstance(n_validation, int) else None,
+        objectives=objectives,
     )
-    print_front(out, archive, title="Pareto front (validation)", legend=legend)
-    print_test_front(out, store.test_front_records(run_id))
+    shown = (
+        archive
+        if all_objectives
+        else store.archive_records(run_id, split="validation", objectives=objectives)
+    )
+    more = None if all_objectives else more_on_the_full_front(shown, archive)
+    print_front(out, shown, title="Pareto front (validation)", legend=legend, more=more)
+    print_test_front(out, store.test_front_records(run_id, objectives=objectives))
     best = [r for r in archive if bool(r["is_best"])]
     figures: dict[str, Any] = {"best_idx": None, "test_accuracy": None}
     if not best:
@@ -305,7 +325,7 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
     (`search --then-prompts`), then phase 2's (`print_phase_two`)."""
     with open_cli_store(resolve_db_path(args.db), out) as store:
         run_id = resolve_run_id(store, args.run)
-        print_run(store, run_id, out)
+        print_run(store, run_id, out, all_objectives=args.objectives == "all")
         _print_noise(store, run_id, out)
         second = store.phase_two_run(run_id)
         if second is not None:

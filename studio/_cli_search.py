@@ -238,6 +238,8 @@ class _SearchSetup:
         """The problem as given on the command line (a name or a path), for the resume hint."""
         self.note: str | None = None
         """A line to print before the run (the exhaustive strategy's count)."""
+        self.all_objectives = False
+        """Print the front over all five objectives, not (accuracy, cost) (`--objectives all`)."""
         self.db: Path | None = None
         """The run store; the call cache is kept beside it (`call_cache_path`)."""
         self.use_call_cache = True
@@ -664,10 +666,13 @@ def replays_only(problem: Problem, model: str | None = None) -> bool:
     return model is None and cost_basis(problem.prices) == "replayed"
 
 
-def _report(db: Path, run_id: str, out: Output, *, modelled_cost: bool = False) -> str | None:
+def _report(
+    db: Path, run_id: str, out: Output, *, modelled_cost: bool = False, all_objectives: bool = False
+) -> str | None:
     """Ingest the journal and print the run from the store (or from the journals when another
     process holds the database); return the run's stop reason (e.g. `"SIGINT"`).
-    `modelled_cost`: say the run's cost is modelled (`replays_only`)."""
+    `modelled_cost`: say the run's cost is modelled (`replays_only`); `all_objectives`: print the
+    front over all five objectives (`print_run`)."""
     try:
         store = open_store(db)
     except StoreBusyError:
@@ -681,7 +686,7 @@ def _report(db: Path, run_id: str, out: Output, *, modelled_cost: bool = False) 
         # imported here: pandas (about 75 MiB with pyarrow) loads for the report, after the search
         from studio._cli_runs import print_run
 
-        print_run(store, run_id, out, modelled_cost=modelled_cost)
+        print_run(store, run_id, out, modelled_cost=modelled_cost, all_objectives=all_objectives)
         run = store.get_run(run_id)
         reason = None if run is None else run.reason
     finally:
@@ -757,7 +762,11 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
         return ExitCode.FAILED
     try:
         reason = _report(
-            db, setup.run_id, out, modelled_cost=replays_only(setup.problem, setup.model)
+            db,
+            setup.run_id,
+            out,
+            modelled_cost=replays_only(setup.problem, setup.model),
+            all_objectives=setup.all_objectives,
         )
         if setup.call_cache_line is not None:
             out.line(setup.call_cache_line)
@@ -791,6 +800,7 @@ def cmd_search(args: argparse.Namespace, out: Output) -> int:
     _check_store(db)
     setup = _resume_setup(args, db, out) if args.resume else _new_setup(args, db)
     setup.db = db
+    setup.all_objectives = getattr(args, "objectives", "accuracy-cost") == "all"
     setup.use_call_cache = not getattr(args, "no_call_cache", False)
     setup.executor = make_executor(args, setup.problem)
     setup.rate_limits = effective_rate_limits(setup.problem, args)

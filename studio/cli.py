@@ -232,6 +232,17 @@ def _add_workers(p: Any) -> None:
     )
 
 
+def _add_objectives(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--objectives",
+        choices=("accuracy-cost", "all"),
+        default="accuracy-cost",
+        help="the printed front: over accuracy and cost (default; a line says how many more "
+        "candidates the full front holds), or over all five objectives (accuracy, cost, "
+        "latency, n_agents, depth)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for `--help` tests and docs)."""
     parser = _Parser(
@@ -307,6 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_budget(p)
     _add_example_timeout(p)
     _add_problem_overrides(p)
+    _add_objectives(p)
     _add_db(p)
 
     p = sub.add_parser("evaluate", help="evaluate one topology, with per-example results")
@@ -352,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the run as one JSON document (summary, archive, validation front, test "
         "front, best candidate; keys documented in studio/_cli_results.py)",
     )
+    _add_objectives(p)
     _add_db(p)
 
     p = sub.add_parser(

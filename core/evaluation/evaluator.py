@@ -1,5 +1,8 @@
 """`TopologyEvaluator`: run a candidate topology on gold examples, concurrently, with real cost.
 
+Kept whole: the four steps of one evaluation are read in order here; each step's machinery is
+already its own module (`checks`, `_run`, `_fork`, `_aggregate`).
+
 One `evaluate(spec, examples)` call:
 
 1. **Checks, before anything runs** (F4), exactly what the public `check(spec)` does (the

@@ -1,5 +1,8 @@
 """Agent and tool specs: the serializable contracts a planner emits and the IR inlines.
 
+Kept whole: the three specs and the schema checks their validators run are one contract, read
+together; the checks are private to it.
+
 `AgentSpec` is one agent: a name, a system prompt, exactly one output declaration
 (`output_schema`, a JSON Schema, or `output_type`, a Pydantic class given in code), the tools it
 may use, an optional model and free-text constraints. `ToolSpec` names a registered tool;

@@ -64,7 +64,7 @@ DEFAULT_OBJECTIVES: tuple[Objective, ...] = (
     Objective("n_agents", "min"),
     Objective("depth", "min"),
 )
-"""The default objective set (semantics section 8): accuracy up; cost, latency, agent count and depth down."""
+"""The default objectives (semantics section 8): accuracy up; cost, latency, agents, depth down."""
 
 _BLOCK = 1024
 """Rows swept per block when computing a front."""

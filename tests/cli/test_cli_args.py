@@ -257,6 +257,32 @@ def test_front_rows_group_candidates_with_the_same_figures() -> None:
     )
 
 
+def test_the_accuracy_cost_front_says_how_many_more_the_full_front_holds() -> None:
+    import pandas as pd
+
+    from studio._cli_report import ACCURACY_COST, front_legend, more_on_the_full_front
+
+    def table(on_front: list[int]) -> pd.DataFrame:
+        return pd.DataFrame([{"candidate_idx": i, "on_front": i in on_front} for i in range(6)])
+
+    head = "the front over all five objectives (accuracy, cost_usd, latency_ms, n_agents, depth)"
+    shown = table([0, 3])
+    assert more_on_the_full_front(shown, table([0, 3])) == f"{head} holds no other candidate"
+    assert more_on_the_full_front(shown, table([0, 3, 4])) == (
+        f"{head} holds 1 more candidate: --objectives all lists them"
+    )
+    # a tie on accuracy and cost (both shown) that latency breaks: 1 is not on the full front
+    assert more_on_the_full_front(table([0, 1, 3]), table([0, 2, 3, 5])) == (
+        f"{head} holds 2 more candidates: --objectives all lists them"
+    )
+    assert front_legend(None, 300, objectives=ACCURACY_COST) == (
+        "per problem, over the 300 validation problems: accuracy = share correct, cost_usd in "
+        "USD, latency_ms in ms (* = best score); on the front: no other candidate is at least "
+        "as good on both accuracy and cost and better on one; same_as: front candidates with "
+        "the same figures, not listed again"
+    )
+
+
 def test_a_cascade_reads_as_if_else() -> None:
     from core.ir import parse_topology
     from studio._cli_report import structure_line

@@ -23,6 +23,7 @@ from core.ir import parse_topology
 from core.search.registry import TopologyRegistry
 from core.storage import DuckDBRunStore, journal_path
 from studio._cli_output import fmt_float
+from studio._cli_report import ACCURACY_COST
 from studio.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -255,17 +256,22 @@ def test_printed_front_is_what_the_store_holds(small_run: dict[str, Any]) -> Non
     stdout: str = small_run["stdout"]
     run_id: str = small_run["run_id"]
     table = section(stdout, "Pareto front (validation)")
-    header, rows = table[0].split(), [r.split() for r in table[1:-1]]
+    header, rows = table[0].split(), [r.split() for r in table[1:-2]]
     assert header == [
         "candidate", "accuracy", "cost_usd", "latency_ms", "n_agents", "depth", "error_rate",
         "score", "operator", "same_as", "best",
     ]  # fmt: skip
-    assert table[-1] == (
+    assert table[-2] == (
         "(per problem, over the 20 validation problems: accuracy = share correct, cost_usd in "
         "USD, latency_ms in ms; score = 1*accuracy - 0.1*cost_usd - 1e-06*latency_ms (* = best "
-        "score); on the front: no other candidate is at least as good on all of accuracy, "
-        "cost, latency, n_agents and depth and better on one; same_as: front candidates with "
-        "the same figures, not listed again)"
+        "score); on the front: no other candidate is at least as good on both accuracy and "
+        "cost and better on one; same_as: front candidates with the same figures, not listed "
+        "again)"
+    )
+    # this short run's five-objective front is its (accuracy, cost) front (checked below)
+    assert table[-1] == (
+        "the front over all five objectives (accuracy, cost_usd, latency_ms, n_agents, depth) "
+        "holds no other candidate"
     )
     printed = [(*r[:8], r[9]) for r in rows]
     best_printed = [r[0] for r in rows if r[-1] == "*"]
@@ -275,7 +281,11 @@ def test_printed_front_is_what_the_store_holds(small_run: dict[str, Any]) -> Non
         run = store.get_run(run_id)
         assert run is not None
         assert (run.problem, run.strategy, run.seed) == ("gsm8k_replay", "evolutionary", 1)
-        archive = store.archive(run_id, split="validation")
+        archive = store.archive(run_id, split="validation", objectives=ACCURACY_COST)
+        full = store.archive(run_id, split="validation")
+        assert set(full[full["on_front"]]["candidate_idx"]) <= set(
+            archive[archive["on_front"]]["candidate_idx"]
+        )
         front = archive[archive["on_front"]].sort_values("candidate_idx")
         # one row per distinct set of figures: the best (else the first) candidate, the others
         # listed in same_as
@@ -329,6 +339,18 @@ def test_runs_show_diff_and_apply_read_the_store(
     shown = capsys.readouterr().out
     assert section(shown, "Pareto front (validation)") == section(
         small_run["stdout"], "Pareto front (validation)"
+    )
+    # the full front: the same rows on this run, a legend over all five objectives, no line
+    # about more candidates
+    assert main(["show", run_id, "--objectives", "all", "--db", db]) == 0
+    full = section(capsys.readouterr().out, "Pareto front (validation)")
+    assert full[:-1] == section(shown, "Pareto front (validation)")[:-2]
+    assert full[-1] == (
+        "(per problem, over the 20 validation problems: accuracy = share correct, cost_usd in "
+        "USD, latency_ms in ms; score = 1*accuracy - 0.1*cost_usd - 1e-06*latency_ms (* = best "
+        "score); on the front: no other candidate is at least as good on all of accuracy, "
+        "cost, latency, n_agents and depth and better on one; same_as: front candidates with "
+        "the same figures, not listed again)"
     )
 
     assert main(["diff", run_id, "1", "--db", db]) == 0

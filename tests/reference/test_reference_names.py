@@ -1,7 +1,7 @@
-"""Every public name the five reference docs document is importable from `core` (issue 13; the
-runtime design names since issue 15, the two-phase prompt names since issue 16), except the
-names we deliberately do not provide, whose `AttributeError` names the replacement. docs/reference-compat.md lists
-the same names with their status."""
+"""Every public name the five reference docs document is importable from `core`, except the
+names we deliberately do not provide, whose `ImportError` names the replacement (for
+`core.X` and for `from core import X` alike). docs/reference-compat.md lists the same names
+with their status."""
 
 from __future__ import annotations
 
@@ -57,5 +57,7 @@ def test_every_documented_name_is_importable_from_core() -> None:
 
 @pytest.mark.parametrize(("name", "replacement"), sorted(REPLACED.items()))
 def test_names_we_do_not_provide_name_their_replacement(name: str, replacement: str) -> None:
-    with pytest.raises(AttributeError, match=f"no attribute '{name}': .*{replacement}"):
+    with pytest.raises(
+        ImportError, match=f"cannot import name '{name}' from 'core': .*{replacement}"
+    ):
         getattr(core, name)
