@@ -334,18 +334,14 @@ def cmd_show(args: argparse.Namespace, out: Output) -> int:
 
 
 def _print_noise(store: RunStore, run_id: str, out: Output) -> None:
-    """`show`'s front-noise section (pandas: read here, not by the end-of-search report)."""
-    from studio.views.front_noise import front_noise_table
+    """`show`'s front-noise section, from records (no pandas, as the run report)."""
+    from studio.views.front_noise import front_noise_records
 
-    validation = store.archive(run_id, split="validation")
-    if validation.empty:
+    front = [r for r in store.archive_records(run_id, split="validation") if r.get("on_front")]
+    if not front:
         return
-    front = validation.loc[validation["on_front"].astype(bool)]
-    accuracy = {
-        int(i): float(a)
-        for i, a in zip(front["candidate_idx"].tolist(), front["accuracy"].tolist(), strict=True)
-    }
-    print_front_noise(out, front_noise_table(store, run_id, front), accuracy)
+    accuracy = {int(r["candidate_idx"]): float(r["accuracy"]) for r in front}
+    print_front_noise(out, front_noise_records(store, run_id, front), accuracy)
 
 
 def print_phase_two(store: RunStore, run_id: str, phase2_id: str, out: Output) -> None:

@@ -1302,6 +1302,13 @@ class _ReopeningStore(RunStore):
             )
         )
 
+    def example_accuracies(
+        self, run_id: str, candidate_idx: int, *, split: str | None = None
+    ) -> list[tuple[str, int, float | None]]:
+        return self._manager._call(
+            lambda s: s.example_accuracies(run_id, candidate_idx, split=split)
+        )
+
     def candidate_examples(
         self, run_id: str, candidate_idx: int, *, split: str | None = None, with_trace: bool = False
     ) -> pd.DataFrame:

@@ -283,6 +283,14 @@ class RunStore(ABC):
         """
 
     @abstractmethod
+    def example_accuracies(
+        self, run_id: str, candidate_idx: int, *, split: str | None = None
+    ) -> list[tuple[str, int, float | None]]:
+        """A candidate's per-example accuracy as `(example_id, trial, accuracy)` tuples, ordered
+        by `split, example_id, trial`, with no pandas (`candidate_examples` holds the same rows
+        with every column): what `show`'s paired intervals read."""
+
+    @abstractmethod
     def example_trace(
         self, run_id: str, candidate_idx: int, example_id: str, *, trial: int = 0
     ) -> list[dict[str, Any]] | None:

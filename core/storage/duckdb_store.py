@@ -938,6 +938,13 @@ class DuckDBRunStore(RunStore):
         )
 
     @_tracked
+    def example_accuracies(
+        self, run_id: str, candidate_idx: int, *, split: str | None = None
+    ) -> list[tuple[str, int, float | None]]:
+        self._refresh()
+        return queries.example_accuracies(self._cur(), run_id, candidate_idx, split=split)
+
+    @_tracked
     def example_trace(
         self, run_id: str, candidate_idx: int, example_id: str, *, trial: int = 0
     ) -> list[dict[str, Any]] | None:

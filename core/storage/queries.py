@@ -482,6 +482,19 @@ def candidate_examples(
     )
 
 
+def example_accuracies(
+    con: duckdb.DuckDBPyConnection, run_id: str, candidate_idx: int, *, split: str | None = None
+) -> list[tuple[str, int, float | None]]:
+    """`(example_id, trial, accuracy)` of a candidate's results (`RunStore.example_accuracies`)."""
+    rows = con.execute(
+        "SELECT example_id, trial, accuracy FROM evaluations WHERE run_id = $run "
+        "AND candidate_idx = $idx AND ($split IS NULL OR split = $split) "
+        "ORDER BY split, example_id, trial",
+        {"run": run_id, "idx": candidate_idx, "split": split},
+    ).fetchall()
+    return [(str(e), int(t), None if a is None else float(a)) for e, t, a in rows]
+
+
 def example_trace(
     con: duckdb.DuckDBPyConnection, run_id: str, candidate_idx: int, example_id: str, trial: int
 ) -> list[dict[str, Any]] | None:
@@ -787,7 +800,7 @@ def test_front_records(
     mask = pareto_front_mask(points, [o.direction for o in objectives])
     for row, on in zip(rows, mask.tolist(), strict=True):
         row["on_test_front"] = bool(on)
-    return rows
+    return [{c: row[c] for c in TEST_FRONT_COLUMNS} for row in rows]  # the frame's key order
 
 
 def records_of(df: pd.DataFrame) -> list[dict[str, Any]]:

@@ -10,14 +10,22 @@ on the stored results, so `show`, `export` and the studio give the same bounds f
 from __future__ import annotations
 
 import math
-from typing import Any
-
-import pandas as pd
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from core.search.noise import DEFAULT_RESAMPLES, front_noise
 from core.storage.base import RunStore
 
-__all__ = ["NOISE_COLUMNS", "NOISE_SEED", "front_noise_table", "with_front_noise"]
+if TYPE_CHECKING:  # pandas only where a frame is returned: `show` reads the records (no pandas)
+    import pandas as pd
+
+__all__ = [
+    "NOISE_COLUMNS",
+    "NOISE_SEED",
+    "front_noise_records",
+    "front_noise_table",
+    "with_front_noise",
+]
 
 NOISE_SEED = 0
 """Seed of every front interval's resampling: fixed, so the bounds are a function of the run."""
@@ -36,35 +44,22 @@ NOISE_COLUMNS = (
 
 
 def _per_example(store: RunStore, run_id: str, idx: int) -> dict[str, float]:
-    ex = store.candidate_examples(run_id, idx, split="validation")
-    if ex.empty:
-        return {}
     sums: dict[str, list[float]] = {}
-    for eid, acc in zip(ex["example_id"].tolist(), ex["accuracy"].tolist(), strict=True):
-        sums.setdefault(str(eid), []).append(float(acc))
+    for eid, _trial, acc in store.example_accuracies(run_id, idx, split="validation"):
+        if acc is not None:
+            sums.setdefault(eid, []).append(acc)
     means = {k: math.fsum(v) / len(v) for k, v in sums.items()}  # the mean of the trials
     return {k: v for k, v in means.items() if math.isfinite(v)}
 
 
-def front_noise_table(store: RunStore, run_id: str, front: pd.DataFrame) -> pd.DataFrame:
-    """One row per front candidate: `candidate_idx` and `NOISE_COLUMNS`.
-
-    Args:
-        store: the run store.
-        run_id: the run.
-        front: the validation front (columns `candidate_idx`, `cost_usd`).
-
-    Returns:
-        The table, cheapest first; empty (with the columns) for an empty front. A pair with no
-        common validation example has NaN bounds and is not within noise.
-    """
-    cols = ["candidate_idx", *NOISE_COLUMNS]
-    if front.empty:
-        return pd.DataFrame(columns=cols)
-    costs = {
-        str(int(i)): float(c)
-        for i, c in zip(front["candidate_idx"].tolist(), front["cost_usd"].tolist(), strict=True)
-    }
+def front_noise_records(
+    store: RunStore, run_id: str, front: Iterable[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """`front_noise_table`'s rows as dicts (no pandas), from front rows with `candidate_idx`
+    and `cost_usd` (USD per example), e.g. `RunStore.archive_records` rows with `on_front`."""
+    costs = {str(int(r["candidate_idx"])): float(r["cost_usd"]) for r in front}
+    if not costs:
+        return []
     scores = {k: _per_example(store, run_id, int(k)) for k in costs}
     noise = front_noise(costs, scores, resamples=DEFAULT_RESAMPLES, seed=NOISE_SEED)
     rows: list[dict[str, Any]] = []
@@ -84,6 +79,31 @@ def front_noise_table(store: RunStore, run_id: str, front: pd.DataFrame) -> pd.D
                 "within_noise": f.within_noise,
             }
         )
+    return rows
+
+
+def front_noise_table(store: RunStore, run_id: str, front: pd.DataFrame) -> pd.DataFrame:
+    """One row per front candidate: `candidate_idx` and `NOISE_COLUMNS`.
+
+    Args:
+        store: the run store.
+        run_id: the run.
+        front: the validation front (columns `candidate_idx`, `cost_usd`).
+
+    Returns:
+        The table, cheapest first; empty (with the columns) for an empty front. A pair with no
+        common validation example has NaN bounds and is not within noise.
+    """
+    import pandas as pd
+
+    cols = ["candidate_idx", *NOISE_COLUMNS]
+    if front.empty:
+        return pd.DataFrame(columns=cols)
+    records = [
+        {"candidate_idx": i, "cost_usd": c}
+        for i, c in zip(front["candidate_idx"].tolist(), front["cost_usd"].tolist(), strict=True)
+    ]
+    rows = front_noise_records(store, run_id, records)
     out = pd.DataFrame(rows, columns=cols)
     for col in ("cheaper_idx", "dearer_idx"):
         out[col] = out[col].astype("Int64")
@@ -92,6 +112,8 @@ def front_noise_table(store: RunStore, run_id: str, front: pd.DataFrame) -> pd.D
 
 def with_front_noise(store: RunStore, run_id: str, front: pd.DataFrame) -> pd.DataFrame:
     """`front` with `NOISE_COLUMNS` joined on `candidate_idx` (its own row order kept)."""
+    import pandas as pd
+
     if front.empty:
         return front.assign(**{c: pd.Series(dtype=object) for c in NOISE_COLUMNS})
     table = front_noise_table(store, run_id, front)

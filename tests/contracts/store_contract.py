@@ -376,6 +376,16 @@ class StoreContract:
         assert (df.iloc[2]["status"], df.iloc[2]["error"]) == ("error", "PipelineStepError: boom")
         only_val = store.candidate_examples("run-a", 0, split="validation")
         assert only_val["example_id"].tolist() == ["e1", "e2"]
+        assert store.example_accuracies("run-a", 0) == [
+            ("t1", 0, 1.0),
+            ("e1", 0, 1.0),
+            ("e2", 0, 0.0),
+        ]
+        assert store.example_accuracies("run-a", 0, split="validation") == [
+            ("e1", 0, 1.0),
+            ("e2", 0, 0.0),
+        ]
+        assert store.example_accuracies("run-a", 9) == []
         assert store.example_trace("run-a", 0, "e1") == [{"span_id": 0, "name": "solver"}]
         assert store.example_trace("run-a", 0, "e2") == []
         assert store.example_trace("run-a", 0, "nope") is None
