@@ -378,12 +378,20 @@ def test_the_front_of_an_init_problem_holds_the_agreement_gate_that_pays(
     # both cheap agents on every ticket (100 in, 10 out tokens: $0.000012 each), the dear one
     # ($0.0012) where they disagree
     gate_cost = 2 * 0.000012 + disagree * 0.0012
-    best = section(cap.out, "Best topology (candidate 3)")
-    assert best[0] == (
-        "pipeline: [cheap1 | cheap2] merge=collect_candidates -> route{if all_agree: "
+    # which candidate number the gate gets depends on the wall-clock latency of in-process
+    # FunctionModel agents (a 5-objective tie-break of the evolution); its structure and figures
+    # do not
+    found = re.search(r"^== Best topology \(candidate (\d+)\) ==$", cap.out, re.M)
+    assert found is not None, cap.out
+    idx = found.group(1)
+    best = section(cap.out, f"Best topology (candidate {idx})")
+    # the two equally cheap agents in either order (an opening gate or a mutation's)
+    assert best[0] in {
+        f"pipeline: [{a} | {b}] merge=collect_candidates -> route{{if all_agree: "
         "keep_answer; else: dear} (n_agents=3, depth=2, nodes=7)"
-    )
-    gate = next(row for row in _front(cap.out) if row["candidate"] == "3")
+        for a, b in (("cheap1", "cheap2"), ("cheap2", "cheap1"))
+    }
+    gate = next(row for row in _front(cap.out) if row["candidate"] == idx)
     assert (gate["accuracy"], gate["cost_usd"]) == ("1.0000", f"{gate_cost:.6f}")
-    dear = next(row for row in _front(cap.out) if row["cost_usd"] == "0.001200")
-    assert dear["accuracy"] == "1.0000"  # the dear agent alone: as right, dearer
+    # the dear agent alone is as right and dearer: off the (accuracy, cost) front printed first
+    assert [row for row in _front(cap.out) if row["cost_usd"] == "0.001200"] == []

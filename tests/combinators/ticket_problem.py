@@ -140,6 +140,9 @@ seed = 1
 
 [models]
 time_scale = 0
+# in-process FunctionModel agents record no model time: 0 ms, not the wall time (which the
+# machine's load decides), so the search's choices are the same on every run
+latency_source = "model"
 {prices}"""
     )
     return d
