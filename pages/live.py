@@ -292,13 +292,11 @@ def live_view() -> None:
         )
         front_objs = ", ".join(o.name for o in DEFAULT_OBJECTIVES)
         st.caption(
-            f"**Pareto front**: no other candidate is at least as good on all of {front_objs} "
-            "and better on one, among candidates scored on the run's full validation split; "
-            "in this 2-D view a front point can therefore look dominated. **Hollow diamonds**: "
-            "minibatch estimates (scored on a few problems only), never on the front. "
-            "**Error bars** (accuracy on Y): a front point's gain over the next cheaper front "
-            "candidate, 95% paired bootstrap on the same validation problems; a bar reaching "
-            "below that neighbour's accuracy is **within noise** (pale open circles). "
+            f"**Pareto front**: not dominated on {front_objs} among the candidates scored on "
+            "the full validation split (in this 2-D view a front point can look dominated). "
+            "**Hollow diamonds**: minibatch estimates, never on the front. **Error bars** "
+            "(accuracy on Y): the 95% paired interval of a front point's gain over the next "
+            "cheaper one; pale open circles are **within noise**. "
             + (
                 f"**{hv.label}**: over the validated candidates of each archive snapshot, "
                 f"reference point {hv.reference_text} (fixed for the run: 0 for accuracy, "
