@@ -47,6 +47,8 @@ from studio.views.prompt_apply import (
 
 __all__ = [
     "COST_TOTAL_NOTE",
+    "MODELLED_COST_DETAIL",
+    "MODELLED_COST_NOTE",
     "PROMPT_COST_NOTE",
     "candidate_spec",
     "cmd_apply",
@@ -162,11 +164,13 @@ def errors_line(archive: Table) -> str:
     return f"{len(rates)} of {len(records)} candidates: {', '.join(listed)}{more}"
 
 
-MODELLED_COST_NOTE = (
-    "modelled: replayed recorded calls priced at the problem's [models.prices]; no money spent"
-)
-"""Added to `cost_usd_total` when every agent of the run's problem replays recorded calls
-(`search` and `demo` on gsm8k_replay: its USD figures are what the calls would have cost)."""
+MODELLED_COST_NOTE = "USD modelled, no money spent"
+"""Right after `cost_usd_total`'s figure when every agent of the run's problem replays recorded
+calls: a newcomer's first screen otherwise reads as thousands of dollars spent."""
+
+MODELLED_COST_DETAIL = "replayed recorded calls priced at the problem's [models.prices]"
+"""What a modelled `cost_usd_total` is (`search` and `demo` on gsm8k_replay: its USD figures are
+what the calls would have cost)."""
 
 
 def print_run(
@@ -209,8 +213,9 @@ def print_run(
         (
             "cost_usd_total",
             f"{fmt_float(used.get('usd'), 6)} "
-            f"({PROMPT_COST_NOTE if run.strategy == PROMPT_STRATEGY else COST_TOTAL_NOTE}"
-            + (f"; {MODELLED_COST_NOTE})" if modelled_cost else ")")
+            + (f"{MODELLED_COST_NOTE} " if modelled_cost else "")
+            + f"({PROMPT_COST_NOTE if run.strategy == PROMPT_STRATEGY else COST_TOTAL_NOTE}"
+            + (f"; {MODELLED_COST_DETAIL})" if modelled_cost else ")")
             if used
             else "-",
         ),

@@ -91,10 +91,19 @@ __all__ = [
 DEMO_PROBLEM = "gsm8k_replay"
 """The problem the demo searches (offline: replayed GPT-3 runs)."""
 
-DEMO_BUDGET: dict[str, int] = {"max_evaluations": 10, "minibatch_size": 10}
-"""The demo's short search: 10 candidate evaluations on minibatches of 10, offline (about 15 s
-on an idle 2-core machine: the seed and promoted candidates on the 300 validation problems, the
-winner on the 1,019 test problems)."""
+DEMO_BUDGET: dict[str, int] = {
+    "max_evaluations": 10,
+    "minibatch_size": 10,
+    "validation_size": 100,
+    "test_size": 100,
+}
+"""The demo's short search: 10 candidate evaluations on minibatches of 10, offline, on the first
+100 validation problems (by the problem's hash order: `gold.validation_size` 100) and a held-out
+test of the first 100 test problems (`build_search`'s `test_size`). Each example run of a cold
+replayed topology costs about 4.4 ms of one core (cProfile of `demo --no-ui`: pydantic-ai's
+`Agent.run` under `core.agents.usage.run_agent` is most of it), and the full splits (300
+validation for every candidate, 719 test for each front candidate) made the demo ~40 s cold;
+these sizes make it ~10 s. `full search` runs the real thing."""
 
 _NOT_STRATEGY_KEYS = frozenset(
     {"strategy", "budget", "gene", "evaluator", "n_validation", "n_test"}
@@ -223,6 +232,7 @@ class _SearchSetup:
         run_id: str,
         journal: RunJournal,
         resumed: bool,
+        test_size: int | None = None,
     ) -> None:
         self.problem = problem
         self.strategy = strategy
@@ -231,6 +241,8 @@ class _SearchSetup:
         self.budget = budget
         self.model = model
         self.use_test_split = use_test_split
+        self.test_size = test_size
+        """The held-out test's size cap (`build_search`'s `test_size`; None: the whole split)."""
         self.run_id = run_id
         self.journal = journal
         self.resumed = resumed
@@ -503,6 +515,8 @@ def _resume_setup(args: argparse.Namespace, db: Path, out: Output) -> _SearchSet
             run_id=args.resume,
             journal=journal,
             resumed=True,
+            # the recorded size: a demo's short test stays short, a full one full
+            test_size=int(n_test) if n_test else None,
         )
         setup.problem_ref = str(args.problem)
         return setup
@@ -572,6 +586,7 @@ def run_cli_search(setup: _SearchSetup, out: Output) -> OptimizationResult:
             subscribers=[setup.journal.append, progress, *([health] if health else [])],
             resume_from=list(setup.journal.recorded) if setup.resumed else None,
             use_test_split=setup.use_test_split,
+            test_size=setup.test_size,
         )
     except TopologyStudioError:
         raise
@@ -843,10 +858,18 @@ def demo_data(out: Output) -> Problem:
         DatasetError: a file is missing everywhere or fails its checksum.
     """
     out.heading("Data")
-    problem = load_problem(DEMO_PROBLEM)
+    problem = load_problem(
+        DEMO_PROBLEM, overrides={"gold.validation_size": DEMO_BUDGET["validation_size"]}
+    )
     sizes = ", ".join(f"{k} {len(v)}" for k, v in problem.splits.items())
     cache = default_cache_root() / "datasets"
     out.line(f"{problem.name}: OK ({sizes} examples; checksums verified; cached in {cache})")
+    test = len(problem.splits.get("test", []))
+    out.line(
+        f"the demo's short search: validation {len(problem.splits['validation'])}, held-out test "
+        f"{min(test, DEMO_BUDGET['test_size'])} of {test} (the full search below uses the "
+        "problem's own splits)"
+    )
     out.line(f"seed topology: {structure_line(problem.seed_spec)}")
     return problem
 
@@ -873,6 +896,7 @@ def cmd_demo(args: argparse.Namespace, out: Output) -> int:
         run_id=run_id,
         journal=_create_journal(db, run_id),
         resumed=False,
+        test_size=DEMO_BUDGET["test_size"],
     )
     out.heading("Short search")
     code = _run_and_report(setup, db, out)

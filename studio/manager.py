@@ -724,6 +724,7 @@ class StudioManager:
                 handle_sigint=False,
                 resume_from=list(journal.recorded),
                 use_test_split=setup.use_test_split,
+                test_size=setup.test_size,
             )
         except BaseException:
             journal.close()  # the recorded journal stays as it was

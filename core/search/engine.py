@@ -152,6 +152,7 @@ def build_search(
     handle_sigint: bool = True,
     cache: EvaluationCache | None = None,
     use_test_split: bool = True,
+    test_size: int | None = None,
     constraints: str | None = None,
     weights: MetricWeights | Mapping[str, Any] | None = None,
 ) -> SearchRun:
@@ -180,6 +181,10 @@ def build_search(
         handle_sigint: first Ctrl-C stops cleanly (main thread only).
         cache: the evaluation cache (default: a new in-memory one).
         use_test_split: evaluate the winner once on the problem's test split at the end.
+        test_size: score the held-out test on the first `test_size` examples of the test split
+            only (its hash order, so the same examples every time; the demo's short test);
+            None: all of them. A run records how many it used (`n_test`), which a resume
+            passes back here.
         constraints: plain-words constraints shown to the meta agent.
         weights: the metric weights of the aggregate score; overrides the config's (default:
             the problem's `[search.weights]`). They rank candidates, pick the winner, and are
@@ -218,6 +223,10 @@ def build_search(
             patience=search.patience,
         )
     test = problem.splits.get("test") if use_test_split else None
+    if test is not None and test_size is not None:
+        if test_size < 1:
+            raise ValueError(f"test_size must be at least 1, got {test_size}")
+        test = test[:test_size]
     return SearchRun(
         strat,
         gene=gene,

@@ -238,9 +238,9 @@ def test_a_replayed_runs_cost_is_said_to_be_modelled(small_run: dict[str, Any]) 
     the summary says so (a newcomer's first run otherwise reads as thousands of dollars)."""
     usd = store_usd(small_run["db"], small_run["run_id"])
     assert kv(small_run["stdout"], "cost_usd_total") == (
-        f"{usd:.6f} (every model call of the run: search, re-scoring and held-out test; "
-        "modelled: replayed recorded calls priced at the problem's [models.prices]; no money "
-        "spent)"
+        f"{usd:.6f} USD modelled, no money spent (every model call of the run: search, "
+        "re-scoring and held-out test; replayed recorded calls priced at the problem's "
+        "[models.prices])"
     )
 
 
@@ -611,8 +611,12 @@ def test_demo_without_ui_checks_data_and_runs_a_short_search(
     assert "Traceback" not in cap.err
     data = section(cap.out, "Data")
     assert data[0] == (
-        "gsm8k_replay: OK (validation 300, test 719, train 300 examples; checksums verified; cached in "
-        f"{isolated / 'cache' / 'datasets'})"
+        "gsm8k_replay: OK (validation 100, test 919, train 300 examples; checksums verified; "
+        f"cached in {isolated / 'cache' / 'datasets'})"
+    )
+    assert data[1] == (
+        "the demo's short search: validation 100, held-out test 100 of 919 (the full search "
+        "below uses the problem's own splits)"
     )
     assert kv(cap.out, "status") == "stopped (max_evaluations reached (10))"
     assert kv(cap.out, "full search") == (
@@ -621,8 +625,11 @@ def test_demo_without_ui_checks_data_and_runs_a_short_search(
     )
     assert any(x.startswith("held-out test: accuracy ") for x in cap.out.splitlines())
     run_id = kv(cap.out, "run")
+    assert kv(cap.out, "cost_usd_total").split(" (")[0].endswith(" USD modelled, no money spent")
     with DuckDBRunStore(isolated / "runs.duckdb") as store:
-        assert store.get_run(run_id) is not None
+        run = store.get_run(run_id)
+        assert run is not None
+        assert (run.config["n_validation"], run.config["n_test"]) == (100, 100)
 
 
 _BLANK_REGISTRIES = """

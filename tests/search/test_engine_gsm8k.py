@@ -16,7 +16,7 @@ from pydantic_ai.usage import RequestUsage
 
 from core.problems import Problem, load_problem
 from core.search.budget import Budget
-from core.search.engine import run_search
+from core.search.engine import build_search, run_search
 from core.search.result import OptimizationResult
 from core.search.subscribers import EventLog
 
@@ -132,3 +132,16 @@ def test_meta_agent_on_gsm8k_proposes_and_reports_an_ensemble() -> None:
     finished = log.events[-1]
     assert finished.type == "run_finished" and finished.status == "completed"
     assert finished.best_idx == result.raw["best_idx"]
+
+
+def test_test_size_scores_the_held_out_test_on_the_first_examples_of_the_split() -> None:
+    problem = gsm8k(10)
+    test = problem.splits["test"]
+    run = build_search(problem, test_size=7, handle_sigint=False)
+    assert run.test == list(test[:7])
+    assert build_search(problem, handle_sigint=False).test == list(test)
+    assert (
+        build_search(problem, use_test_split=False, test_size=7, handle_sigint=False).test is None
+    )
+    with pytest.raises(ValueError, match="test_size must be at least 1, got 0"):
+        build_search(problem, test_size=0, handle_sigint=False)
