@@ -34,6 +34,7 @@ from studio._cli_report import (
     table_records,
 )
 from studio._cli_store import open_cli_store
+from studio.registry_root import default_registry_root
 from studio.views.prompt_apply import (
     PROMPT_STRATEGY,
     Part,
@@ -573,7 +574,7 @@ def _print_prompt_plan(out: Output, plan: PromptApplyPlan, current: TopologySpec
 
 def cmd_apply(args: argparse.Namespace, out: Output) -> int:
     """`apply RUN CANDIDATE [--to PATH] [--yes]`: diff against a topology registry (default: the
-    studio's, `studio.manager.default_registry_root`); write with
+    studio's, `studio.registry_root.default_registry_root`); write with
     `--yes` (atomic, refused if the registry changed since the diff), recording the approval
     in the registry and, when the database is writable, in the run store.
 
@@ -591,8 +592,6 @@ def cmd_apply(args: argparse.Namespace, out: Output) -> int:
     search's winner) and its prompt part (each evolved prompt, shown as a word diff): both are
     written as one version, or `--only topology` / `--only prompts` writes one part (the other
     rejected), in the same all-or-nothing write."""
-    from studio.manager import default_registry_root  # only apply needs the studio's manager
-
     db = resolve_db_path(args.db)
     # the studio's registry (the same root, so the store records the same target as the
     # studio's `registry_target`), unless --to says otherwise (made absolute, so the recorded

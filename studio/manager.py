@@ -91,6 +91,7 @@ from core.storage import (
 )
 from core.storage.health import read_health
 from core.vocab.health import HealthSnapshot
+from studio.registry_root import REGISTRY_ENV, default_registry_root
 from studio.views.phases import phase_two_of, search_of
 
 __all__ = [
@@ -108,9 +109,6 @@ _log = logging.getLogger(__name__)
 
 DB_ENV = "TOPOLOGY_STUDIO_DB"
 """Environment variable naming the run database (the CLI's `studio` command sets it)."""
-
-REGISTRY_ENV = "TOPOLOGY_STUDIO_REGISTRY"
-"""Environment variable naming the topology registry directory."""
 
 RETRY_BUSY_S = 5.0
 """Seconds between attempts to open a database file that another process holds."""
@@ -154,14 +152,6 @@ def _file_identity(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_dev, st.st_ino
-
-
-def default_registry_root(db_path: str | os.PathLike[str]) -> Path:
-    """`$TOPOLOGY_STUDIO_REGISTRY`, else `topologies/` beside the database file."""
-    env = os.environ.get(REGISTRY_ENV, "").strip()
-    if env:
-        return Path(env).expanduser()
-    return Path(os.fspath(db_path)).expanduser().resolve().parent / "topologies"
 
 
 class SearchRequest(BaseModel):

@@ -6,7 +6,7 @@ How:
   path the researcher gave (`core.problems.load_problem`, trusted code as on the driver; on a
   real cluster the same path must hold the problem on every node) and evaluates batches of
   runs (`core.evaluation.executor.RemoteBatch`, JSON: the spec's JSON, example keys, trials)
-  with `core.evaluation.executor.run_batch`, answering JSON (`BatchOutcome`). Nothing crosses
+  with `core.evaluation.worker.run_batch`, answering JSON (`BatchOutcome`). Nothing crosses
   as a pickled object of the spec; workers write nothing.
 - **Faults** are Ray's own retries, configured: workers are created with `max_restarts` and
   `max_task_retries`, so a worker process killed mid-batch is restarted (on any node with a
@@ -58,9 +58,9 @@ from core.evaluation.executor import (
     Done,
     RemoteBatch,
     WorkerHealth,
-    run_batch,
     split_items,
 )
+from core.evaluation.worker import run_batch
 
 __all__ = [
     "BUDGET_NAMESPACE",
