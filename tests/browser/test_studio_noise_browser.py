@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from studio_harness import idle, no_errors, require_chromium, settle, shot
 
-from core.storage import DuckDBRunStore
+from core.storage import open_store
 from studio.views.front_noise import front_noise_table
 from studio.views.pareto import FRONT_NAME, WITHIN_NOISE_NAME
 from studio.views.tables import full_split
@@ -34,7 +34,8 @@ _TRACES = """() => {
 
 
 def _expected(replay_store: dict[str, Any]) -> dict[int, tuple[bool, float, float]]:
-    with DuckDBRunStore(replay_store["db"]) as store:
+    # the studio holds the file (DuckDB: one process per file): read the run's journal view
+    with open_store(replay_store["db"], on_busy="journals") as store:
         archive = store.archive(replay_store["run_id"])
         valid = archive.loc[archive["valid"].astype(bool) & archive["on_front"].astype(bool)]
         table = front_noise_table(store, replay_store["run_id"], valid.loc[full_split(valid)])

@@ -49,7 +49,7 @@ def test_the_demo_fills_the_cache_and_search_then_needs_no_variable(
     demo_data(out)
     printed = section(capsys.readouterr().out, "Data")
     assert printed[0] == (
-        "gsm8k_replay: OK (validation 300, test 719, train 300 examples; checksums verified; cached in "
+        "gsm8k_replay: OK (validation 100, test 919, train 300 examples; checksums verified; cached in "
         f"{newcomer / 'cache' / 'datasets'})"
     )
     assert sha256_file(cached / "test.jsonl") == TEST_SHA

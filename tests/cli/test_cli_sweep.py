@@ -1,4 +1,4 @@
-"""`topology-studio sweep` (issue 18, item 5): 2 strategies x 2 seeds are 4 runs in the store
+"""`topology-studio sweep`: 2 strategies x 2 seeds are 4 runs in the store
 and in one named group whose overlay link names all 4; a line as each search starts and ends,
 then a table; Ctrl-C as `search`; a local sweep's searches split the rate budget (the Ray one
 shares an actor: tests/distributed)."""
@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from core.storage import DuckDBRunStore
+from core.storage.journal import journal_path
 from studio._cli_common import CliUsageError
 from studio._cli_sweep import parse_seeds, sweep_dir, sweep_groups
 
@@ -29,6 +30,21 @@ def _sweep_argv(problem: Path, db: Path, name: str, *options: str) -> list[str]:
     --no-test OPTIONS...` as a child process's argv."""
     argv = [sys.executable, "-m", "studio.cli", "sweep", str(problem), "--db", str(db)]
     return [*argv, "--strategies", "evolutionary,random", "--name", name, "--no-test", *options]
+
+
+def _wait_for_a_scored_candidate(db: Path, run_id: str, timeout_s: float = 120.0) -> None:
+    """Until run `run_id`'s journal records a scored candidate: the child search is past its
+    start-up (imports and set-up take seconds on a loaded machine, and a Ctrl-C then is no
+    Ctrl-C during a search)."""
+    journal = journal_path(db, run_id)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if journal.is_file() and '"type":"candidate_evaluated"' in journal.read_text(
+            encoding="utf-8"
+        ):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no candidate scored in {journal} within {timeout_s:g} s")
 
 
 def _sweep(problem: Path, db: Path, name: str, *options: str) -> subprocess.CompletedProcess[str]:
@@ -125,7 +141,7 @@ def test_ctrl_c_stops_the_running_search_records_it_and_names_its_resume(tmp_pat
     first = proc.stdout.readline()
     assert first.startswith("started ")
     run_id = first.split()[1]
-    time.sleep(2.0)  # the search is under way (its seed takes 8 x 0.3 s)
+    _wait_for_a_scored_candidate(db, run_id)  # the search is under way (its seed: 8 x 0.3 s)
     proc.send_signal(signal.SIGINT)
     rest, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err

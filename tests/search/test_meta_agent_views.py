@@ -104,6 +104,7 @@ def test_meta_agent_config_defaults_are_the_contracts() -> None:
         "n_generations": 10,
         "minibatch_size": 5,
         "minibatch_margin": None,
+        "promotion_k_se": 0.0,
         "seed": 42,
         "weights": MetricWeights().model_dump(),
         "archive_strategy": "top_k",
