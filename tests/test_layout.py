@@ -10,7 +10,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("core", "studio")
 
 
-
 def _modules() -> dict[str, Path]:
     out: dict[str, Path] = {}
     for pkg in PACKAGES:
