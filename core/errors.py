@@ -368,3 +368,17 @@ def is_query_interrupt(exc: BaseException) -> bool:
     if isinstance(exc, duckdb.InterruptException):
         return True
     return type(exc) is RuntimeError and "query interrupted" in str(exc).lower()
+
+
+def raise_if_interrupt(exc: BaseException) -> None:
+    """Raise `KeyboardInterrupt` (from `exc`) if `exc` is DuckDB's report of a Ctrl-C.
+
+    For every `except duckdb.Error` that would otherwise turn the user's interrupt into a
+    failure: `InterruptException` is a `duckdb.Error`, so such a handler caught it first and
+    disabled a cache, retried a load or raised a `StoreError` for a Ctrl-C.
+
+    Raises:
+        KeyboardInterrupt: `is_query_interrupt(exc)`.
+    """
+    if is_query_interrupt(exc):
+        raise KeyboardInterrupt from exc

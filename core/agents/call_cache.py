@@ -234,12 +234,26 @@ class CallContext:
     """The call cache of one example run: the cache, the trial, and how many calls with each
     key were made so far in this run (`occurrence`)."""
 
-    __slots__ = ("_seen", "cache", "trial")
+    __slots__ = ("_seen", "answered", "answered_requests", "cache", "trial", "unanswered")
 
     def __init__(self, cache: CallCache, trial: int) -> None:
         self.cache = cache
         self.trial = trial
         self._seen: dict[str, int] = {}
+        self.answered = 0
+        """Calls of this run that the cache holds now (hits, and misses stored after they
+        returned): the calls a rerun answers from the cache."""
+        self.answered_requests = 0
+        """The model requests those calls recorded (their records' usage)."""
+        self.unanswered = 0
+        """Calls a rerun would make to a model again: uncacheable ones, a `fastest` race's
+        calls (never answered from the cache), and misses not stored (still running, raised, or
+        an output that is not JSON)."""
+
+    def answer(self, record: CallRecord) -> None:
+        """Count a call the cache answered or has just stored (`answered`)."""
+        self.answered += 1
+        self.answered_requests += sum(u[1] for u in record.usage)
 
     def occurrence(self, agent: Any, prompt: Any, name: str) -> str | None:
         """The key of this call (`call_key` with its occurrence number in this run), or None
@@ -333,6 +347,11 @@ class use_call_cache:  # noqa: N801 (a context manager used like a function)
         if self._token is not None:
             _ACTIVE.reset(self._token)
             self._token = None
+
+    @property
+    def context(self) -> CallContext | None:
+        """The block's `CallContext` (None when caching is off): its counts of the run's calls."""
+        return self._context
 
 
 def active_call_cache() -> CallContext | None:

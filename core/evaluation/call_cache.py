@@ -25,7 +25,7 @@ from pathlib import Path
 import duckdb
 
 from core.agents.call_cache import CallRecord, InMemoryCallCache
-from core.errors import is_query_interrupt
+from core.errors import is_query_interrupt, raise_if_interrupt
 
 __all__ = ["DuckDBCallCache", "call_cache_path"]
 
@@ -87,6 +87,7 @@ class DuckDBCallCache(InMemoryCallCache):
             finally:
                 con.close()
         except duckdb.Error as exc:
+            raise_if_interrupt(exc)  # a Ctrl-C while loading: the user's, not a bad file
             self._disable(f"cannot read it ({type(exc).__name__}: {exc})")
             return
         if bad:
@@ -131,6 +132,7 @@ class DuckDBCallCache(InMemoryCallCache):
             finally:
                 con.close()
         except duckdb.Error as exc:
+            raise_if_interrupt(exc)  # InterruptException: the batch stays pending
             self._disable(f"cannot write it ({type(exc).__name__}: {exc})")
             return
         except RuntimeError as exc:

@@ -31,6 +31,7 @@ from typing import Any, Final, cast
 import duckdb
 import pydantic
 
+from core.errors import raise_if_interrupt
 from core.storage.journal import COMPACT_KEYS, COMPACT_SPLIT, encode_event
 from core.vocab.events import ExampleEvaluated, parse_event
 
@@ -403,6 +404,7 @@ def _rejected(
             _read_json_into_delta(con, name, run_id)
             continue
         except duckdb.Error as exc:
+            raise_if_interrupt(exc)  # a Ctrl-C is no bad line: never bisect the batch for it
             if len(part) > 1:
                 mid = len(part) // 2
                 parts += [part[mid:], part[:mid]]
@@ -432,16 +434,16 @@ def load_delta(con: duckdb.DuckDBPyConnection, chunk: bytes, *, run_id: str | No
             _read_json_into_delta(con, name, run_id)
             if _all_rows_are_events(con, run_id):
                 return delta
-        except duckdb.Error:
-            pass
+        except duckdb.Error as exc:
+            raise_if_interrupt(exc)
         good, delta.errors = _validated(chunk, run_id)
         delta.number_lines(chunk)
         _write_lines(name, good)
         try:
             _read_json_into_delta(con, name, run_id)
             return delta
-        except duckdb.Error:
-            pass
+        except duckdb.Error as exc:
+            raise_if_interrupt(exc)
         rejected = _rejected(con, name, good, run_id)
         raw = {start: line for start, line in good}
         delta.errors = sorted(
@@ -468,7 +470,8 @@ def load_delta_from_file(
     """
     try:
         _read_json_into_delta(con, os.fspath(path), run_id)
-    except duckdb.Error:
+    except duckdb.Error as exc:
+        raise_if_interrupt(exc)
         return False
     return _all_rows_are_events(con, run_id)
 

@@ -219,6 +219,47 @@ def test_a_ctrl_c_during_a_flush_is_a_keyboard_interrupt_and_keeps_the_batch(
     assert cache.n_pending == 400_000
 
 
+class _InterruptedConnection:
+    """A DuckDB connection whose every statement is stopped by a Ctrl-C, as DuckDB reports one
+    that arrives while it runs a statement: `duckdb.InterruptException` (a `duckdb.Error`)."""
+
+    def execute(self, *args: object) -> Any:
+        import duckdb
+
+        raise duckdb.InterruptException("INTERRUPT Error: Interrupted!")
+
+    def close(self) -> None:
+        pass
+
+
+def test_an_interrupt_exception_in_a_flush_is_a_keyboard_interrupt_not_a_broken_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # InterruptException is a duckdb.Error: caught as one, a Ctrl-C disabled the cache for the
+    # rest of the run (a warning, exit 0) instead of stopping it
+    import core.evaluation.call_cache as module
+
+    cache = DuckDBCallCache(tmp_path / "c.duckdb", "p:1")
+    cache.put("k", CallRecord('"x"', (("m", 1, 2, 3),), 1.5))
+    monkeypatch.setattr(module.duckdb, "connect", lambda *a, **k: _InterruptedConnection())
+    with pytest.raises(KeyboardInterrupt):
+        cache.flush()
+    assert (cache.usable, cache.n_pending) == (True, 1)
+    monkeypatch.undo()
+    cache.flush()
+    assert (cache.usable, cache.n_pending) == (True, 0)
+    assert DuckDBCallCache(tmp_path / "c.duckdb", "p:1").get("k") == CallRecord(
+        '"x"', (("m", 1, 2, 3),), 1.5
+    )
+
+
+def test_a_journal_load_stopped_by_ctrl_c_is_an_interrupt_not_a_rejected_file() -> None:
+    from core.storage._ingest import load_delta_from_file
+
+    with pytest.raises(KeyboardInterrupt):
+        load_delta_from_file(_InterruptedConnection(), Path("j.jsonl"))  # type: ignore[arg-type]
+
+
 def test_the_key_parts_are_json_dumps_byte_for_byte() -> None:
     from core.agents.call_cache import _dump  # pyright: ignore[reportPrivateUsage]
 

@@ -470,9 +470,9 @@ def test_lines_appended_during_a_direct_read_are_stored_once(
 ) -> None:
     # a journal of 1-4 MB is read directly when the ingest step is 4 MB (it is 1 MB by
     # default: a 2 MB journal then goes in two chunks, tested elsewhere)
-    import core.storage.duckdb_store as duckdb_store
+    import core.storage._duckdb_journals as ingesting  # where an ingest reads its step size
 
-    monkeypatch.setattr(duckdb_store, "INGEST_CHUNK_BYTES", 4 << 20)
+    monkeypatch.setattr(ingesting, "INGEST_CHUNK_BYTES", 4 << 20)
     db = tmp_path / "runs.duckdb"
     events = big_events("run-a", 2000)
     with RunJournal.create(journal_path(db, "run-a")) as j:
@@ -775,11 +775,11 @@ def test_a_journal_bigger_than_one_ingest_step_goes_in_step_by_step(
     """The ingest reads at most `INGEST_CHUNK_BYTES` of whole lines at a time (its memory
     grows with what one read takes): with steps of 300 bytes, every line of a run goes in, the
     same rows as in one step, and the offset ends at the file's end."""
-    import core.storage.duckdb_store as duckdb_store
+    import core.storage._duckdb_journals as ingesting  # where an ingest reads its step size
 
     rows: dict[int, list[tuple[object, ...]]] = {}
     for step in (1 << 20, 300):
-        monkeypatch.setattr(duckdb_store, "INGEST_CHUNK_BYTES", step)
+        monkeypatch.setattr(ingesting, "INGEST_CHUNK_BYTES", step)
         db = tmp_path / f"runs-{step}.duckdb"
         path = journal_path(db, "run-a")
         with RunJournal.create(path) as j:
@@ -823,6 +823,6 @@ def test_the_ingest_memory_limit_is_put_back_after_each_step(tmp_path: Path) -> 
 
 
 def duckdb_store_ingest_memory(con: duckdb.DuckDBPyConnection, chunk_bytes: int) -> Any:
-    from core.storage.duckdb_store import _ingest_memory  # pyright: ignore[reportPrivateUsage]
+    from core.storage._duckdb_files import ingest_memory as _ingest_memory
 
     return _ingest_memory(con, chunk_bytes)
