@@ -32,8 +32,7 @@ TARGET_SPEEDUP = 1.7
 def _throughput(overrides: dict[str, Any], executor: Executor | None, rounds: int) -> float:
     """Best examples/s over `rounds` evaluations of every example (one warm-up first)."""
     problem = load_problem(PROBLEM, overrides=overrides)
-    evaluator = problem.evaluator(workers=1)
-    evaluator.set_executor(executor)
+    evaluator = problem.evaluator(workers=1, executor=executor)
     examples = problem.splits["validation"] + problem.splits.get("test", [])
     best = 0.0
     for i in range(rounds + 1):

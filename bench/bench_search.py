@@ -86,7 +86,7 @@ from core.search.gene import TopologyGene
 from core.search.noise import paired_bootstrap
 from core.search.pareto import hypervolume, pareto_front_mask
 from core.search.result import OptimizationResult
-from core.search.strategies import EvolutionaryConfig, EvolutionarySearch
+from core.search.strategies import EvolutionaryConfig, EvolutionarySearch, Strategy
 from core.search.strategies.exhaustive import BENCH_GRAMMAR
 
 CAPS_USD = (0.01, 0.1, 1.0)
@@ -230,7 +230,7 @@ def _rescore_seconds(events: Sequence[SearchEvent]) -> float:
 
 async def _one_run(
     problem: Problem,
-    strategy: str,
+    strategy: str | Strategy,
     seed: int,
     *,
     config: dict[str, Any] | None = None,
@@ -242,17 +242,17 @@ async def _one_run(
     run = build_search(
         problem,
         strategy,
-        seed=seed,
+        seed=seed if isinstance(strategy, str) else None,  # an instance brings its own
         config=config,
         budget=budget,
         subscribers=[events.append],
         handle_sigint=False,
         use_test_split=test_front,
+        # a fresh call cache per run, as `topology-studio search` has one (here in memory, so
+        # no run profits from another's calls), unless the caller shares one (results are
+        # identical, only the model calls saved differ)
+        call_cache=call_cache if call_cache is not None else InMemoryCallCache(),
     )
-    # a fresh call cache per run, as `topology-studio search` has one (here in memory, so no
-    # run profits from another's calls), unless the caller shares one (results are identical,
-    # only the model calls saved differ)
-    run.evaluator.set_call_cache(call_cache if call_cache is not None else InMemoryCallCache())
     start = time.perf_counter()
     result = await run.run()
     wall = time.perf_counter() - start
@@ -273,7 +273,7 @@ async def _one_run(
     requests = sum(e.requests for e in events if isinstance(e, ExampleEvaluated))
     return (
         RunFigures(
-            strategy=strategy,
+            strategy=strategy if isinstance(strategy, str) else strategy.name,
             seed=seed,
             points=points,
             specs=specs,

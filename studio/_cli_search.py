@@ -574,6 +574,8 @@ def run_cli_search(setup: _SearchSetup, out: Output) -> OptimizationResult:
         if executor is not None and setup.db is not None
         else None
     )
+    local_budget = RateBudget(setup.rate_limits) if executor is None and setup.rate_limits else None
+    call_cache = _call_cache(setup)
     try:
         search = build_search(
             setup.problem,
@@ -587,6 +589,9 @@ def run_cli_search(setup: _SearchSetup, out: Output) -> OptimizationResult:
             resume_from=list(setup.journal.recorded) if setup.resumed else None,
             use_test_split=setup.use_test_split,
             test_size=setup.test_size,
+            call_cache=call_cache,
+            executor=executor,
+            rate_budget=local_budget,
         )
     except TopologyStudioError:
         raise
@@ -594,15 +599,10 @@ def run_cli_search(setup: _SearchSetup, out: Output) -> OptimizationResult:
         raise CliUsageError(f"invalid search option {_first_error(exc)}") from exc
     except ValueError as exc:
         raise CliUsageError(str(exc)) from exc
-    call_cache = _call_cache(setup)
-    search.evaluator.set_call_cache(call_cache)
     if executor is not None:
         # connected now, so the run records its workers (`describe()`) and a bad address or a
         # problem the workers cannot load fails before the run starts
         executor.start()
-        search.evaluator.set_executor(executor)
-    elif setup.rate_limits:
-        search.evaluator.set_rate_budget(RateBudget(setup.rate_limits))
     # What is loaded now (modules, the problem's data, the call cache) lives as long as the
     # process: out of the collector's sight, its full collections stop walking it (the `gc`
     # module's own advice for a long-lived startup heap; also what keeps the pages a forked
@@ -1026,12 +1026,12 @@ def cmd_evaluate(args: argparse.Namespace, out: Output) -> int:
     """`evaluate PROBLEM SPEC.json [--split ...] [--limit N]`: one topology, per example."""
     problem = load_problem(args.problem, overrides=_problem_overrides(args))
     spec = _read_spec(args.spec)
-    evaluator = problem.evaluator()  # the problem's blank test, prices and latency source
     executor = make_executor(args, problem)
-    if executor is not None:
-        evaluator.set_executor(executor)
-    elif limits := effective_rate_limits(problem, args):
-        evaluator.set_rate_budget(RateBudget(limits))
+    limits = effective_rate_limits(problem, args) if executor is None else {}
+    # the problem's blank test, prices and latency source
+    evaluator = problem.evaluator(
+        executor=executor, rate_budget=RateBudget(limits) if limits else None
+    )
     try:
         return _evaluate_splits(args, problem, spec, evaluator, out)
     finally:

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from core.agents.call_cache import CallCache, use_call_cache
 from core.agents.providers import provider_failure
+from core.evaluation import example_memo
 from core.evaluation._records import ExampleResult
 from core.evaluation.metrics import BundleStatus, GoldExample, MetricBundle, ScoreFn
 from core.evaluation.pricing import Pricer
@@ -164,10 +165,8 @@ async def run_example(
     start = time.perf_counter_ns() if clock is None else 0
     start_s = 0.0 if clock is None else clock()
     # (span summaries are read only from a kept trace: without one, none is taken)
-    with (
-        capture_trace(summaries=ctx.capture_traces) as trace,
-        use_call_cache(ctx.call_cache, trial),
-    ):
+    calls = use_call_cache(ctx.call_cache, trial)
+    with capture_trace(summaries=ctx.capture_traces) as trace, calls:
         try:
             if ctx.timeout_s is None:
                 output = await topology.execute(example.input)
@@ -245,6 +244,7 @@ async def run_example(
         n_agents=ctx.n_agents,
         depth=ctx.depth,
     )
+    example_memo.record(ctx, result, calls.context, timed_out=timed_out, model_ms=model_ms)
     return result, not timed_out
 
 

@@ -83,6 +83,7 @@ from pydantic_ai.usage import RunUsage
 from core.agents.call_cache import CallCache, CallCacheStats
 from core.agents.rate_budget import ProviderLimit, RateBudget, RateBudgetLike, use_rate_budget
 from core.errors import EvaluationError, SpecError, SpecLimitError, UnknownNamesError
+from core.evaluation import example_memo
 from core.evaluation._aggregate import fsum_finite, judge
 from core.evaluation._fork import Command, Job, Prepared, WorkerPool, Workers, resolve_workers
 from core.evaluation._records import CandidateEvaluation, CandidateStatus, ExampleResult
@@ -134,6 +135,9 @@ __all__ = [
 CostEstimator = Callable[[RunUsage], float]
 """`cost_estimator(usage) -> USD`: one run's cost from its usage (requests, input and output
 tokens summed over every model call of the run)."""
+
+_KEEP: Any = object()
+"""`with_collaborators`' default: keep this evaluator's collaborator."""
 
 ExampleCallback = Callable[[ExampleResult], None]
 """Receives each `ExampleResult` as it completes (cache hits too), e.g. to journal it live."""
@@ -219,16 +223,26 @@ class TopologyEvaluator:
             CPU this process may use). Results are identical either way. Only for in-process
             models (replayed, function models), never hosted ones; Linux only, elsewhere 1
             (see `core.evaluation._fork`). The workers are killed when the evaluator is
-            collected or its call cache is replaced.
+            collected (or `close_workers` is called).
         executor: where runs execute (`core.evaluation.executor`); None: `LocalExecutor`
             (in this process and its forked workers). A remote executor gets every run the
-            evaluation cache did not answer.
+            evaluation cache did not answer. The evaluator does not own it: the caller starts
+            and closes it (a search first reads it when it records `RunStarted`, so it may be
+            started after construction).
         rate_budget: what every model call of a run made in this process draws from (None:
             unlimited; a remote executor brings its workers their own client of one budget).
             With a budget, every run is made in this process, never in the forked `workers`
             (a forked child would draw from its own copy of the buckets).
         hydration_hooks: what the problem changes in each built topology
             (`core.hydrate.HydrationHooks`, e.g. the standard library's ballots); None: nothing.
+        call_cache: the call-level model cache every agent call of a run uses (None: off).
+            A call made before (same agent, model, configuration, prompt, trial: see
+            `core.agents.call_cache`) is answered from it and still charged its recorded usage
+            and model time, so costs and latencies are the same with or without it; only model
+            calls and wall time are saved. It is flushed at the end of every `evaluate`.
+
+    Every collaborator is fixed here: there are no setters. `with_options` (other options) and
+    `with_collaborators` (another call cache, executor or rate budget) return a new evaluator.
 
     Raises:
         EvaluationError: inline agents allowed without an `agent_factory`, `config` given
@@ -266,6 +280,7 @@ class TopologyEvaluator:
         executor: Executor | None = None,
         rate_budget: RateBudgetLike | None = None,
         hydration_hooks: HydrationHooks | None = None,
+        call_cache: CallCache | None = None,
     ) -> None:
         if confidence_protocol is not None:
             raise EvaluationError(
@@ -304,7 +319,7 @@ class TopologyEvaluator:
         self._agent_factory_given = agent_factory
         self._agent_factory = agent_factory if options.allow_inline_agents else None
         self._is_blank: BlankFn = is_blank if is_blank is not None else default_is_blank
-        self._call_cache: CallCache | None = None
+        self._call_cache = call_cache
         self._workers: Workers = workers
         try:
             self._n_workers = resolve_workers(workers)
@@ -331,32 +346,10 @@ class TopologyEvaluator:
         where forking is unsupported)."""
         return self._n_workers
 
-    def set_call_cache(self, call_cache: CallCache | None) -> None:
-        """Use `call_cache` for every agent call of later `evaluate` calls (None: off).
-
-        A call made before (same agent, model, configuration, prompt, trial: see
-        `core.agents.call_cache`) is answered from it and still charged its recorded usage and
-        model time, so costs and latencies are the same with or without it; only model calls
-        and wall time are saved. The cache is flushed at the end of every `evaluate`.
-        `with_options` copies share it.
-        """
-        self._call_cache = call_cache
-        if self._pool is not None:
-            self._pool.close()  # its workers read the cache they were forked with
-
-    def set_executor(self, executor: Executor | None) -> None:
-        """Run later evaluations on `executor` (None: `LocalExecutor`). The evaluator does not
-        own it: the caller closes it."""
-        self._executor = executor if executor is not None else LocalExecutor()
-
     @property
     def executor(self) -> Executor:
         """Where runs execute (`LocalExecutor` unless one was given)."""
         return self._executor
-
-    def set_rate_budget(self, budget: RateBudgetLike | None) -> None:
-        """Draw every model call of later in-process runs from `budget` (None: unlimited)."""
-        self._rate_budget = budget
 
     @property
     def rate_budget(self) -> RateBudgetLike | None:
@@ -377,7 +370,7 @@ class TopologyEvaluator:
 
     @property
     def call_cache(self) -> CallCache | None:
-        """The call-level model cache, if any (`set_call_cache`)."""
+        """The call-level model cache, if any (the `call_cache` argument)."""
         return self._call_cache
 
     def call_cache_stats(self) -> CallCacheStats:
@@ -435,7 +428,7 @@ class TopologyEvaluator:
     def with_options(self, **options: Any) -> TopologyEvaluator:
         """A new evaluator with some options changed (any `EvaluatorConfig` field), sharing
         this one's registries, score function, pricer, cache, agent factory, blank test,
-        workers, executor and rate budget.
+        workers, executor, rate budget and call cache.
 
         Example: `evaluator.with_options(max_depth=3)` checks against a gene's depth limit.
 
@@ -444,7 +437,37 @@ class TopologyEvaluator:
             EvaluationError: inline agents allowed without an agent factory.
         """
         config = EvaluatorConfig.model_validate({**self._config.model_dump(), **options})
-        copy = TopologyEvaluator(
+        return self._copy(config, self._call_cache, self._executor, self._rate_budget)
+
+    def with_collaborators(
+        self,
+        *,
+        call_cache: CallCache | None = _KEEP,
+        executor: Executor | None = _KEEP,
+        rate_budget: RateBudgetLike | None = _KEEP,
+    ) -> TopologyEvaluator:
+        """A new evaluator with the same options and another call cache, executor or rate
+        budget (an argument left out keeps this one's; None turns it off: no call cache,
+        `LocalExecutor`, unlimited). This evaluator is unchanged.
+
+        Example: `evaluator.with_collaborators(executor=RayExecutor(...))`.
+        """
+        return self._copy(
+            self._config,
+            self._call_cache if call_cache is _KEEP else call_cache,
+            self._executor if executor is _KEEP else executor,
+            self._rate_budget if rate_budget is _KEEP else rate_budget,
+        )
+
+    def _copy(
+        self,
+        config: EvaluatorConfig,
+        call_cache: CallCache | None,
+        executor: Executor | None,
+        rate_budget: RateBudgetLike | None,
+    ) -> TopologyEvaluator:
+        """A new evaluator sharing everything but these (see `with_options`)."""
+        return TopologyEvaluator(
             callable_registry=self._callables,
             agent_registry=self._agents,
             score_fn=self._score_fn,
@@ -457,12 +480,11 @@ class TopologyEvaluator:
             cost_estimator=self._cost_estimator,
             timer=self._timer,
             workers=self._workers,
-            executor=self._executor,
-            rate_budget=self._rate_budget,
+            executor=executor,
+            rate_budget=rate_budget,
             hydration_hooks=self._hooks,
+            call_cache=call_cache,
         )
-        copy.set_call_cache(self._call_cache)
-        return copy
 
     def check(self, spec: Any) -> CheckResult:
         """Check a candidate exactly as `evaluate` does before it runs anything; never raises
@@ -653,7 +675,11 @@ class TopologyEvaluator:
                 index = i * n_trials + trial
                 hit = None if self._cache is None else self._cache.get(digest, key, trial)
                 if hit is None:
-                    pending.append((index, example, key, trial))
+                    memo = example_memo.lookup(ctx, key, trial)  # the run's own result
+                    if memo is None:
+                        pending.append((index, example, key, trial))
+                    else:
+                        done(index, memo, True)
                     continue
                 cached = self._estimated(hit.model_copy(update={"cached": True, "split": split}))
                 slots[index] = cached

@@ -9,11 +9,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from core.agents.call_cache import CallCache
 from core.agents.providers import ProviderPolicy
-from core.agents.rate_budget import ProviderLimit
+from core.agents.rate_budget import ProviderLimit, RateBudgetLike
 from core.evaluation._fork import Workers
 from core.evaluation.cache import EvaluationCache
 from core.evaluation.evaluator import LatencySource, TopologyEvaluator
+from core.evaluation.executor import Executor
 from core.evaluation.metrics import GoldExample, MetricWeights, ScoreFn
 from core.evaluation.pricing import ModelPrice, Pricer
 from core.hydrate import AgentRegistry, CallableRegistry, HydrationHooks
@@ -137,6 +139,9 @@ class Problem:
         allowed_step_kinds: Sequence[str] | None = None,
         pricer: Pricer | None = None,
         workers: Workers | None = None,
+        call_cache: CallCache | None = None,
+        executor: Executor | None = None,
+        rate_budget: RateBudgetLike | None = None,
     ) -> TopologyEvaluator:
         """A `TopologyEvaluator` for this problem, with every hook the problem defines.
 
@@ -154,6 +159,11 @@ class Problem:
             allowed_step_kinds: reject other node kinds (None: every kind).
             pricer: the pricer (None: `Pricer(self.prices)`).
             workers: processes sharing one evaluation's runs (None: `[search] workers`).
+            call_cache: the call-level model cache (None: off).
+            executor: where runs execute (None: `LocalExecutor`); the caller starts and
+                closes it.
+            rate_budget: what in-process model calls draw from (None: unlimited; this does
+                not read `[rate_limits]`: `core.search.build_search` does).
         """
         return TopologyEvaluator(
             callable_registry=self.callable_registry,
@@ -170,6 +180,9 @@ class Problem:
             example_timeout_s=self.config.evaluation.example_timeout_s,
             workers=self.search.workers if workers is None else workers,
             hydration_hooks=self.hydration_hooks,
+            call_cache=call_cache,
+            executor=executor,
+            rate_budget=rate_budget,
         ).with_options(capture_traces=self.search.traces)
 
     def _identity(self) -> dict[str, Any]:

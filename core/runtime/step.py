@@ -240,13 +240,16 @@ class AgentStep:
         key = active.occurrence(self._agent, prompt, self._name)
         if key is None:
             cache.count(uncacheable=1)
+            active.unanswered += 1
             return await self._run(prompt)
         racing = in_fastest_race() and is_simulated_clock(getattr(self._agent, "model", None))
         hit = None if racing else cache.get(key)
         if hit is not None:
             cache.count(hits=1)
+            active.answer(hit)
             return await self._replay(hit, span)
         cache.count(misses=1)  # a new model call, stored below only if it returns
+        active.unanswered += 1  # (until it is stored)
         output = await self._run(prompt)
         text = encode_output(output)
         if text is None:
@@ -255,7 +258,11 @@ class AgentStep:
         usage = tuple(
             (u.model_name, u.requests, u.input_tokens, u.output_tokens) for u in span.usage
         )
-        cache.put(key, CallRecord(text, usage, None if latency is None else float(latency)))
+        record = CallRecord(text, usage, None if latency is None else float(latency))
+        cache.put(key, record)
+        if not racing:  # (a race's call is never answered from the cache: it runs again)
+            active.unanswered -= 1
+            active.answer(record)
         return output
 
     async def _run(self, prompt: Any) -> Any:

@@ -75,8 +75,10 @@ from typing import Any
 
 from pydantic_ai.models import Model
 
-from core.agents.rate_budget import RateBudget
+from core.agents.call_cache import CallCache
+from core.agents.rate_budget import RateBudget, RateBudgetLike
 from core.evaluation.cache import EvaluationCache, InMemoryEvaluationCache
+from core.evaluation.executor import Executor
 from core.evaluation.metrics import MetricWeights
 from core.evaluation.pricing import Pricer
 from core.problems.problem import Problem
@@ -155,13 +157,15 @@ def build_search(
     test_size: int | None = None,
     constraints: str | None = None,
     weights: MetricWeights | Mapping[str, Any] | None = None,
+    call_cache: CallCache | None = None,
+    executor: Executor | None = None,
+    rate_budget: RateBudgetLike | None = None,
 ) -> SearchRun:
     """A `SearchRun` on a loaded problem, with the problem's defaults for what is not given.
 
     The problem's `[rate_limits]` (requests and tokens per minute, calls in flight, per
-    provider) become the evaluator's in-process `RateBudget`; replace it with
-    `search.evaluator.set_rate_budget(...)`, or give the evaluator a remote executor (which
-    brings its own budget).
+    provider) become the evaluator's in-process `RateBudget` unless `rate_budget` is given;
+    a remote `executor` brings its workers their own budget.
 
     Args:
         problem: from `core.problems.load_problem`.
@@ -189,6 +193,11 @@ def build_search(
         weights: the metric weights of the aggregate score; overrides the config's (default:
             the problem's `[search.weights]`). They rank candidates, pick the winner, and are
             recorded in `RunStarted.config` (`weights`, and the evaluator's).
+        call_cache: the evaluator's call-level model cache (None: off).
+        executor: where the evaluator's runs execute (None: `LocalExecutor`); the caller
+            starts it (before `run`, so `RunStarted` records its workers) and closes it.
+        rate_budget: what the evaluator's in-process model calls draw from (None: a
+            `RateBudget` of the problem's `[rate_limits]`, unlimited without them).
 
     Raises:
         ValueError: an unknown strategy, `meta_agent` without a model, or a `Strategy`
@@ -212,9 +221,14 @@ def build_search(
         max_depth=gene.max_depth,
         allowed_step_kinds=gene.allowed_step_kinds,
         pricer=pricer,
+        call_cache=call_cache,
+        executor=executor,
+        rate_budget=(
+            rate_budget
+            if rate_budget is not None or not problem.rate_limits
+            else RateBudget(problem.rate_limits)
+        ),
     )
-    if problem.rate_limits:
-        evaluator.set_rate_budget(RateBudget(problem.rate_limits))
     if budget is None:
         budget = Budget(
             max_evaluations=search.max_evaluations,

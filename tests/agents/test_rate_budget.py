@@ -104,16 +104,15 @@ def test_a_local_search_under_the_problems_rate_limit_is_granted_on_schedule() -
     limit = ProviderLimit(requests_per_minute=120, burst_s=1.0)
     assert problem.rate_limits == {"function": limit}
     events: list[object] = []
-    search = build_search(
-        problem,
-        "evolutionary",
-        seed=7,
-        handle_sigint=False,
-        use_test_split=False,
-        budget=Budget(max_evaluations=6),
-        subscribers=[events.append],
-    )
-    assert search.evaluator.rate_limits == {"function": limit}  # build_search's budget
+    options: dict[str, Any] = {
+        "seed": 7,
+        "handle_sigint": False,
+        "use_test_split": False,
+        "budget": Budget(max_evaluations=6),
+    }
+    default = build_search(problem, "evolutionary", **options)
+    assert default.evaluator.rate_limits == {"function": limit}  # build_search's budget
+    assert isinstance(default.evaluator.rate_budget, RateBudget)
     now = [0.0]
 
     async def fake_sleep(seconds: float) -> None:
@@ -123,7 +122,10 @@ def test_a_local_search_under_the_problems_rate_limit_is_granted_on_schedule() -
     budget = RateBudget(
         problem.rate_limits, clock=lambda: now[0], sleep=fake_sleep, keep_grant_times=True
     )
-    search.evaluator.set_rate_budget(budget)
+    search = build_search(
+        problem, "evolutionary", subscribers=[events.append], rate_budget=budget, **options
+    )
+    assert search.evaluator.rate_budget is budget
     made = 0
     evaluate = search.evaluator.evaluate
 

@@ -54,8 +54,8 @@ def _search(executor: Any, overrides: dict[str, Any] | None = None) -> tuple[Any
         seed=7,
         handle_sigint=False,
         subscribers=[lambda e: started.append(e) if type(e).__name__ == "RunStarted" else None],
+        executor=executor,
     )
-    search.evaluator.set_executor(executor)
     result = asyncio.run(search.run())
     assert [e.config["executor"] for e in started] == [executor.describe()]
     raw = result.raw
@@ -69,8 +69,7 @@ def _examples_recorded_once(executor: RayExecutor, overrides: dict[str, Any]) ->
     """A search whose every result the test counts by (candidate, split, example, trial)."""
     problem = load_problem(SLEEPY, overrides=overrides)
     seen: dict[tuple[str, str, str, int], int] = {}
-    search = build_search(problem, "evolutionary", seed=7, handle_sigint=False)
-    search.evaluator.set_executor(executor)
+    search = build_search(problem, "evolutionary", seed=7, handle_sigint=False, executor=executor)
     evaluate = search.evaluator.evaluate
 
     async def counting(spec: Any, examples: Any, **kw: Any) -> Any:
@@ -128,8 +127,7 @@ def test_rate_budget_holds_across_two_workers(ray_instance: None) -> None:
     limits = {"function": ProviderLimit(requests_per_minute=240, burst_s=0.5)}
     executor = RayExecutor(SLEEPY, num_workers=2, rate_limits=limits)
     problem = load_problem(SLEEPY)
-    evaluator = problem.evaluator()
-    evaluator.set_executor(executor)
+    evaluator = problem.evaluator(executor=executor)
     try:
         ev = asyncio.run(evaluator.evaluate(problem.seed_spec, problem.splits["validation"]))
         report = executor.budget_report()
@@ -152,10 +150,8 @@ def test_call_cache_is_shared_by_workers_and_seeded_from_the_driver(ray_instance
     problem = load_problem(SLEEPY)
     examples = problem.splits["validation"]
     cache = InMemoryCallCache()
-    evaluator = problem.evaluator()
-    evaluator.set_call_cache(cache)
     first = RayExecutor(SLEEPY, num_workers=2)
-    evaluator.set_executor(first)
+    evaluator = problem.evaluator(call_cache=cache, executor=first)
     try:
         asyncio.run(evaluator.evaluate(problem.seed_spec, examples))
         made = cache.stats()
@@ -168,7 +164,7 @@ def test_call_cache_is_shared_by_workers_and_seeded_from_the_driver(ray_instance
     assert (again.hits - made.hits, again.misses - made.misses) == (8, 0)
     # a new executor's cache actor is seeded from the driver's cache: still no model call
     second = RayExecutor(SLEEPY, num_workers=2)
-    evaluator.set_executor(second)
+    evaluator = evaluator.with_collaborators(executor=second)
     try:
         asyncio.run(evaluator.evaluate(problem.seed_spec, examples))
     finally:
@@ -183,8 +179,7 @@ def test_a_busy_worker_answers_its_ping_with_its_runs_in_flight(ray_instance: No
     executor = RayExecutor(SLEEPY, overrides=slow, num_workers=2, batches_per_worker=1)
     executor.start()
     problem = load_problem(SLEEPY, overrides=slow)
-    evaluator = problem.evaluator()
-    evaluator.set_executor(executor)
+    evaluator = problem.evaluator(executor=executor)
     runner = threading.Thread(
         target=lambda: asyncio.run(
             evaluator.evaluate(problem.seed_spec, problem.splits["validation"])

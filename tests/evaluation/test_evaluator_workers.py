@@ -25,6 +25,7 @@ from core.agents.call_cache import CallCacheStats, InMemoryCallCache
 from core.errors import EvaluationError
 from core.evaluation import _fork
 from core.evaluation.evaluator import CandidateEvaluation, ExampleResult, TopologyEvaluator
+from core.evaluation.example_memo import MEMO_PREFIX
 from core.evaluation.metrics import GoldExample
 from core.hydrate import AgentRegistry, CallableRegistry
 from core.problems.config import SearchDefaults
@@ -340,20 +341,22 @@ def test_the_childs_call_cache_records_and_counters_come_back() -> None:
     exs = examples(70)
 
     def fresh(workers: int, cache: InMemoryCallCache) -> TopologyEvaluator:
-        ev = TopologyEvaluator(
+        return TopologyEvaluator(
             callable_registry=CallableRegistry(),
             agent_registry=agents,
             score_fn=exact,
             latency_source="model",
             workers=workers,
+            call_cache=cache,
         )
-        ev.set_call_cache(cache)
-        return ev
 
     cache = InMemoryCallCache()
     cold = run(fresh(2, cache), spec, exs)
     assert cache.stats() == CallCacheStats(hits=0, misses=70, uncacheable=0)
-    assert len(cache) == 70
+    # 70 calls, and the 70 runs kept by the example memo (each answered by one stored call)
+    keys = [k for k, _ in cache.records()]
+    assert sum(k.startswith(MEMO_PREFIX) for k in keys) == 70
+    assert len(cache) == 140
     cache.reset_stats()
     warm = run(fresh(2, cache), spec, exs)
     assert cache.stats() == CallCacheStats(hits=70, misses=0, uncacheable=0)

@@ -1,5 +1,8 @@
 """`MetaAgentSearch`: the ADAS-style designer loop on a pydantic-ai agent (semantics section 8).
 
+Kept whole: the four steps of a generation (design, reflexion, check, debug) share one designer
+conversation and its spend, read in order in one class; the prompts and helpers are short.
+
 Per generation the designer (a pydantic-ai `Agent` with `output_type=TopologyDesign`, any
 `provider:model` string or a `Model` object) is shown the registered names with descriptions
 and roles, the topology JSON schema, the constraints, the depth limit, the allowed kinds and
