@@ -21,6 +21,16 @@ mean over the requests that ran ok) against running the library's best single to
 best measured accuracy: `LibraryDesigner.choose()`) on the same requests. Ctrl-C prints the
 requests served so far and their totals, then exits 130.
 
+With `--designer-model MODEL` (a pydantic-ai model id, e.g. `openai-chat:gpt-4o-mini`) a
+`RuntimeTopologyDesigner` on that model designs each request the cache does not answer: the
+library is its seed library (with its figures), the request's limits are told to it, the
+problem's registries check its design, and the library's best entry is its fallback (a design
+that failed, e.g. a provider that kept failing, is served by that entry, said on stderr with
+the provider's line, and not cached). The model is checked before any request (it must build
+and be priced), and is called through the problem's `[models]` fault rule and base URL like
+every other model. Its own requests, tokens and USD (genai-prices, or the problem's price
+table) are a `designer` line of the totals, apart from the served topologies' cost.
+
 A bad line (not JSON, not an object, no question, a bad limit, an unknown field) is one
 `topology-studio: error: requests line N: ...` line on stderr; the other lines are still served,
 and the exit code is then 2 (else 0).
@@ -47,7 +57,10 @@ from studio._cli_output import Output, fmt_float
 if TYPE_CHECKING:
     from core.evaluation import TopologyEvaluator
     from core.evaluation.metrics import GoldExample
+    from core.evaluation.pricing import Pricer
     from core.problems import Problem
+    from core.runtime.tracing import ModelUsage
+    from core.runtime_design.designer import RuntimeTopologyDesigner
     from core.runtime_design.library import LibraryDesigner
 
 __all__ = [
@@ -106,6 +119,14 @@ def add_parsers(
         default=1000,
         metavar="N",
         help="questions the topology cache keeps (default 1000)",
+    )
+    p.add_argument(
+        "--designer-model",
+        default=None,
+        metavar="MODEL",
+        help="design each request with this pydantic-ai model (e.g. openai-chat:gpt-4o-mini), "
+        "the library as its seed and its best entry as the fallback; default: pick from the "
+        "library by its rule, no model",
     )
     add_problem_overrides(p)
     add_db(p)
@@ -226,6 +247,16 @@ class Served:
     best_accuracy: float | None
     best_cost_usd: float
     best_latency_ms: float
+    source: str = "designer"
+    """Where the spec came from: `cache`, `designer` (the library's rule or the model) or
+    `fallback` (the model designer failed: the library's best entry)."""
+    design_error: str | None = None
+    """Why the model designer failed (`source == "fallback"`), else None."""
+    design_usage: tuple[ModelUsage, ...] = ()
+    """The model designer's usage for this request (empty for a cache hit or the rule)."""
+    design_cost_usd: float = 0.0
+    """What that usage cost, USD (genai-prices or the problem's price table); not in
+    `cost_usd`, which is the served topology's own."""
 
 
 @dataclass
@@ -237,6 +268,8 @@ class ServeReport:
     """1-based library entry of the best single topology (the baseline)."""
     hits: int = 0
     lookups: int = 0
+    designer_model: str | None = None
+    """The model designer's `provider:model`, None when the library's rule chose."""
 
     @property
     def hit_rate(self) -> float:
@@ -292,19 +325,33 @@ async def serve_requests(
     evaluator: TopologyEvaluator | None = None,
     on_served: Callable[[Served], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    model_designer: RuntimeTopologyDesigner | None = None,
+    pricer: Pricer | None = None,
 ) -> ServeReport:
     """Serve each request with `designer` on `problem` (see the module docstring).
+
+    Args:
+        model_designer: designs each request instead of `designer`'s rule (sharing its cache;
+            `designer` still gives the best single topology and the entry numbers). A fallback
+            (its design failed) is served but never stored in the cache.
+        pricer: prices the model designer's usage (None: `Pricer(problem.prices)`).
 
     Returns:
         The `ServeReport`; a run that failed is in it (its status and error), never raised.
     """
+    from core.agents.usage import agent_model_name
     from core.evaluation.metrics import GoldExample
+    from core.evaluation.pricing import Pricer
     from core.ir import spec_hash
 
     evaluator = evaluator if evaluator is not None else problem.evaluator()
+    pricer = pricer if pricer is not None else Pricer(problem.prices)
     gold = gold_by_question(problem)
     best = designer.choose()
     report = ServeReport(best_entry=best.index + 1)
+    if model_designer is not None:
+        report.designer_model = agent_model_name(model_designer.designer_agent)
+    chooser = model_designer if model_designer is not None else designer
     best_hash = spec_hash(best.entry.spec)
 
     async def run(spec: Any, request: Request) -> Any:
@@ -323,15 +370,17 @@ async def serve_requests(
 
     for request in requests:
         start = clock()
-        design = await designer.design(
+        design = await chooser.design(
             request.question, budget_usd=request.budget_usd, latency_ms=request.latency_ms
         )
         chosen = clock()
         result, rejected, scored = await run(design.spec, request)
         ran = clock()
         ok = result is not None and result.status == "ok"
-        await designer.cache.store(request.question, design.spec, ok)
+        if design.source != "fallback":  # a stand-in for a failed design is not remembered
+            await designer.cache.store(request.question, design.spec, ok)
         stored = clock()
+        usage = tuple(u for u in design.usage if u.requests or u.input_tokens)
         report.lookups += 1
         report.hits += design.source == "cache"
         digest = spec_hash(design.spec)
@@ -360,6 +409,10 @@ async def serve_requests(
             best_accuracy=b_accuracy,
             best_cost_usd=b_cost,
             best_latency_ms=b_latency,
+            source=design.source,
+            design_error=design.error,
+            design_usage=usage,
+            design_cost_usd=pricer.total(usage).cost_usd if usage else 0.0,
         )
         report.served.append(served)
         if on_served is not None:
@@ -460,8 +513,89 @@ def print_totals(report: ServeReport, out: Output) -> None:
                 f"{fmt_float(_mean([s.overhead_ms for s in served]), 3)} ms per request "
                 "(design + cache)",
             ),
+            *_designer_totals(report),
         ]
     )
+
+
+def _designer_totals(report: ServeReport) -> list[tuple[str, str]]:
+    """The model designer's own requests, tokens and USD (apart from the served cost) and its
+    fallbacks, as `(key, value)` lines; none when the library's rule chose."""
+    if report.designer_model is None:
+        return []
+    usage = [u for s in report.served for u in s.design_usage]
+    requests = sum(u.requests for u in usage)
+    tokens_in = sum(u.input_tokens for u in usage)
+    tokens_out = sum(u.output_tokens for u in usage)
+    cost = math.fsum(s.design_cost_usd for s in report.served)
+    designed = sum(s.source != "cache" for s in report.served)
+    fallbacks = sum(s.source == "fallback" for s in report.served)
+    return [
+        (
+            "designer",
+            f"{report.designer_model}: {requests} requests, {tokens_in} input + {tokens_out} "
+            f"output tokens, ${fmt_float(cost, 6)} (not in the served cost)",
+        ),
+        ("fallbacks", f"{fallbacks} of {designed} designed (the library's best entry served)"),
+    ]
+
+
+def _model_designer(
+    model: str, problem: Problem, library: LibraryDesigner
+) -> RuntimeTopologyDesigner:
+    """A `RuntimeTopologyDesigner` on the pydantic-ai model `model`: `library`'s entries as
+    its seed library, its cache and registries, its best entry as the fallback spec; the
+    model checked before any request (priced, built with the provider's settings).
+
+    Raises:
+        CliUsageError: the model has no price, or pydantic-ai cannot build it (an unknown
+            provider, a missing key), in one line.
+    """
+    from pydantic_ai import Agent
+    from pydantic_ai.exceptions import UserError
+    from pydantic_ai.models import infer_model
+
+    from core.agents.providers import current_policy, missing_setting
+    from core.agents.usage import agent_model_name
+    from core.evaluation.pricing import Pricer
+    from core.ir.design import TopologyDesign
+    from core.runtime.tracing import ModelUsage
+    from core.runtime_design.designer import RuntimeTopologyDesigner
+
+    try:
+        built = infer_model(model)
+    except (UserError, ValueError, ImportError) as exc:
+        setting = missing_setting(exc)
+        why = " ".join(str(exc).split()) if setting is None else f"set {setting}"
+        raise CliUsageError(f"--designer-model {model!r} cannot be built: {why}") from exc
+    agent: Agent[None, TopologyDesign] = Agent(
+        built,
+        output_type=TopologyDesign,
+        instructions=_DESIGNER_INSTRUCTIONS,
+        name="runtime_designer",
+        model_settings=current_policy().model_settings(),
+    )
+    quote = Pricer(problem.prices).quote(ModelUsage(agent_model_name(agent), 1, 1, 1))
+    if quote.reason is not None:
+        raise CliUsageError(
+            f"--designer-model {model!r} has no price ({quote.reason}): add it to the "
+            "problem's [models.prices] table"
+        )
+    return RuntimeTopologyDesigner(
+        agent,
+        problem.callable_registry,
+        problem.agent_registry,
+        seed_library=library.seed_library,
+        cache=library.cache,
+        fallback_spec=library.choose().entry.spec,
+    )
+
+
+_DESIGNER_INSTRUCTIONS = (
+    "You choose the topology that serves one request: reuse or specialise one of the "
+    "validated topologies you are shown, within the request's limits when it states any, "
+    "naming only the registered agents and callables."
+)
 
 
 def _library_entries(library: str, db: str | None, out: Output) -> list[Any]:
@@ -498,6 +632,7 @@ def cmd_serve_topology(args: argparse.Namespace, out: Output) -> int:
     """`serve-topology PROBLEM --library LIB.json [--requests FILE|-]` (see the module docstring)."""
     import asyncio
 
+    from core.agents.usage import agent_model_name
     from core.problems import load_problem
     from core.runtime_design import InMemoryLRU
     from core.runtime_design.library import LibraryDesigner
@@ -516,6 +651,11 @@ def cmd_serve_topology(args: argparse.Namespace, out: Output) -> int:
         raise CliUsageError(
             f"the library {args.library} does not fit {problem.name}: {exc}"
         ) from exc
+    apply_base_url(problem.config.models.base_url)  # before a model is built from a name
+    chooser = None
+    if args.designer_model:
+        with use_policy(problem.provider_policy):
+            chooser = _model_designer(args.designer_model, problem, designer)
     bad: list[int] = []
 
     def on_error(n: int, why: str) -> None:
@@ -528,6 +668,11 @@ def cmd_serve_topology(args: argparse.Namespace, out: Output) -> int:
     def on_served(s: Served) -> None:
         rows.append(_row(s))
         done.append(s)
+        if s.source == "fallback":
+            out.note(
+                f"requests line {s.request.line}: the designer failed, the library's best "
+                f"entry served it: {s.design_error}"
+            )
         if s.status != "ok":
             out.note(f"requests line {s.request.line}: {s.status}: {s.error}")
         elif out.progress_enabled:  # a terminal: say each request as it is served
@@ -538,11 +683,14 @@ def cmd_serve_topology(args: argparse.Namespace, out: Output) -> int:
     failed: ProviderError | None = None
     try:
         try:
-            apply_base_url(problem.config.models.base_url)
             with use_policy(problem.provider_policy):  # the problem's fault settings
                 report = asyncio.run(
                     serve_requests(
-                        problem, designer, iter_requests(source, on_error), on_served=on_served
+                        problem,
+                        designer,
+                        iter_requests(source, on_error),
+                        on_served=on_served,
+                        model_designer=chooser,
                     )
                 )
         except ProviderError as exc:  # a provider that kept failing: stop as Ctrl-C does
@@ -556,6 +704,7 @@ def cmd_serve_topology(args: argparse.Namespace, out: Output) -> int:
             best_entry=designer.choose().index + 1,
             hits=sum(s.cache_hit for s in done),
             lookups=len(done),
+            designer_model=None if chooser is None else agent_model_name(chooser.designer_agent),
         )
     finally:
         if source is not sys.stdin:

@@ -27,7 +27,10 @@ tokens).
 The `openai:` prefix is pydantic-ai's Responses API model (`POST /responses`), which local
 OpenAI-compatible servers (Ollama, vLLM, llama.cpp) mostly lack; `openai-chat:` is the chat
 completions model they all speak. A 404 from the Responses API, or a reply in another shape (a
-`TypeError` while pydantic-ai reads it), is reported as such, with the prefix to use instead.
+`TypeError` while pydantic-ai reads it), is reported as such, with the prefix to use instead;
+so is a chat completions request answered with something that is no chat completion (e.g. a
+Responses API body: pydantic-ai's "Invalid response from ... chat completions endpoint"). Both
+are persistent (not retried): the same server answers the same way again.
 
 The base URL is the OpenAI SDK's own setting, `OPENAI_BASE_URL` (pydantic-ai's `OpenAIProvider`
 reads it); a problem's `[models] base_url` sets it for the process when the environment does
@@ -56,6 +59,7 @@ from pydantic_ai.exceptions import (
     ModelServerError,
     ModelTimeoutError,
     ModelUnavailableError,
+    UnexpectedModelBehavior,
 )
 from pydantic_ai.settings import ModelSettings
 
@@ -193,6 +197,19 @@ def _is_wrong_api(model: str, exc: BaseException) -> bool:
     )
 
 
+_NOT_A_CHAT_COMPLETION = re.compile(r"^Invalid response from \S+ chat completions endpoint\b")
+"""pydantic-ai's wording when a chat-completions reply fails `ChatCompletion` validation (no
+`choices`, another `object`: e.g. a Responses API body) or is not JSON data
+(`OpenAIChatModel._process_response`)."""
+
+
+def _is_wrong_chat_shape(exc: BaseException) -> bool:
+    """A chat completions model (`openai-chat:`) given a reply that is not a chat completion."""
+    return isinstance(exc, UnexpectedModelBehavior) and bool(
+        _NOT_A_CHAT_COMPLETION.match(exc.message)
+    )
+
+
 def provider_error(
     exc: BaseException, model: str, *, attempts: int = 1, waited_s: float = 0.0
 ) -> ProviderError:
@@ -212,13 +229,22 @@ def provider_error(
     status = exc.status_code if isinstance(exc, ModelHTTPError) else None
     if _is_wrong_api(model, exc):
         name = model.partition(":")[2]
-        answer = f"HTTP {status}" if status is not None else f"a reply in another shape ({exc})"
+        answer = f"HTTP {status}" if status is not None else "in another API's shape"
         return ProviderError(
             f"model {where}: the server has no OpenAI Responses API (/responses answered {answer}); "
             f"the openai: prefix needs it: use openai-chat:{name} (chat completions, what "
             "Ollama, vLLM and llama.cpp speak)",
             model=model,
             status=status,
+        )
+    if _is_wrong_chat_shape(exc):
+        name = model.partition(":")[2]
+        return ProviderError(
+            f"model {where}: the reply to /chat/completions is not a chat completion (the "
+            f"openai-chat: prefix needs one): check that {BASE_URL_ENV} is the server's "
+            f"OpenAI-compatible /v1, or, for a server with only the Responses API, use "
+            f"openai:{name}",
+            model=model,
         )
     transient = _is_transient(exc)
     if isinstance(exc, ModelHTTPError) and exc.status_code == 429:
@@ -307,7 +333,9 @@ async def call_with_retries(
 
     Raises:
         ProviderError: a persistent failure (the wait used up, or a non-transient refusal), or
-            an `openai:` model meeting a server without the Responses API; chained to the cause.
+            an `openai:` model meeting a server without the Responses API, or an
+            `openai-chat:` model given a reply that is no chat completion (neither retried);
+            chained to the cause.
         Anything else `call` raises, unchanged (e.g. pydantic-ai's `UnexpectedModelBehavior`
             for an output it could not validate: the model answered, the answer is bad).
     """
@@ -330,5 +358,9 @@ async def call_with_retries(
             waited += wait
         except (TypeError, KeyError, AttributeError) as exc:
             if _is_wrong_api(model, exc):
+                raise provider_error(exc, model, attempts=attempts, waited_s=waited) from exc
+            raise
+        except UnexpectedModelBehavior as exc:
+            if _is_wrong_chat_shape(exc):
                 raise provider_error(exc, model, attempts=attempts, waited_s=waited) from exc
             raise

@@ -1,6 +1,7 @@
 """`RuntimeTopologyDesigner`: per request, a cached topology or a new design from an agent.
 
-`await designer.design(goal) -> DesignResult`, in this order (runtime contract 5):
+`await designer.design(goal, budget_usd=None, latency_ms=None) -> DesignResult`, in this order
+(runtime contract 5):
 
 1. **Cache.** `cache.lookup_hit(goal)`. With `verify_on_hit=True` (the default) the hit's spec is
    checked against the registries *as they are now* (`core.hydrate.validate_names`): a spec
@@ -8,9 +9,10 @@
    returned; the entry is decayed (`cache.store(goal, spec, success=False)`) and the request
    is designed as on a miss. (The cache's own counters count that lookup as a hit, and the
    refusal as a decay.)
-2. **Design.** The designer agent runs once on `design_prompt(goal)`, which lists the seed
-   library, each entry with its measured accuracy, mean cost per request (USD) and mean
-   latency per request (ms), and the registered names. There is no debug retry: runtime
+2. **Design.** The designer agent runs once on `design_prompt(goal)`, which states the
+   request's limits when given (USD, ms per request) and lists the seed library, each entry
+   with its measured accuracy, mean cost per request (USD) and mean latency per request (ms),
+   and the registered names. There is no debug retry: runtime
    design is latency-bound. The agent is a `BaseAgent` or a pydantic-ai `Agent`; its output
    is a `TopologyDesign`, or its JSON text / mapping (parsed with `core.ir.parse_design`).
 3. **Check.** A design whose spec names anything no registry resolves is a failure.
@@ -192,10 +194,21 @@ class RuntimeTopologyDesigner:
             spec, callable_registry=self.callable_registry, agent_registry=self.agent_registry
         )
 
-    def design_prompt(self, goal: str) -> str:
-        """The designer agent's user prompt for `goal`: the request, the seed library with
-        its figures (accuracy to 4 decimals, cost USD to 6, latency ms to 1), the names."""
-        lines = [f"Request: {goal}", ""]
+    def design_prompt(
+        self, goal: str, *, budget_usd: float | None = None, latency_ms: float | None = None
+    ) -> str:
+        """The designer agent's user prompt for `goal`: the request, its limits when stated
+        (cost USD to 6 decimals, latency ms to 1, per request), the seed library with its
+        figures (accuracy to 4 decimals, cost USD to 6, latency ms to 1), the names."""
+        lines = [f"Request: {goal}"]
+        limits: list[str] = []
+        if budget_usd is not None:
+            limits.append(f"cost at most ${budget_usd:.6f}")
+        if latency_ms is not None:
+            limits.append(f"latency at most {latency_ms:.1f} ms")
+        if limits:
+            lines.append(f"Limits for this request: {' and '.join(limits)}.")
+        lines.append("")
         if self.seed_library:
             lines.append(
                 "Validated topologies, with their measured figures per request. Prefer reusing "
@@ -221,8 +234,16 @@ class RuntimeTopologyDesigner:
         ]
         return "\n".join(lines)
 
-    async def design(self, goal: str) -> DesignResult:
+    async def design(
+        self, goal: str, *, budget_usd: float | None = None, latency_ms: float | None = None
+    ) -> DesignResult:
         """The topology for `goal` (see the module docstring).
+
+        Args:
+            goal: the request.
+            budget_usd: the request's cost limit, USD, told to the designer agent (None: none).
+            latency_ms: the request's latency limit, ms, told likewise (None: none). The cache
+                is keyed on `goal` alone.
 
         Raises:
             RuntimeDesignError: the design failed and there is no `fallback_spec` (or the
@@ -243,7 +264,8 @@ class RuntimeTopologyDesigner:
             u.add(ModelUsage(name, requests, input_tokens, output_tokens))
 
         try:
-            design = await self._run_designer(goal, record)
+            prompt = self.design_prompt(goal, budget_usd=budget_usd, latency_ms=latency_ms)
+            design = await self._run_designer(goal, prompt, record)
             unknown = self.unknown_names(design.spec)
             if unknown:
                 listed = ", ".join(
@@ -261,8 +283,7 @@ class RuntimeTopologyDesigner:
             usage=tuple(usage.values()),
         )
 
-    async def _run_designer(self, goal: str, record: Any) -> TopologyDesign:
-        prompt = self.design_prompt(goal)
+    async def _run_designer(self, goal: str, prompt: str, record: Any) -> TopologyDesign:
         try:  # transient faults waited out; a persistent one falls back like any failure
             output = await call_with_retries(
                 lambda: run_agent(self.designer_agent, prompt, record=record, remote=True),

@@ -25,6 +25,7 @@ from tests.fixtures.openai_server import (
     Malformed,
     OpenAIServer,
     Reply,
+    ResponsesShape,
     Slow,
 )
 from tests.providers.hosted import DESIGN, answer, kv, use_hosted
@@ -106,6 +107,47 @@ def test_the_openai_prefix_against_a_server_without_the_responses_api_says_to_us
     )
     assert "TypeError" not in cap.err
     assert [r.path for r in hosted.log] == [CHAT] * 4 + ["/v1/responses"]  # one try: no retry
+
+
+def test_the_openai_prefix_given_a_chat_completions_body_says_to_use_openai_chat(
+    hosted: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hosted.responses_in_chat_shape = True  # /responses routed, answered in chat shape
+    code = main([*SEARCH, "--meta-model", "openai:gpt-4o-mini"])
+    cap = capsys.readouterr()
+    assert code == 130
+    assert cap.err.splitlines()[0] == (
+        f"topology-studio: error: model 'openai:gpt-4o-mini' at {hosted.base_url}: the server "
+        "has no OpenAI Responses API (/responses answered in another API's shape); the openai: "
+        "prefix needs it: use openai-chat:gpt-4o-mini (chat completions, what Ollama, vLLM and "
+        "llama.cpp speak)"
+    )
+    assert "TypeError" not in cap.err
+    assert [(r.path, r.status) for r in hosted.log] == [(CHAT, 200)] * 4 + [("/v1/responses", 200)]
+
+
+def test_a_chat_model_given_a_responses_body_names_the_prefixes(
+    hosted: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _designer_fails(hosted, ResponsesShape())
+    code = main(SEARCH)
+    cap = capsys.readouterr()
+    assert code == 130
+    assert cap.err.splitlines()[0] == (
+        f"topology-studio: error: model 'openai-chat:gpt-4o-mini' at {hosted.base_url}: the "
+        "reply to /chat/completions is not a chat completion (the openai-chat: prefix needs "
+        "one): check that OPENAI_BASE_URL is the server's OpenAI-compatible /v1, or, for a "
+        "server with only the Responses API, use openai:gpt-4o-mini"
+    )
+    assert [r.fault for r in hosted.log] == [None] * 4 + ["shape"]  # not retried
+    # the run stopped resumable; resumed against a server that answers, no call is repeated
+    hosted.reset()
+    hosted.script(answer)
+    assert main([*SEARCH, "--resume", resume_id(cap.err)]) == 0
+    assert [(r.model, r.tools) for r in hosted.log] == [
+        *designer_calls(),
+        *[("gpt-4o", ())] * 4,
+    ]
 
 
 def _designer_fails(server: OpenAIServer, fault: object) -> None:

@@ -14,7 +14,7 @@ from pydantic_ai import Agent
 from core.agents.providers import ProviderPolicy, use_policy
 from core.ir.design import TopologyDesign
 from core.runtime_design.designer import DesignResult, RuntimeTopologyDesigner
-from tests.fixtures.openai_server import Fail, OpenAIServer
+from tests.fixtures.openai_server import Fail, OpenAIServer, ResponsesShape
 from tests.providers.hosted import DESIGN, SEED, answer
 
 FAST = ProviderPolicy(timeout_s=1.0, max_wait_s=0.1, backoff_s=0.01, max_backoff_s=0.02)
@@ -65,4 +65,19 @@ def test_a_persistent_fault_falls_back_with_the_providers_line(server: OpenAISer
     assert (
         f"model 'openai:gpt-4o-mini' at {server.base_url}: server error (HTTP 503) after 6 "
         "attempts and 0.1 s of waiting" in result.error
+    )
+
+
+def test_a_reply_in_the_wrong_api_shape_falls_back_naming_the_prefix(
+    server: OpenAIServer,
+) -> None:
+    server.script(lambda body: ResponsesShape())
+    result = design("What is 2 + 4?")
+    assert (result.source, len(server.log)) == ("fallback", 1)  # not retried
+    assert result.error == (
+        "the designer agent raised ProviderError: model 'openai:gpt-4o-mini' at "
+        f"{server.base_url}: the reply to /chat/completions is not a chat completion (the "
+        "openai-chat: prefix needs one): check that OPENAI_BASE_URL is the server's "
+        "OpenAI-compatible /v1, or, for a server with only the Responses API, use "
+        "openai:gpt-4o-mini"
     )

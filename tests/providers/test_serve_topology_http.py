@@ -10,11 +10,8 @@ from pathlib import Path
 import pytest
 
 from studio.cli import main
-from tests.fixtures.openai_server import (
-    Fail,
-    OpenAIServer,
-)
-from tests.providers.hosted import answer, use_hosted
+from tests.fixtures.openai_server import Fail, OpenAIServer, output_tool
+from tests.providers.hosted import answer, kv, use_hosted
 
 REQUESTS = (
     '{"question": "What is 2 + 4?"}\n'
@@ -94,3 +91,107 @@ def test_a_provider_that_keeps_failing_stops_serving_with_its_message(
         "interrupted after 1 request(s), printed above; the rest were not served",
     ]
     assert [r.status for r in server.log] == [200] + [503] * 12
+
+
+DESIGNED = [
+    "serve-topology",
+    "hosted",
+    "--requests",
+    "requests.jsonl",
+    "--designer-model",
+    "openai-chat:gpt-4o-mini",
+]
+
+
+def test_a_model_designer_designs_each_uncached_request_over_http(
+    library: tuple[OpenAIServer, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    server, _ = library
+    run_id = _search(capsys)
+    server.reset()
+    code = main([*DESIGNED, "--library", run_id])
+    out = capsys.readouterr().out
+    assert code == 0
+    # one design per question the cache lacks (its answer: the large model, which is the
+    # library's entry 2 and its best single topology, so the comparison adds no request);
+    # the repeated question is a hit, served with no design
+    assert [(r.model, r.tools, r.user.splitlines()[0]) for r in server.log] == [
+        ("gpt-4o-mini", ("final_result",), "Request: What is 2 + 4?"),
+        ("gpt-4o", (), "What is 2 + 4?"),
+        ("gpt-4o-mini", ("final_result",), "Request: What is 7 + 1?"),
+        ("gpt-4o", (), "What is 7 + 1?"),
+        ("gpt-4o", (), "What is 2 + 4?"),
+    ]
+    # the request's budget is told to the model, the library with its figures too
+    assert server.log[2].user.splitlines()[1] == (
+        "Limits for this request: cost at most $0.000100."
+    )
+    assert "[2] " in server.log[0].user and '"agent_name":"large"' in server.log[0].user
+    rows = [line.split() for line in out.splitlines()[1:4]]
+    assert [(r[2], r[3], r[6]) for r in rows] == [
+        ("2", "miss", "0.000600"),  # the served topology only: gpt-4o, 120 in + 30 out
+        ("2", "miss", "0.000600"),  # (the rule would have picked entry 1 under this budget)
+        ("2", "hit", "0.000600"),
+    ]
+    # genai-prices for gpt-4o-mini: 900 in x $0.15/M + 80 out x $0.60/M = $0.000183 a design
+    assert kv(out, "designer") == (
+        "openai:gpt-4o-mini: 2 requests, 1800 input + 160 output tokens, $0.000366 "
+        "(not in the served cost)"
+    )
+    assert kv(out, "fallbacks") == "0 of 2 designed (the library's best entry served)"
+    assert kv(out, "served").startswith("accuracy 1.0000 over 2 scored, cost $0.001800 in total")
+
+
+def test_a_designer_that_keeps_failing_serves_the_fallback_with_the_providers_line(
+    library: tuple[OpenAIServer, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    server, _ = library
+    run_id = _search(capsys)
+    server.reset()
+    server.script(lambda body: Fail(503) if output_tool(body) else answer(body))
+    code = main([*DESIGNED, "--library", run_id])
+    cap = capsys.readouterr()
+    assert code == 0
+    # [models]: waits 0.01, 0.02, 0.04, then 0.05 while they add up to at most 0.5 s: 12
+    # attempts a design; a fallback is not cached, so the repeated question is designed again
+    assert [r.status for r in server.log if r.tools] == [503] * 36
+    assert [(r.model, r.user) for r in server.log if not r.tools] == [
+        ("gpt-4o", "What is 2 + 4?"),
+        ("gpt-4o", "What is 7 + 1?"),
+        ("gpt-4o", "What is 2 + 4?"),
+    ]
+    rows = [line.split() for line in cap.out.splitlines()[1:4]]
+    assert [(r[2], r[3], r[4], r[8]) for r in rows] == [
+        ("2", "miss", "6", "ok"),
+        ("2", "miss", "8", "ok"),
+        ("2", "miss", "6", "ok"),
+    ]
+    notes = [line for line in cap.err.splitlines() if "the designer failed" in line]
+    assert notes == [
+        f"requests line {n}: the designer failed, the library's best "
+        "entry served it: the designer agent raised ProviderError: model 'openai:gpt-4o-mini' "
+        f"at {server.base_url}: server error (HTTP 503) after 12 attempts and 0.5 s of "
+        "waiting: check the server (or the provider's status page), then resume"
+        for n in (1, 2, 3)
+    ]
+    assert kv(cap.out, "designer") == (
+        "openai:gpt-4o-mini: 0 requests, 0 input + 0 output tokens, $0.000000 "
+        "(not in the served cost)"
+    )
+    assert kv(cap.out, "fallbacks") == "3 of 3 designed (the library's best entry served)"
+
+
+def test_an_unpriced_designer_model_is_refused_before_any_request(
+    library: tuple[OpenAIServer, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    server, _ = library
+    run_id = _search(capsys)
+    server.reset()
+    argv = [*DESIGNED[:-1], "openai-chat:gpt-nope", "--library", run_id]
+    assert main(argv) == 2
+    cap = capsys.readouterr()
+    assert (cap.out, server.log) == ("", [])
+    assert cap.err.splitlines() == [
+        "topology-studio: error: --designer-model 'openai-chat:gpt-nope' has no price "
+        "(unpriced_model: openai:gpt-nope): add it to the problem's [models.prices] table"
+    ]

@@ -9,6 +9,7 @@ the provider's message, never a subtask marked failed for it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -24,6 +25,7 @@ from tests.fixtures.openai_server import (
     Malformed,
     OpenAIServer,
     Reply,
+    ResponsesShape,
     Slow,
 )
 from tests.providers.hosted import solve_answer
@@ -87,15 +89,30 @@ FAULTS = {
 }
 
 
+WAITED = {
+    "500": 0.47,  # 0.01 + 0.02 + 0.04 + 0.05 x 8, s
+    "429": 0.5,  # retry-after-ms 125 x 4
+    "slow": 0.47 + 12 * 0.2,  # the waits and each attempt's 0.2 s timeout
+    "cut": 0.47,
+    "malformed": 0.47,
+}
+"""The least time a persistent fault takes to end the solve, s."""
+
+
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_a_planner_fault_that_persists_ends_the_solve_with_the_providers_message(
     server: OpenAIServer, capsys: pytest.CaptureFixture[str], fault: str
 ) -> None:
     answer, attempts, middle = FAULTS[fault]
     server.script(lambda body: answer)
+    started = time.monotonic()
     code = main(SOLVE)
+    elapsed = time.monotonic() - started
     cap = capsys.readouterr()
     assert code == 130
+    # the waits were made, and no more: at least their sum (plus each slow attempt's timeout),
+    # and within a bound (the test's slack for a loaded machine)
+    assert WAITED[fault] <= elapsed < WAITED[fault] + 10.0
     first = cap.err.splitlines()[-1]
     assert first.startswith(
         f"topology-studio: error: solve: model 'openai-chat:gpt-4o-mini' at {server.base_url}: "
@@ -145,4 +162,73 @@ def test_a_schema_failing_plan_is_retried_by_pydantic_ai_then_reported(
         "topology-studio: error: solve: the planner 'openai-chat:gpt-4o-mini' answered in a "
         "shape that fails its output schema, also after pydantic-ai's output retry "
         "(Exceeded maximum output retries (1))"
+    )
+
+
+WRONG_API = {
+    "responses-404": (
+        "openai:gpt-4o-mini",
+        False,
+        "the server has no OpenAI Responses API (/responses answered HTTP 404); the openai: "
+        "prefix needs it: use openai-chat:gpt-4o-mini (chat completions, what Ollama, vLLM and "
+        "llama.cpp speak)",
+    ),
+    "responses-in-chat-shape": (
+        "openai:gpt-4o-mini",
+        True,
+        "the server has no OpenAI Responses API (/responses answered in another API's shape); "
+        "the openai: prefix needs it: use openai-chat:gpt-4o-mini (chat completions, what "
+        "Ollama, vLLM and llama.cpp speak)",
+    ),
+    "chat-in-responses-shape": (
+        "openai-chat:gpt-4o-mini",
+        False,
+        "the reply to /chat/completions is not a chat completion (the openai-chat: prefix "
+        "needs one): check that OPENAI_BASE_URL is the server's OpenAI-compatible /v1, or, for "
+        "a server with only the Responses API, use openai:gpt-4o-mini",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WRONG_API))
+def test_a_reply_in_the_wrong_api_shape_ends_the_solve_naming_the_prefix(
+    server: OpenAIServer, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    planner, chat_shape, why = WRONG_API[case]
+    server.responses_in_chat_shape = chat_shape
+    server.script(lambda body: ResponsesShape())
+    code = main(["solve", GOAL, "--planner", planner, "--no-memory"])
+    cap = capsys.readouterr()
+    assert code == 130
+    assert cap.err.splitlines()[-1] == (
+        f"topology-studio: error: solve: model {planner!r} at {server.base_url}: {why}"
+    )
+    assert "TypeError" not in cap.err and "Traceback" not in cap.err
+    assert len(server.log) == 1  # the planner's one request: not retried
+
+
+def test_a_retry_after_in_seconds_is_waited_within_the_bound_and_past_it_ends_at_once(
+    server: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.queue(Fail(429, retry_after="1"))
+    with use_policy(FAST.model_copy(update={"max_wait_s": 1.5})):
+        started = time.monotonic()
+        code = main(SOLVE)
+        elapsed = time.monotonic() - started
+    assert code == 0, capsys.readouterr().err
+    assert [r.status for r in server.log][:2] == [429, 200]  # the same plan, asked again
+    assert server.log[0].body == server.log[1].body
+    assert 1.0 <= elapsed < 11.0  # the provider's 1 s, not the 0.01 s backoff
+    server.reset()
+    server.queue(Fail(429, retry_after="1"))  # 1 s would pass FAST's 0.5 s: not started
+    started = time.monotonic()
+    code = main(SOLVE)
+    elapsed = time.monotonic() - started
+    cap = capsys.readouterr()
+    assert code == 130 and elapsed < 1.0
+    assert server.statuses() == [429]
+    assert cap.err.splitlines()[-1] == (
+        f"topology-studio: error: solve: model 'openai-chat:gpt-4o-mini' at {server.base_url}: "
+        "rate limited (HTTP 429): wait, or lower [rate_limits.openai-chat] or raise [models] "
+        "max_wait_s, then resume"
     )

@@ -424,6 +424,13 @@ def test_design_options_reach_a_library_designer() -> None:
     assert (unlimited.spec, unlimited.output, unlimited.cost_usd) == (best.spec, "4", 0.25)
     limited = run(orchestrator.execute("q", budget_usd=0.005))
     assert (limited.spec, limited.source, limited.design_cost_usd) == (cheap.spec, "designer", 0.0)
-    plain = TopologyOrchestrator(RuntimeTopologyDesigner(Designer().agent, {}, {}))
-    with pytest.raises(TypeError, match="budget_usd"):
-        run(plain.execute("q", budget_usd=0.005))
+    model = RuntimeTopologyDesigner(
+        Designer(spec_of("solver")).agent, {}, {"solver": Solver().factory}
+    )
+    assert model.design_prompt("q", budget_usd=0.005, latency_ms=1500.0).splitlines()[:2] == [
+        "Request: q",
+        "Limits for this request: cost at most $0.005000 and latency at most 1500.0 ms.",
+    ]
+    assert model.design_prompt("q").splitlines()[:2] == ["Request: q", ""]
+    designed = run(TopologyOrchestrator(model, pricer=PRICER).execute("q", budget_usd=0.005))
+    assert (designed.spec, designed.source) == (spec_of("solver"), "designer")
