@@ -70,6 +70,7 @@ def wire_standard_library(
     input_text: Callable[[Any], str] | None = None,
     judges: Sequence[str] | None = None,
     extra: Sequence[CombinatorEntry] = (),
+    sampled: bool = True,
 ) -> LibraryWiring:
     """The problem's parts with the standard library added (`core.combinators` docstring).
 
@@ -77,7 +78,11 @@ def wire_standard_library(
     (`BallotHooks`), its own callables adapted (`adapt_own_callable`) and every entry added. A
     problem with effects of its own has its own state: only the input features are added, and
     only when it gives `input_text`; its registries are left as they are. `extra` entries
-    (e.g. learned conditions) join the library after the standard ones.
+    (e.g. learned conditions) join the library after the standard ones. `sampled`: whether
+    repeated identical calls of one agent may answer differently (False for replayed agents,
+    whose recorded output is the same on every call: a self-consistency vote of one would
+    cost k calls for the single agent's answer), so `EffectTable.sampled_agents` is set only
+    then.
     """
     answer = Answer(answer_field, normalization, answer_of=answer_of, normalize=normalize_answer)
     ballots = not effects.names
@@ -105,7 +110,7 @@ def wire_standard_library(
         # a problem with no step of its own answers only through agents (the library's steps
         # only choose among candidates); one with its own steps may answer through them
         answer_needs_agent=effects.answer_needs_agent or (ballots and not roles.get("step")),
-        sampled_agents=effects.sampled_agents or ballots,
+        sampled_agents=effects.sampled_agents or (ballots and sampled),
     )
     return LibraryWiring(
         callable_registry=registry,

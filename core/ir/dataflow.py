@@ -19,8 +19,10 @@ or suspect. `EffectTable` holds them. From that alone, with no model call:
   | `fastest_branch_without_answer`  | a `fastest` race of two or more branches, one in which  |
   |                                  | no agent answers (it would win with no answer, and hide |
   |                                  | the spend of the branches it cancelled)                 |
-  | `no_agent`                       | no agent step at all, where the problem's answers need  |
-  |                                  | one (`EffectTable.answer_needs_agent`)                  |
+  | `no_agent`                       | a path on which no agent answers (no agent step at all, |
+  |                                  | or e.g. a route that keeps an answer nobody gave),      |
+  |                                  | where the problem's answers need one                    |
+  |                                  | (`EffectTable.answer_needs_agent`)                      |
   | `router_matches_nothing`         | a router with no fallback and no classifier whose every |
   |                                  | route condition is constant on its input                |
 
@@ -68,6 +70,7 @@ from core.ir.models import (
     RouteSpec,
     StepConfigSpec,
     TopologySpec,
+    walk,
 )
 
 __all__ = [
@@ -152,8 +155,9 @@ class EffectTable(BaseModel):
     names: Mapping[str, NameEffect] = Field(default_factory=dict[str, NameEffect])
     """Registered name -> its effect (callables and agents; agents default to `AGENT_EFFECT`)."""
     answer_needs_agent: bool = False
-    """The problem's answers come only from agents (a topology with no agent step is rejected
-    statically with `no_agent`)."""
+    """The problem's answers come only from agents: a topology with a path on which no agent
+    answers (no agent step at all, or a route or branch that runs none) is rejected statically
+    with `no_agent` (it would return no answer on the inputs that take that path)."""
     sampled_agents: bool = False
     """Repeated identical calls of one agent may answer differently (sampled models; the call
     cache keys each repeat apart): self-consistency votes, the same agent k times, are worth
@@ -234,18 +238,17 @@ def analyse(spec: AnyNode, table: EffectTable, start: Flow | None = None) -> Ana
 
     Returns:
         An `Analysis`: the output `Flow`, every `StaticIssue` in document order, and the number
-        of agent steps. With `table.answer_needs_agent` and no agent step, a `no_agent` issue at
-        `$` comes first.
+        of agent steps. With `table.answer_needs_agent` and a path on which no agent answers (the
+        output flow is not `answered`), a `no_agent` issue at `$` comes first.
     """
     walker = _Analyser(table)
     out = walker.node(spec, "$", start or Flow())
     issues = list(walker.issues)
-    if table.answer_needs_agent and walker.n_agents == 0:
+    if table.answer_needs_agent and (walker.n_agents == 0 or not out.answered):
+        what = "no agent step" if walker.n_agents == 0 else "a path on which no agent answers"
         issues.insert(
             0,
-            StaticIssue(
-                "no_agent", "$", "no agent step: the problem's answers come only from agents"
-            ),
+            StaticIssue("no_agent", "$", f"{what}: the problem's answers come only from agents"),
         )
     return Analysis(out, tuple(issues), walker.n_agents)
 
@@ -346,6 +349,10 @@ class _Analyser:
         out = self.node(node.step, f"{path}.step", _loop_input(node, flow))
         if isinstance(node.evaluator, str) and self._is_callable_name(node.evaluator):
             self._reads(node.evaluator, "evaluator", f"{path}.evaluator", out)
+        if not out.answered and any(isinstance(n, AgentStepSpec) for _, n in walk(node.step)):
+            # which path an iteration takes depends on the state updater's result: a loop
+            # whose step holds an agent is taken to answer (no false `no_agent`)
+            out = Flow(out.lo, out.hi, True)
         return out
 
     def _is_callable_name(self, name: str) -> bool:

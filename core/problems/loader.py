@@ -550,6 +550,8 @@ def load_problem(
             normalize_answer=parts.normalize_answer,
             input_text=parts.input_text,
             judges=parts.judges,
+            # a replayed agent returns its recorded output on every call: no repeat differs
+            sampled=config.replay is None,
         )
         callables, roles, effects, hooks = (
             wired.callable_registry,

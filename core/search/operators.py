@@ -98,6 +98,10 @@ __all__ = [
     "change_condition",
     "change_function",
     "change_merge",
+    "complementarity",
+    "feature_conditions",
+    "feature_router_spec",
+    "router_pairs",
     "accept_router",
     "agent_cost_order",
     "agreement_gate",
@@ -165,6 +169,11 @@ class MutationContext(BaseModel):
     """Measured USD per example of each agent alone (e.g. from the archive's single-agent
     candidates): the structure operators escalate only to dearer agents, and the opening orders
     agents cheapest first. Empty: name order, and any other agent counts as dearer."""
+    agent_scores: Mapping[str, Sequence[float]] = Field(default_factory=dict[str, Sequence[float]])
+    """Per-example accuracy of each agent alone, on the same examples in the same order (e.g.
+    the archive's single-agent candidates scored on the full validation split): the opening
+    ranks the agent pairs of its input-feature routers by how much one agent is right where
+    the other is wrong (`complementarity`). Empty: cost-neighbours first."""
     vote_k: int = Field(default=3, ge=2)
     """Branches of a vote made by `k_vote` and the opening (odd, so two-way ties need three
     different answers)."""
@@ -716,6 +725,73 @@ def _escalation_conditions(ctx: MutationContext, max_needs: int, dearer: str) ->
     return plain + [name for _, name in sorted(judges)[: ctx.max_judges]]
 
 
+def feature_conditions(ctx: MutationContext) -> tuple[str, ...]:
+    """Registered conditions declared to read only the input (listed in `ctx.effects` with
+    `needs_candidates == 0`, no verdict, no agent call), e.g. the standard library's
+    `input_is_long`: a router on one sends each input to one agent, at one agent's cost. An
+    undeclared condition may read anything: the opening spends no budget on it (the bridges,
+    `mix_specs`, still try it between front neighbours)."""
+    out: list[str] = []
+    for name in ctx.names("condition"):
+        if name not in ctx.effects.names:
+            continue
+        effect = ctx.effects.callable(name)
+        if effect.needs_candidates == 0 and effect.verdict is None and effect.calls_agent is None:
+            out.append(name)
+    return tuple(out)
+
+
+def complementarity(a: Sequence[float], b: Sequence[float]) -> float:
+    """How much choosing, per example, the better of two agents beats the better agent alone:
+    `mean(max(a_i, b_i)) - max(mean(a), mean(b))`, in accuracy (0 when the lengths differ or
+    are 0). The most a router between them can gain; 0 when one is right wherever the other
+    is."""
+    if not a or len(a) != len(b):
+        return 0.0
+    n = len(a)
+    oracle = sum(max(x, y) for x, y in zip(a, b, strict=True)) / n
+    return max(0.0, oracle - max(sum(a) / n, sum(b) / n))
+
+
+def router_pairs(ctx: MutationContext) -> list[tuple[str, str]]:
+    """Agent pairs `(cheaper, dearer)` (by `agent_cost_order`) for input-feature routers, most
+    promising first.
+
+    With both agents' `ctx.agent_scores`, a pair's oracle accuracy is what a router that always
+    picked the right one would score (the better agent's accuracy plus their
+    `complementarity`); a router costs at most the dearer agent's cost, so a pair whose oracle
+    accuracy no agent at most that dear falls short of is dominated whatever the condition, and
+    is dropped (so is a pair with no complementarity: a router only mixes the two). The rest
+    come highest oracle accuracy first, then cost-neighbours first, then cost order. Pairs
+    without scores come after, cost-neighbours first."""
+    order = agent_cost_order(ctx)
+    scores = ctx.agent_scores
+    mean = {a: sum(v) / len(v) for a, v in scores.items() if v}
+    ranked: list[tuple[bool, float, int, int, int]] = []
+    for j in range(len(order)):
+        for i in range(j):
+            a, b = order[i], order[j]
+            if a in mean and b in mean and len(scores[a]) == len(scores[b]):
+                gain = complementarity(scores[a], scores[b])
+                oracle = max(mean[a], mean[b]) + gain
+                cheaper = [mean[c] for c in order[: j + 1] if c in mean]
+                if gain <= 0.0 or oracle <= max(cheaper):
+                    continue
+                ranked.append((False, -oracle, j - i, i, j))
+            else:
+                ranked.append((True, 0.0, j - i, i, j))
+    return [(order[i], order[j]) for *_, i, j in sorted(ranked)]
+
+
+def feature_router_spec(condition: str, when: AnyNode, otherwise: AnyNode) -> RouterSpec:
+    """`router(when <condition>: when, else otherwise)`: the inputs the input-only condition
+    picks go to `when`, the rest to `otherwise` (one of them runs per input)."""
+    return RouterSpec(
+        routes=[RouteSpec(name=f"when_{condition}", step=when, condition_name=condition)],
+        fallback_step=otherwise,
+    )
+
+
 def _agent(name: str) -> AgentStepSpec:
     return AgentStepSpec(agent_name=name)
 
@@ -1052,7 +1128,11 @@ def opening_specs(ctx: MutationContext) -> list[tuple[TopologySpec, str]]:
        each one-candidate verdict condition c (`opening:cascade`), pairs adjacent in cost order
        first, then wider ones; of the judge conditions (which run an agent) at most
        `ctx.max_judges`, the cheapest judges cheaper than Y (`_escalation_conditions`);
-    5. self-consistency, when the problem's agents are sampled (`EffectTable.sampled_agents`):
+    5. input-feature routers: for every agent pair (`router_pairs`: the pairs whose measured
+       per-example accuracies complement each other most first) and every input-only condition
+       c (`feature_conditions`), `router(c: dearer, else cheaper)` and the other way round
+       (`opening:router`): a specialist that is right on the inputs c picks;
+    6. self-consistency, when the problem's agents are sampled (`EffectTable.sampled_agents`):
        each agent `ctx.vote_k` times in parallel, collected, then each selection step
        (`opening:self_consistency`; the call cache keys each repeat apart, so they are
        `vote_k` distinct calls).
@@ -1117,6 +1197,14 @@ def opening_specs(ctx: MutationContext) -> list[tuple[TopologySpec, str]]:
                     cascade_spec(_agent(order[i]), _agent(order[j]), cond, keep, ctx),
                     "opening:cascade",
                 )
+    if ctx.kind_allowed("router"):
+        conditions = feature_conditions(ctx)
+        for x, y in router_pairs(ctx):
+            for cond in conditions:
+                for when, otherwise in ((y, x), (x, y)):
+                    add(
+                        feature_router_spec(cond, _agent(when), _agent(otherwise)), "opening:router"
+                    )
     return out
 
 

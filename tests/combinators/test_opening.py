@@ -55,6 +55,7 @@ def test_an_agents_only_problem_opens_with_gates_votes_cascades_and_self_consist
         "opening:vote": 10,  # every 3 of 5 agents
         "opening:cascade": 29,  # 10 pairs x answer_present, + 2 judges where two are cheaper
         "opening:self_consistency": 5,
+        "opening:router": 20,  # no measured scores: 10 pairs x input_is_long x both ways
     }
     gates = [s for op, s in ops if op == "opening:gate"]
     assert gates[0] == (
@@ -74,6 +75,12 @@ def test_an_agents_only_problem_opens_with_gates_votes_cascades_and_self_consist
         "[cheap_b, router(answer_present->keep_answer; else cheap_c)]",
     ]
     assert not any("judge_by_mid" in s or "judge_by_dear" in s for s in cascades)
+    routers = [s for op, s in ops if op == "opening:router"]
+    assert routers[:3] == [  # cost-neighbours first, the dearer one on the route first
+        "router(input_is_long->cheap_b; else cheap_a)",
+        "router(input_is_long->cheap_a; else cheap_b)",
+        "router(input_is_long->cheap_c; else cheap_b)",
+    ]
     assert [s for op, s in ops if op == "opening:self_consistency"][0] == (
         "[par(cheap_a, cheap_a, cheap_a; collect_candidates), plurality_vote]"
     )

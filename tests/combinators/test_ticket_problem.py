@@ -76,9 +76,8 @@ def test_the_split_holds_six_hard_tickets(problem: Problem) -> None:
 def test_an_agreement_gate_reuses_the_singles_calls_and_costs_what_it_runs(
     problem: Problem,
 ) -> None:
-    ev = problem.evaluator()
     calls = InMemoryCallCache()
-    ev.set_call_cache(calls)
+    ev = problem.evaluator(call_cache=calls)
     singles = {a: evaluate(ev, problem, single(a)) for a in ("cheap_a", "cheap_b", "dear")}
     assert {a: (r.accuracy, r.cost_usd) for a, r in singles.items()} == {
         "cheap_a": (pytest.approx(0.7), pytest.approx(0.001)),  # 14 easy of 20 right
@@ -140,9 +139,8 @@ def test_self_consistency_makes_k_distinct_cached_calls(problem: Problem) -> Non
             {"operation": {"kind": "function_step", "callable_name": "plurality_vote"}},
         ],
     }
-    ev = problem.evaluator()
     calls = InMemoryCallCache()
-    ev.set_call_cache(calls)
+    ev = problem.evaluator(call_cache=calls)
     first = evaluate(ev, problem, spec)
     assert (calls.stats().misses, calls.stats().hits) == (60, 0)  # 3 distinct calls a ticket
     assert first.cost_usd == pytest.approx(3 * PRICES["cheap_c"])
@@ -151,9 +149,8 @@ def test_self_consistency_makes_k_distinct_cached_calls(problem: Problem) -> Non
     assert (calls.stats().misses, calls.stats().hits) == (60, 20)
     assert again.accuracy == first.accuracy
     # trials are keyed apart too (F12): 2 trials x 3 repeats are 6 distinct calls a ticket
-    trials = problem.evaluator().with_options(n_trials=2)
     fresh = InMemoryCallCache()
-    trials.set_call_cache(fresh)
+    trials = problem.evaluator(call_cache=fresh).with_options(n_trials=2)
     evaluate(trials, problem, spec)
     assert (fresh.stats().misses, fresh.stats().hits) == (120, 0)
 

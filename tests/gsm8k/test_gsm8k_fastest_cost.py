@@ -74,9 +74,8 @@ def test_three_evaluations_cost_the_same_and_charge_both_branches(problem: Probl
 def test_call_cache_hits_are_charged_exactly_like_misses(problem: Problem) -> None:
     examples = problem.splits["validation"][:40]
     plain = asyncio.run(problem.evaluator().evaluate(SPEC, examples))
-    evaluator = problem.evaluator()
     cache = InMemoryCallCache()
-    evaluator.set_call_cache(cache)
+    evaluator = problem.evaluator(call_cache=cache)
     cold = asyncio.run(evaluator.evaluate(SPEC, examples))
     warm = asyncio.run(evaluator.evaluate(SPEC, examples))
     # calls inside a fastest race always run: 80 new model calls per evaluation, no hit
@@ -91,9 +90,8 @@ def test_call_cache_hits_are_charged_exactly_like_misses(problem: Problem) -> No
 def test_a_stored_call_in_a_race_runs_again_and_the_race_is_unchanged(problem: Problem) -> None:
     examples = problem.splits["validation"][:40]
     plain = asyncio.run(problem.evaluator().evaluate(SPEC, examples))
-    evaluator = problem.evaluator()
     cache = InMemoryCallCache()
-    evaluator.set_call_cache(cache)
+    evaluator = problem.evaluator(call_cache=cache)
     alone: dict[str, Any] = {
         "kind": "pipeline",
         "steps": [{"operation": {"kind": "agent_step", "agent_name": "175b_finetuning"}}],

@@ -119,8 +119,10 @@ CASCADE = pipe(A("a"), router([("passes", F("keep"))], A("b")))
 
 def test_condition_before_input_route_condition() -> None:
     assert reasons(pipe(router([("passes", F("keep"))], A("b")))) == [
+        "no_agent: a path on which no agent answers: the problem's answers come only from "
+        "agents (at $)",
         "condition_before_input: condition 'passes' reads 1 candidate(s), but its input holds "
-        "no candidate (it is constant there) (at $.steps[0].operation.routes[0].condition_name)"
+        "no candidate (it is constant there) (at $.steps[0].operation.routes[0].condition_name)",
     ]
 
 
@@ -148,8 +150,10 @@ def test_condition_before_input_classifier_and_evaluator() -> None:
 
 def test_fastest_branch_without_answer() -> None:
     assert reasons(par("fastest", A("a"), F("keep"))) == [
+        "no_agent: a path on which no agent answers: the problem's answers come only from "
+        "agents (at $)",
         "fastest_branch_without_answer: a branch of a 'fastest' race in which no agent "
-        "answers (it can win with no answer) (at $.steps[1])"
+        "answers (it can win with no answer) (at $.steps[1])",
     ]
     # after an agent the identity branch carries that agent's answer: not rejected
     assert reasons(pipe(A("a"), par("fastest", A("b"), F("keep")))) == []
@@ -160,6 +164,18 @@ def test_no_agent() -> None:
         "no_agent: no agent step: the problem's answers come only from agents (at $)"
     ]
     assert reasons(pipe(F("keep")), EffectTable(names=T.names)) == []
+
+
+def test_no_agent_on_one_path() -> None:
+    # a route that keeps an answer nobody gave: blank on the inputs the condition picks
+    feature_keep = pipe(router([("long", F("keep"))], A("b")))
+    assert reasons(feature_keep) == [
+        "no_agent: a path on which no agent answers: the problem's answers come only from "
+        "agents (at $)"
+    ]
+    assert reasons(feature_keep, EffectTable(names=T.names)) == []
+    # after an agent, the same route keeps that agent's answer
+    assert reasons(pipe(A("a"), router([("long", F("keep"))], A("b")))) == []
 
 
 def test_router_matches_nothing() -> None:

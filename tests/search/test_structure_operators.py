@@ -13,13 +13,16 @@ from core.search.operators import (
     agent_cost_order,
     agreement_gate,
     bridge_specs,
+    complementarity,
     escalate_after,
+    feature_conditions,
     k_vote,
     mix_specs,
     mutate,
     opening_specs,
     random_spec,
     replace_branch,
+    router_pairs,
 )
 
 EFFECTS = EffectTable(
@@ -172,7 +175,11 @@ def test_the_opening_is_singles_then_gates_votes_and_cascades_in_cost_order() ->
     opening = opening_specs(CTX)
     ops = [op for _, op in opening]
     assert (
-        ops == ["opening:single"] * 3 + ["opening:gate", "opening:vote"] + ["opening:cascade"] * 6
+        ops
+        == ["opening:single"] * 3
+        + ["opening:gate", "opening:vote"]
+        + ["opening:cascade"] * 6
+        + ["opening:router"] * 6
     )
     singles = [pipe(A(a)) for a in ("cheap", "mid", "strong")]
     gate = pipe(
@@ -191,8 +198,48 @@ def test_the_opening_is_singles_then_gates_votes_and_cascades_in_cost_order() ->
             router("ok", F("keep"), A(y), "accept"),
         )
     ]
-    expected = [*singles, gate, vote, *cascades]
+    # no measured per-example scores: every pair, cost-neighbours first, dearer on the route
+    routers = [
+        {
+            "kind": "router",
+            "routes": [{"name": "when_is_long", "step": A(w), "condition_name": "is_long"}],
+            "fallback_step": A(o),
+        }
+        for x, y in (("cheap", "mid"), ("mid", "strong"), ("cheap", "strong"))
+        for w, o in ((y, x), (x, y))
+    ]
+    expected = [*singles, gate, vote, *cascades, *routers]
     assert [spec_hash(s) for s, _ in opening] == [spec_hash(parse_topology(e)) for e in expected]
+
+
+def test_router_pairs_rank_by_oracle_accuracy_and_drop_dominated_pairs() -> None:
+    scores = {
+        "cheap": (1.0, 1.0, 0.0, 0.0),  # 0.50, right on the first half
+        "mid": (0.0, 0.0, 1.0, 1.0),  # 0.50, right on the second half: oracle 1.0 with cheap
+        "strong": (1.0, 0.0, 1.0, 1.0),  # 0.75
+    }
+    ctx = CTX.model_copy(update={"agent_scores": scores})
+    # cheap+mid: oracle 1.0 > 0.5 (the best agent at most as dear as mid); cheap+strong:
+    # oracle 1.0 > 0.75, a wider cost gap; strong is right wherever mid is: no mid+strong
+    assert router_pairs(ctx) == [("cheap", "mid"), ("cheap", "strong")]
+    # mid now (0, 0, 1, 0): mid+strong has no complementarity; cheap+strong's oracle
+    # (1.0) beats strong (0.75); cheap+mid's oracle 0.75 beats every agent up to mid (0.5)
+    scores["mid"] = (0.0, 0.0, 1.0, 0.0)
+    assert router_pairs(ctx.model_copy(update={"agent_scores": scores})) == [
+        ("cheap", "strong"),
+        ("cheap", "mid"),
+    ]
+    # a pair whose oracle an agent at most as dear already reaches is dominated: dropped
+    # (mid+strong: oracle 0.5, and cheap is 1.0); cheap is right wherever either is
+    scores = {"cheap": (1.0,) * 4, "mid": (1.0, 0.0, 0.0, 0.0), "strong": (0.0, 1.0, 0.0, 0.0)}
+    assert router_pairs(ctx.model_copy(update={"agent_scores": scores})) == []
+    assert complementarity((1.0, 0.0), (0.0, 1.0)) == 0.5
+    # only conditions declared to read the input alone: not verdicts, not undeclared names
+    undeclared = CTX.model_copy(
+        update={"callables": {**CTX.callables, "condition": ("agree", "is_long", "mystery")}}
+    )
+    assert feature_conditions(undeclared) == ("is_long",)
+    assert complementarity((1.0, 0.0), (1.0,)) == 0.0
 
 
 GATE = parse_topology(

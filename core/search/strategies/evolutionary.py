@@ -6,9 +6,11 @@ structures a researcher tries first, built from the registries by
 `core.search.operators.opening_specs`: generation 0 proposes every single agent not yet
 evaluated (so each agent's cost per example is measured); the next generation proposes the
 agreement gates, votes, escalate-after cascades (verifier cascades among them, when judge
-conditions are registered) and, where the problem's agents are sampled, self-consistency votes
-that the agents' cost order allows (cheap agents first, escalation only to dearer ones),
-interleaved kind by kind (gate, vote, cascade, self-consistency, gate, ...), at most
+conditions are registered), input-feature routers between agents whose measured per-example
+accuracies complement each other (`core.search.operators.router_pairs`) and, where the
+problem's agents are sampled, self-consistency votes that the agents' cost order allows (cheap
+agents first, escalation only to dearer ones), interleaved kind by kind (gate, vote, cascade
+or router in turn, self-consistency, gate, ...), at most
 `opening_share` of the run's evaluation budget in all (singles included). On a problem with only
 agents these are built from the standard library (`core.combinators`).
 Each is new by behaviour (`CheckResult.behaviour_hash`).
@@ -59,7 +61,7 @@ from pydantic import Field
 
 from core.errors import SearchError
 from core.ir import TopologySpec, parse_topology
-from core.ir.dataflow import normalize
+from core.ir.dataflow import EffectTable, normalize
 from core.ir.models import AgentStepSpec, PipelineSpec
 from core.search.operators import (
     MutationContext,
@@ -126,11 +128,24 @@ class EvolutionarySearch(Strategy):
         for entry in ctx.archive:
             if entry.invalid_reason is not None:
                 continue
-            form = normalize(parse_topology(entry.spec_json), effects)
-            if isinstance(form, PipelineSpec) and len(form.steps) == 1:
-                op = form.steps[0].operation
-                if isinstance(op, AgentStepSpec) and op.agent_name is not None:
-                    out.setdefault(op.agent_name, entry.objective("cost_usd"))
+            name = _single_agent(entry.spec_json, effects)
+            if name is not None:
+                out.setdefault(name, entry.objective("cost_usd"))
+        return out
+
+    @staticmethod
+    def agent_scores(ctx: AskContext) -> dict[str, tuple[float, ...]]:
+        """Per-example accuracy of each agent measured alone on the full validation split (the
+        same examples in the same order for every agent): the first valid entry per agent
+        whose normal form is a one-agent pipeline and whose split is `"validation"`."""
+        effects = ctx.space.effects
+        out: dict[str, tuple[float, ...]] = {}
+        for entry in ctx.archive:
+            if entry.invalid_reason is not None or entry.split != "validation":
+                continue
+            name = _single_agent(entry.spec_json, effects)
+            if name is not None and name not in out:
+                out[name] = tuple(b.accuracy for b in entry.bundles)
         return out
 
     def population(self, ctx: AskContext) -> list[tuple[int, int, float]]:
@@ -189,8 +204,18 @@ class EvolutionarySearch(Strategy):
         by_kind: dict[str, list[tuple[TopologySpec, str]]] = {}
         for s, op in specs:
             by_kind.setdefault(op, []).append((s, op))
-        kinds = ("opening:gate", "opening:vote", "opening:cascade", "opening:self_consistency")
-        return fresh(_interleave([by_kind[k] for k in kinds if k in by_kind]))
+        # cascades and input-feature routers (both: two agents and one condition) share one
+        # turn of the round, alternating, so the gates and votes keep their share
+        two_agent = _interleave(
+            [by_kind[k] for k in ("opening:cascade", "opening:router") if k in by_kind]
+        )
+        groups = [
+            by_kind.get("opening:gate", []),
+            by_kind.get("opening:vote", []),
+            two_agent,
+            by_kind.get("opening:self_consistency", []),
+        ]
+        return fresh(_interleave([g for g in groups if g]))
 
     @staticmethod
     def front_gaps(ctx: AskContext) -> list[tuple[int, int, float]]:
@@ -265,7 +290,9 @@ class EvolutionarySearch(Strategy):
         if self._mctx is None:
             self.preflight(ctx.space)
         assert self._mctx is not None
-        mctx = self._mctx.model_copy(update={"agent_costs": self.agent_costs(ctx)})
+        mctx = self._mctx.model_copy(
+            update={"agent_costs": self.agent_costs(ctx), "agent_scores": self.agent_scores(ctx)}
+        )
         opening = self._opening(ctx, mctx)
         if opening:
             return opening
@@ -324,6 +351,16 @@ class EvolutionarySearch(Strategy):
                 Proposal(spec=child, parent_idx=ctx.archive_candidates[a[0]], operator=operator)
             )
         return out
+
+
+def _single_agent(spec_json: str, effects: EffectTable) -> str | None:
+    """The agent of a topology whose normal form is a one-agent pipeline, else None."""
+    form = normalize(parse_topology(spec_json), effects)
+    if isinstance(form, PipelineSpec) and len(form.steps) == 1:
+        op = form.steps[0].operation
+        if isinstance(op, AgentStepSpec) and op.agent_name is not None:
+            return op.agent_name
+    return None
 
 
 def _interleave(groups: list[list[tuple[TopologySpec, str]]]) -> list[tuple[TopologySpec, str]]:

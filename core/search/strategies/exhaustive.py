@@ -503,7 +503,8 @@ class _Grammar:
         if self.kinds["router"]:
             out.extend(self.routers(size, flow, depth_left))
         if self.table.answer_needs_agent:
-            out = [i for i in out if i.agents > 0]  # else: no_agent
+            # else no_agent: no agent step, or a path on which none answers
+            out = [i for i in out if i.agents > 0 and i.flow.answered]
         return out
 
 

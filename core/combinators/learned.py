@@ -1,0 +1,410 @@
+"""Learned routing conditions: "is the cheaper of two front neighbours right on this input?",
+fitted on the train split's per-example results and stored as plain JSON parameters.
+
+Rule: given two candidates scored on the same train examples, the label of an example is 1
+when the cheaper candidate is right on it (accuracy >= `RIGHT_AT`) and 0 otherwise. A
+classifier is fitted on the examples' input features (`FeatureSet`):
+
+- `"text"`: cheap numbers from the input text alone (`TEXT_FEATURES`: the library's generic
+  input features as numbers, length and question marks, plus what a word problem shows:
+  numbers written in digits, a decimal, a percent, a `$`, a fraction `a/b`, sentences);
+- `"hashed"`: the memory store's offline embedder (`core.memory.HashedNgramEmbedder`, hashed
+  character trigrams, `dimension` numbers, L2-normalised).
+
+Models (`LearnedKind`), both scikit-learn at fit time:
+
+- `"logistic"`: `LogisticRegression(C=c)` (its default solver, lbfgs) on standardised features; stored as
+  the per-feature mean and scale, the coefficients and the intercept;
+- `"knn"`: `KNeighborsClassifier(n_neighbors=k)` (Euclidean, uniform weights) on standardised
+  features; stored as the training vectors and labels (a k-NN's fit is exactly its data).
+
+The condition is true (route to the cheaper neighbour) when the predicted probability that the
+cheaper one is right is at least `threshold`. One fit gives a curve of routers between the two
+neighbours as `threshold` moves (`with_threshold`, `thresholds_for_shares`), each its own
+artefact.
+
+An artefact (`LearnedCondition`) is content-addressed: `digest` is the sha256 of its canonical
+JSON (sorted keys, no spaces) without the digest itself, and its registered name is
+`learned_<first 12 hex digits>`. It holds the training example ids, the feature set, the
+standardisation, the model's numbers and the threshold: everything needed to route, as data.
+Nothing stored is unpickled, imported or evaluated: the logistic probability is
+`1 / (1 + exp(-(w . z + b)))` on the stored numbers (scikit-learn's own, checked in the tests),
+and the k-NN is rebuilt from the stored vectors and labels (`KNeighborsClassifier.fit`).
+`write_artefacts` and `read_artefacts` keep them as `<digest>.json` files in a folder (what
+`apply` writes beside a spec); `register_learned` puts one into a callable registry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from core.combinators.ballot import input_text
+from core.combinators.library import CombinatorEntry
+from core.hydrate import CallableRegistry
+from core.ir.dataflow import NameEffect
+from core.memory.base import HashedNgramEmbedder
+
+__all__ = [
+    "LEARNED_PREFIX",
+    "RIGHT_AT",
+    "TEXT_FEATURES",
+    "FeatureSet",
+    "LearnedCondition",
+    "LearnedKind",
+    "featurize",
+    "fit_learned_condition",
+    "learned_entry",
+    "read_artefacts",
+    "register_learned",
+    "text_features",
+    "thresholds_for_shares",
+    "write_artefacts",
+]
+
+RIGHT_AT = 0.5
+"""A per-example accuracy at least this counts as right (scores are in [0, 1])."""
+
+LEARNED_PREFIX = "learned_"
+"""The registered name of a learned condition: this, then the first 12 hex digits of its
+digest."""
+
+FeatureSet = Literal["text", "hashed"]
+"""What a learned condition reads of the input (module docstring)."""
+LearnedKind = Literal["logistic", "knn"]
+"""The fitted model (module docstring)."""
+
+TEXT_FEATURES: tuple[str, ...] = (
+    "chars_per_100",
+    "numbers",
+    "has_decimal",
+    "has_percent",
+    "has_dollar",
+    "has_fraction",
+    "question_marks",
+    "sentences",
+)
+"""The names of `text_features`' numbers, in order."""
+
+_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?|\.\d+")
+_DECIMAL = re.compile(r"\d\.\d|(?<![\d])\.\d")
+_FRACTION = re.compile(r"\d\s*/\s*\d")
+_SENTENCE = re.compile(r"[.!?](?:\s|$)")
+
+
+def _estimator(module: str, name: str, **options: Any) -> Any:
+    """A scikit-learn estimator, imported when first needed (scikit-learn takes ~1 s to import
+    and ships no type stubs, so it is typed `Any` here)."""
+    return getattr(importlib.import_module(module), name)(**options)
+
+
+def text_features(text: str) -> list[float]:
+    """The cheap features of one input text (`TEXT_FEATURES`, in order)."""
+    lower = text.lower()
+    return [
+        len(text) / 100.0,
+        float(len(_NUMBER.findall(text))),
+        1.0 if _DECIMAL.search(text) else 0.0,
+        1.0 if "%" in text or "percent" in lower else 0.0,
+        1.0 if "$" in text else 0.0,
+        1.0 if _FRACTION.search(text) else 0.0,
+        float(text.count("?")),
+        float(len(_SENTENCE.findall(text))),
+    ]
+
+
+def featurize(text: str, features: FeatureSet, dimension: int) -> list[float]:
+    """The feature vector of one input text: `text_features`, or the hashed embedding of
+    `dimension` numbers."""
+    if features == "text":
+        return text_features(text)
+    return HashedNgramEmbedder(dimension).embed_one(text)
+
+
+_CONFIG = ConfigDict(frozen=True, strict=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class LearnedCondition(BaseModel):
+    """A fitted "the cheaper neighbour is right" router, as plain numbers (see the module)."""
+
+    model_config = _CONFIG
+
+    kind: LearnedKind = "logistic"
+    """The model: logistic regression or k nearest neighbours."""
+    features: FeatureSet = "text"
+    """What it reads of the input: `text_features` or the hashed embedding."""
+    dimension: int = Field(default=len(TEXT_FEATURES), ge=1)
+    """Numbers per input (8 for `"text"`; the embedder's dimension for `"hashed"`)."""
+    mean: tuple[float, ...]
+    """Per-feature mean on the training examples (subtracted first)."""
+    scale: tuple[float, ...]
+    """Per-feature standard deviation on the training examples (1.0 where it was 0)."""
+    coef: tuple[float, ...] = ()
+    """Logistic only: coefficients on the standardised features."""
+    intercept: float = 0.0
+    """Logistic only: the intercept."""
+    k: int = Field(default=0, ge=0)
+    """k-NN only: neighbours per vote."""
+    vectors: tuple[tuple[float, ...], ...] = ()
+    """k-NN only: the standardised training vectors, in `train_ids` order."""
+    labels: tuple[int, ...] = ()
+    """k-NN only: 1 where the cheaper neighbour was right, per training vector."""
+    threshold: float = Field(ge=0.0, le=1.0)
+    """Route to the cheaper neighbour when P(cheaper right) >= this."""
+    cheaper: str
+    """The cheaper neighbour (its spec hash)."""
+    dearer: str
+    """The dearer neighbour (its spec hash)."""
+    train_ids: tuple[str, ...]
+    """The training example ids (sorted)."""
+    c: float = Field(default=1.0, gt=0.0)
+    """Logistic only: inverse L2 regularisation strength of the fit."""
+    digest: str = ""
+    """sha256 of the canonical JSON of every other field; filled in when empty, checked when
+    given."""
+
+    @model_validator(mode="after")
+    def _check(self) -> LearnedCondition:
+        n = self.dimension
+        if self.features == "text" and n != len(TEXT_FEATURES):
+            raise ValueError(f"text features have dimension {len(TEXT_FEATURES)}, not {n}")
+        if not (len(self.mean) == len(self.scale) == n):
+            raise ValueError("mean and scale must have `dimension` numbers")
+        numbers = (*self.mean, *self.scale, *self.coef, self.intercept)
+        if not all(math.isfinite(x) for x in numbers) or any(s <= 0.0 for s in self.scale):
+            raise ValueError("mean, scale and coef must be finite numbers, scale positive")
+        if self.kind == "logistic" and len(self.coef) != n:
+            raise ValueError("a logistic condition needs `dimension` coefficients")
+        if self.kind == "knn":
+            if not 1 <= self.k <= len(self.vectors) or len(self.labels) != len(self.vectors):
+                raise ValueError("a k-NN condition needs 1 <= k <= vectors, one label each")
+            if any(len(v) != n for v in self.vectors) or set(self.labels) - {0, 1}:
+                raise ValueError("k-NN vectors need `dimension` numbers and labels 0 or 1")
+        want = self.compute_digest()
+        if not self.digest:
+            object.__setattr__(self, "digest", want)
+        elif self.digest != want:
+            raise ValueError(f"digest {self.digest} does not match the parameters ({want})")
+        return self
+
+    def compute_digest(self) -> str:
+        """sha256 of the canonical JSON of every field but `digest`."""
+        body = self.model_dump(mode="json", exclude={"digest"})
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    @property
+    def name(self) -> str:
+        """The registered condition name: `learned_<first 12 hex digits of the digest>`."""
+        return f"{LEARNED_PREFIX}{self.digest[:12]}"
+
+    def with_threshold(self, threshold: float) -> LearnedCondition:
+        """The same fit at another threshold (a new artefact, with its own digest)."""
+        data = self.model_dump(exclude={"digest"})
+        data["threshold"] = float(threshold)
+        return LearnedCondition.model_validate(data, strict=False)
+
+    def vector(self, text: str) -> list[float]:
+        """The feature vector of one input text (`featurize`)."""
+        return featurize(text, self.features, self.dimension)
+
+    @cached_property
+    def _knn(self) -> Any:
+        # the estimator rebuilt from the stored data (a k-NN's fit only stores it)
+        model = _estimator("sklearn.neighbors", "KNeighborsClassifier", n_neighbors=self.k)
+        model.fit(np.asarray(self.vectors, dtype=np.float64), np.asarray(self.labels))
+        return model
+
+    def predict_proba(self, rows: Sequence[Sequence[float]]) -> list[float]:
+        """P(cheaper right) per row of features (shape (n, dimension))."""
+        x = np.asarray(rows, dtype=np.float64).reshape(-1, self.dimension)
+        z = (x - np.asarray(self.mean)) / np.asarray(self.scale)
+        if self.kind == "logistic":
+            logit = z @ np.asarray(self.coef) + self.intercept
+            return [float(p) for p in 1.0 / (1.0 + np.exp(-logit))]
+        if len(set(self.labels)) == 1:
+            return [float(self.labels[0])] * len(z)
+        proba = np.asarray(self._knn.predict_proba(z), dtype=np.float64)
+        return [float(p) for p in proba[:, 1]]
+
+    def routes_to_cheaper(self, features: Sequence[float]) -> bool:
+        """Whether the condition sends an input with these features to the cheaper neighbour."""
+        return self.predict_proba([features])[0] >= self.threshold
+
+    def describe(self) -> str:
+        """One line for people and the meta agent."""
+        return (
+            f"Learned: the cheaper neighbour {self.cheaper[:12]} is right with P >= "
+            f"{self.threshold:.3f} ({self.kind} on {self.features} features, "
+            f"{len(self.train_ids)} train examples)."
+        )
+
+    def to_json(self) -> str:
+        """The artefact as JSON text (what a run stores and `apply` writes beside the spec)."""
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> LearnedCondition:
+        """Read an artefact written by `to_json`, checking its digest.
+
+        Raises:
+            pydantic.ValidationError: malformed, or the digest does not match.
+        """
+        return cls.model_validate_json(text, strict=False)
+
+
+def learned_entry(
+    cond: LearnedCondition, text_of: Callable[[Any], str] = input_text
+) -> CombinatorEntry:
+    """The library entry of a learned condition: named `cond.name`, a condition that reads only
+    the input (`NameEffect()`), true when `cond` routes the input's text to the cheaper one."""
+
+    def learned(state: Any) -> bool:
+        return cond.routes_to_cheaper(cond.vector(text_of(state)))
+
+    learned.__name__ = cond.name
+    return CombinatorEntry(cond.name, learned, cond.describe(), ("condition",), NameEffect())
+
+
+def register_learned(
+    cond: LearnedCondition,
+    callables: CallableRegistry,
+    text_of: Callable[[Any], str] = input_text,
+) -> str:
+    """Register `cond` in `callables` under `cond.name` (the same digest is the same routing,
+    so registering it again changes nothing); returns the name."""
+    entry = learned_entry(cond, text_of)
+    if entry.name not in callables:
+        callables.register(entry.name, entry.fn, entry.description)
+    return entry.name
+
+
+def write_artefacts(folder: str | Path, conds: Sequence[LearnedCondition]) -> list[Path]:
+    """Write each artefact to `<folder>/<digest>.json` (created; an existing file of that digest
+    holds the same content and is left). Returns the paths, in `conds` order."""
+    root = Path(folder)
+    root.mkdir(parents=True, exist_ok=True)
+    out: list[Path] = []
+    for cond in conds:
+        path = root / f"{cond.digest}.json"
+        if not path.exists():
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(cond.to_json() + "\n", encoding="utf-8")
+            tmp.replace(path)
+        out.append(path)
+    return out
+
+
+def read_artefacts(folder: str | Path) -> dict[str, LearnedCondition]:
+    """Every `<digest>.json` artefact in `folder`, by digest (empty when there is no folder).
+
+    Raises:
+        ValueError: a file's content does not match the digest in its name.
+        pydantic.ValidationError: a file is malformed, or its digest does not match its numbers.
+    """
+    root = Path(folder)
+    out: dict[str, LearnedCondition] = {}
+    if not root.is_dir():
+        return out
+    for path in sorted(root.glob("*.json")):
+        cond = LearnedCondition.from_json(path.read_bytes())
+        if cond.digest != path.stem:
+            raise ValueError(f"{path}: holds artefact {cond.digest}, not {path.stem}")
+        out[cond.digest] = cond
+    return out
+
+
+def thresholds_for_shares(probabilities: Sequence[float], shares: Sequence[float]) -> list[float]:
+    """Thresholds that send about each share of the given (train) inputs to the cheaper one:
+    for share s, the smallest predicted probability among the top `ceil(s * n)` (distinct, in
+    `shares` order; a share that routes nothing or everything is skipped)."""
+    ranked = sorted(probabilities, reverse=True)
+    n = len(ranked)
+    out: list[float] = []
+    for share in shares:
+        m = math.ceil(share * n)
+        if not 0 < m < n:
+            continue
+        t = ranked[m - 1]
+        if t not in out:
+            out.append(t)
+    return out
+
+
+def fit_learned_condition(
+    features: Mapping[str, Sequence[float]],
+    cheaper_scores: Mapping[str, float],
+    dearer_scores: Mapping[str, float],
+    *,
+    cheaper: str,
+    dearer: str,
+    kind: LearnedKind = "logistic",
+    feature_set: FeatureSet = "text",
+    threshold: float = 0.5,
+    c: float = 1.0,
+    k: int = 15,
+) -> LearnedCondition:
+    """Fit "the cheaper one is right" on the train examples both neighbours were scored on.
+
+    Args:
+        features: train example id -> its features (`featurize` with `feature_set`).
+        cheaper_scores, dearer_scores: example id -> per-example accuracy of each neighbour
+            (the dearer one's only decides which examples are shared).
+        cheaper, dearer: the neighbours' spec hashes (recorded).
+        kind: the model.
+        feature_set: what `features` holds (recorded).
+        threshold: the first artefact's threshold (`with_threshold` gives the others).
+        c: logistic: inverse L2 regularisation strength.
+        k: k-NN: neighbours per vote (at most the number of examples).
+
+    Returns:
+        The fitted artefact.
+
+    Raises:
+        ValueError: fewer than 2 shared examples, or only one label among them (nothing to
+            learn: route always one way instead).
+    """
+    ids = sorted(set(features) & set(cheaper_scores) & set(dearer_scores))
+    if len(ids) < 2:
+        raise ValueError(f"need at least 2 shared train examples; got {len(ids)}")
+    x = np.asarray([list(features[i]) for i in ids], dtype=np.float64)
+    y = np.asarray([1 if cheaper_scores[i] >= RIGHT_AT else 0 for i in ids])
+    if len(set(y.tolist())) < 2:
+        raise ValueError("the cheaper neighbour is right on all or none of the train examples")
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale == 0.0] = 1.0
+    z = (x - mean) / scale
+    common: dict[str, Any] = {
+        "kind": kind,
+        "features": feature_set,
+        "dimension": int(x.shape[1]),
+        "mean": tuple(float(v) for v in mean),
+        "scale": tuple(float(v) for v in scale),
+        "threshold": float(threshold),
+        "cheaper": cheaper,
+        "dearer": dearer,
+        "train_ids": tuple(ids),
+    }
+    if kind == "knn":
+        return LearnedCondition(
+            **common,
+            k=min(k, len(ids)),
+            vectors=tuple(tuple(float(v) for v in row) for row in z),
+            labels=tuple(int(v) for v in y),
+        )
+    model = _estimator("sklearn.linear_model", "LogisticRegression", C=c, max_iter=1000)
+    model.fit(z, y)
+    weights = tuple(float(v) for v in np.asarray(model.coef_, dtype=np.float64)[0])
+    bias = float(np.asarray(model.intercept_, dtype=np.float64)[0])
+    return LearnedCondition(**common, coef=weights, intercept=bias, c=float(c))
