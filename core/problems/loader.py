@@ -23,10 +23,11 @@ from typing import Any, cast
 
 from pydantic import ValidationError
 
+from core.agents.replay import ReplayModel
 from core.combinators.wiring import wire_standard_library
 from core.errors import DatasetError, ProblemError, SpecError, UnknownNamesError
 from core.evaluation.metrics import GoldExample, ScoreFn
-from core.hydrate import validate_names
+from core.hydrate import AgentRegistry, validate_names
 from core.ir import TopologySpec, parse_topology
 from core.ir.dataflow import EffectTable
 from core.problems._errors import problem_error_from_validation
@@ -455,6 +456,18 @@ def _files_sha256(root: Path, files: Sequence[Path]) -> str:
     return h.hexdigest()
 
 
+def _all_replayed(agents: AgentRegistry) -> bool:
+    """Whether every registered agent answers from recordings (a `ReplayModel`, whether the
+    problem's TOML declares `[replay]` or its own module builds the models): a replayed agent
+    returns its recorded output on every call, so no repeat of it differs and a
+    self-consistency vote of one would cost k calls for its single answer. False for a problem
+    with no agents."""
+    names = agents.names()
+    return bool(names) and all(
+        isinstance(getattr(agents.create(name), "model", None), ReplayModel) for name in names
+    )
+
+
 def load_problem(
     name_or_path: str | os.PathLike[str],
     *,
@@ -550,8 +563,7 @@ def load_problem(
             normalize_answer=parts.normalize_answer,
             input_text=parts.input_text,
             judges=parts.judges,
-            # a replayed agent returns its recorded output on every call: no repeat differs
-            sampled=config.replay is None,
+            sampled=not _all_replayed(parts.agent_registry),
         )
         callables, roles, effects, hooks = (
             wired.callable_registry,
