@@ -143,6 +143,9 @@ def test_edits_after_a_rename_act_on_the_renamed_node_undo_redo_and_reload(
     page.get_by_role("button", name=re.compile(r"^Redo")).click()
     idle(page)
     _eventually(lambda: any(x.startswith("fallback: pipeline [") for x in _labels(page)))
+    # the tree is drawn before the script run ends and the draft is written at its end: wait
+    # for the run (it has started: the tree changed) before reloading
+    idle(page)
 
     # a reload keeps the draft (its id is in the URL), history included
     assert "draft=" in page.url
