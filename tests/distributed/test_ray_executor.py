@@ -146,6 +146,7 @@ def test_rate_budget_holds_across_two_workers(ray_instance: None) -> None:
 
 def test_call_cache_is_shared_by_workers_and_seeded_from_the_driver(ray_instance: None) -> None:
     from core.agents.call_cache import InMemoryCallCache
+    from core.evaluation.example_memo import MEMO_PREFIX
 
     problem = load_problem(SLEEPY)
     examples = problem.splits["validation"]
@@ -159,8 +160,10 @@ def test_call_cache_is_shared_by_workers_and_seeded_from_the_driver(ray_instance
         again = cache.stats()
     finally:
         first.close()
-    # the driver holds every call the workers made; run again, every call is a hit
-    assert (made.hits, made.misses, len(cache)) == (0, 8, 8)
+    # the driver holds every call the workers made, and each example's memo (its answered
+    # calls, `core.evaluation.example_memo`); run again, every call is a hit
+    memos = [k for k, _ in cache.records() if k.startswith(MEMO_PREFIX)]
+    assert (made.hits, made.misses, len(cache) - len(memos), len(memos)) == (0, 8, 8, 8)
     assert (again.hits - made.hits, again.misses - made.misses) == (8, 0)
     # a new executor's cache actor is seeded from the driver's cache: still no model call
     second = RayExecutor(SLEEPY, num_workers=2)

@@ -69,8 +69,9 @@ def make() -> TopologyEvaluator:
 def run(
     cache: InMemoryCallCache, spec: Any, n: int = 12, **options: Any
 ) -> tuple[CandidateEvaluation, CallCacheStats]:
-    ev = make().with_options(**options) if options else make()
-    ev.set_call_cache(cache)
+    ev = (make().with_options(**options) if options else make()).with_collaborators(
+        call_cache=cache
+    )
     exs = [GoldExample(input=i, expected=str(i), id=f"ex{i}") for i in range(n)]
     result = asyncio.run(ev.evaluate(spec, exs))
     return result, cache.stats()
@@ -157,9 +158,8 @@ def test_a_run_with_an_uncacheable_call_is_not_kept() -> None:
         score_fn=exact,
         workers=1,
         latency_source="model",
+        call_cache=(cache := InMemoryCallCache()),
     )
-    cache = InMemoryCallCache()
-    ev.set_call_cache(cache)
     spec = {
         "kind": "pipeline",
         "steps": [{"operation": {"kind": "agent_step", "agent_name": "echo"}}],
