@@ -6,6 +6,7 @@ Pure formatting over the store's DataFrames (`RunStore.archive`, `list_runs`) an
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
@@ -144,22 +145,28 @@ def _int(value: Any) -> str:
     return "-" if v is None else str(int(v))
 
 
-def front_table(archive: Table) -> list[list[str]]:
+def front_table(
+    archive: Table, objectives: Sequence[Objective] = DEFAULT_OBJECTIVES
+) -> list[list[str]]:
     """The rows of the printed front: the archive rows `on_front`, by candidate index, one row
-    per distinct set of figures.
+    per point of the front over `objectives`.
 
     Give it an archive of one split (`RunStore.archive(run_id, split="validation")`): the
     front is only meaningful when every entry was scored on the same examples.
 
     Numbers are printed with fixed decimals: accuracy, error rate and score 4, cost 6 (USD per
     example), latency 1 (ms per example), so a reader can compare them with the store's values rounded
-    the same way. Front candidates whose printed figures (accuracy to score) are all equal
-    share one row: the best one if it is among them, else the first; the others are listed in
+    the same way. Front candidates whose printed figures on `objectives` are equal are one
+    point of that front and share one row (over all five objectives: every figure from accuracy
+    to score; over accuracy and cost: those two, so different topologies that answer alike at
+    one cost are one point): the best one if it is among them, else the smallest (fewest
+    agents, then least depth, then lowest latency, then the earliest); the others are listed in
     `same_as` (`-` when none). `best` is `*` on the run's best entry.
     """
     records = [r for r in table_records(archive) if bool(r["on_front"])]
     records.sort(key=lambda r: int(r["candidate_idx"]))
-    groups: dict[tuple[str, ...], list[dict[Any, Any]]] = {}
+    names = {o.name for o in objectives}
+    groups: dict[tuple[str, ...], list[tuple[tuple[str, ...], dict[Any, Any]]]] = {}
     for rec in records:
         figures = (
             fmt_float(_opt(rec["accuracy"]), 4),
@@ -170,11 +177,19 @@ def front_table(archive: Table) -> list[list[str]]:
             fmt_float(_opt(rec.get("error_rate")), 4),
             fmt_float(_opt(rec["aggregate_score"]), 4),
         )
-        groups.setdefault(figures, []).append(rec)
+        key = (
+            figures
+            if names >= _FIVE
+            else tuple(f for f, col in zip(figures, _FIGURE_COLUMNS, strict=True) if col in names)
+        )
+        groups.setdefault(key, []).append((figures, rec))
     rows: list[list[str]] = []
-    for figures, members in groups.items():
-        head = next((m for m in members if bool(_opt(m["is_best"]))), members[0])
-        others = [_int(m["candidate_idx"]) for m in members if m is not head]
+    for members in groups.values():
+        figures, head = next(
+            (m for m in members if bool(_opt(m[1]["is_best"]))),
+            min(members, key=_smallest),
+        )
+        others = [_int(m["candidate_idx"]) for _, m in members if m is not head]
         rows.append(
             [
                 _int(head["candidate_idx"]),
@@ -186,6 +201,31 @@ def front_table(archive: Table) -> list[list[str]]:
         )
     rows.sort(key=lambda row: int(row[0]))
     return rows
+
+
+_FIGURE_COLUMNS: Final = (
+    "accuracy",
+    "cost_usd",
+    "latency_ms",
+    "n_agents",
+    "depth",
+    "error_rate",
+    "aggregate_score",
+)
+"""The archive columns of a front row's figures, in `FRONT_COLUMNS` order."""
+_FIVE: Final = frozenset(o.name for o in DEFAULT_OBJECTIVES)
+
+
+def _smallest(member: tuple[tuple[str, ...], dict[Any, Any]]) -> tuple[float, ...]:
+    """Order of the candidates of one front point: fewest agents, least depth, lowest
+    latency, earliest (a missing figure last)."""
+    rec = member[1]
+
+    def num(col: str) -> float:
+        v = _opt(rec.get(col))
+        return math.inf if v is None else float(v)
+
+    return (num("n_agents"), num("depth"), num("latency_ms"), float(rec["candidate_idx"]))
 
 
 def front_legend(
@@ -218,8 +258,18 @@ def front_legend(
     return text + (
         " (* = best score); on the front: no other candidate is at least as good on "
         f"{_objective_words(objectives)} and better on one; same_as: front "
-        "candidates with the same figures, not listed again"
+        f"candidates with the same {_same_words(objectives)}, not listed again"
     )
+
+
+def _same_words(objectives: Sequence[Objective]) -> str:
+    """What `same_as` candidates share: every figure over the five objectives, else the
+    objectives' (`accuracy and cost`: the row shows the smallest of them)."""
+    if {o.name for o in objectives} >= _FIVE:
+        return "figures"
+    names = [_OBJECTIVE_WORDS.get(o.name, o.name) for o in objectives]
+    joined = " and ".join(names) if len(names) <= 2 else ", ".join(names[:-1]) + f" and {names[-1]}"
+    return f"{joined} (the row shows the smallest)"
 
 
 def _words(row: list[str]) -> list[str]:
@@ -239,14 +289,16 @@ def print_front(
     title: str = "Pareto front",
     legend: str | None = None,
     more: str | None = None,
+    objectives: Sequence[Objective] = DEFAULT_OBJECTIVES,
 ) -> None:
     """Print the front table (or a line saying it is empty), then `legend` and `more` (a line
     saying what the table leaves out, `more_on_the_full_front`) if given.
 
+    `objectives`: what the front is drawn over (`front_table` groups its points by them).
     On a terminal the operator names are spelled with spaces (`mutate: wrap in parallel`) so
     a narrow terminal (80 columns) wraps them at word boundaries; plain output keeps
     `front_table`'s cells."""
-    rows = front_table(archive)
+    rows = front_table(archive, objectives)
     if out.rich:
         rows = [_words(row) for row in rows]
     if not rows:
@@ -361,8 +413,17 @@ def print_test_front(out: Output, test_front: Table) -> None:
     if not scored:
         out.line("(not evaluated on the test split)")
         return
+    # an unscored candidate at the validation point of a scored one is that point again
+    # (`same_as` of the validation front): it gets no row of its own
+    points = {(fmt_float(r["accuracy"], 4), fmt_float(r["cost_usd"], 6)) for r in scored}
+    listed = [
+        r
+        for r in rows
+        if r["test_n_examples"]
+        or (fmt_float(r["accuracy"], 4), fmt_float(r["cost_usd"], 6)) not in points
+    ]
     table: list[list[str]] = []
-    for r in rows:
+    for r in listed:
         tested = bool(r["test_n_examples"])
         table.append(
             [
@@ -402,10 +463,17 @@ def print_test_front(out: Output, test_front: Table) -> None:
         ),
     )
     n = max(int(r["test_n_examples"]) for r in scored)
+    hidden = len(rows) - len(listed)
     out.line(
         f"({len(scored)} of {len(rows)} validation-front candidates scored once on the {n} "
-        "held-out test problems; * = no other of them is at least as good on test on all "
-        "objectives and better on one. The front and the best are chosen on validation only.)"
+        "held-out test problems"
+        + (
+            f" ({hidden} unscored with the validation accuracy and cost of a scored one not listed)"
+            if hidden
+            else ""
+        )
+        + "; * = no other of them is at least as good on test on all objectives and better "
+        "on one. The front and the best are chosen on validation only.)"
     )
     gap = mean_gap(scored)
     if gap is not None:

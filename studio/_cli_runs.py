@@ -250,7 +250,14 @@ def print_run(
         else store.archive_records(run_id, split="validation", objectives=objectives)
     )
     more = None if all_objectives else more_on_the_full_front(shown, archive)
-    print_front(out, shown, title="Pareto front (validation)", legend=legend, more=more)
+    print_front(
+        out,
+        shown,
+        title="Pareto front (validation)",
+        legend=legend,
+        more=more,
+        objectives=objectives,
+    )
     print_test_front(out, store.test_front_records(run_id, objectives=objectives))
     best = [r for r in archive if bool(r["is_best"])]
     figures: dict[str, Any] = {"best_idx": None, "test_accuracy": None}

@@ -279,8 +279,35 @@ def test_the_accuracy_cost_front_says_how_many_more_the_full_front_holds() -> No
         "per problem, over the 300 validation problems: accuracy = share correct, cost_usd in "
         "USD, latency_ms in ms (* = best score); on the front: no other candidate is at least "
         "as good on both accuracy and cost and better on one; same_as: front candidates with "
-        "the same figures, not listed again"
+        "the same accuracy and cost (the row shows the smallest), not listed again"
     )
+
+
+def test_the_accuracy_cost_front_has_one_row_per_point_headed_by_the_smallest() -> None:
+    from studio._cli_report import ACCURACY_COST, front_table
+
+    def row(
+        idx: int, agents: int, depth: int, latency: float, best: bool = False
+    ) -> dict[str, object]:
+        return {
+            "candidate_idx": idx, "accuracy": 0.5, "cost_usd": 0.01, "latency_ms": latency,
+            "n_agents": agents, "depth": depth, "aggregate_score": 0.49, "operator": "seed",
+            "is_best": best, "on_front": True, "error_rate": 0.0,
+        }  # fmt: skip
+
+    # one point (0.5, $0.01) reached by four topologies: the row is the one with the fewest
+    # agents, then the least depth (3 over 5: same agents, 3 is shallower; 2 has more agents)
+    point = [row(2, 3, 1, 50.0), row(5, 1, 3, 90.0), row(3, 1, 2, 120.0), row(8, 1, 2, 120.0)]
+    assert front_table(point, ACCURACY_COST) == [
+        ["3", "0.5000", "0.010000", "120.0", "1", "2", "0.0000", "0.4900", "seed", "2,5,8", ""],
+    ]
+    # over all five objectives they are four points
+    assert [r[0] for r in front_table(point)] == ["2", "3", "5"]
+    # the run's best heads its point whatever its size
+    point[0]["is_best"] = True
+    assert front_table(point, ACCURACY_COST) == [
+        ["2", "0.5000", "0.010000", "50.0", "3", "1", "0.0000", "0.4900", "seed", "3,5,8", "*"],
+    ]
 
 
 def test_a_cascade_reads_as_if_else() -> None:
