@@ -37,7 +37,6 @@ and the k-NN is rebuilt from the stored vectors and labels (`KNeighborsClassifie
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import math
 import re
@@ -102,10 +101,19 @@ _FRACTION = re.compile(r"\d\s*/\s*\d")
 _SENTENCE = re.compile(r"[.!?](?:\s|$)")
 
 
-def _estimator(module: str, name: str, **options: Any) -> Any:
-    """A scikit-learn estimator, imported when first needed (scikit-learn takes ~1 s to import
-    and ships no type stubs, so it is typed `Any` here)."""
-    return getattr(importlib.import_module(module), name)(**options)
+def _knn(k: int) -> Any:
+    """A scikit-learn k-nearest-neighbours classifier, imported when first needed
+    (scikit-learn takes ~1 s to import and ships no type stubs, so it is typed `Any` here)."""
+    from sklearn.neighbors import KNeighborsClassifier  # pyright: ignore[reportMissingTypeStubs]
+
+    return KNeighborsClassifier(n_neighbors=k)
+
+
+def _logistic(c: float) -> Any:
+    """A scikit-learn logistic regression, imported when first needed (as `_knn`)."""
+    from sklearn.linear_model import LogisticRegression  # pyright: ignore[reportMissingTypeStubs]
+
+    return LogisticRegression(C=c, max_iter=1000)
 
 
 def text_features(text: str) -> list[float]:
@@ -221,7 +229,7 @@ class LearnedCondition(BaseModel):
     @cached_property
     def _knn(self) -> Any:
         # the estimator rebuilt from the stored data (a k-NN's fit only stores it)
-        model = _estimator("sklearn.neighbors", "KNeighborsClassifier", n_neighbors=self.k)
+        model = _knn(self.k)
         model.fit(np.asarray(self.vectors, dtype=np.float64), np.asarray(self.labels))
         return model
 
@@ -403,7 +411,7 @@ def fit_learned_condition(
             vectors=tuple(tuple(float(v) for v in row) for row in z),
             labels=tuple(int(v) for v in y),
         )
-    model = _estimator("sklearn.linear_model", "LogisticRegression", C=c, max_iter=1000)
+    model = _logistic(c)
     model.fit(z, y)
     weights = tuple(float(v) for v in np.asarray(model.coef_, dtype=np.float64)[0])
     bias = float(np.asarray(model.intercept_, dtype=np.float64)[0])
