@@ -1,5 +1,7 @@
-"""Runtime overhead benchmark: every runtime figure of the first side-by-side comparison with the
-reference library (Orqest), ours against the reference.
+"""Runtime overhead benchmark: the engine's per-step figures against the reference library's.
+
+Every runtime figure of the first side-by-side comparison with the reference library (Orqest),
+ours against the reference.
 
 Measures, with instant steps (async functions that return their input), what the engine itself
 costs:
