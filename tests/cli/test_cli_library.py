@@ -1,7 +1,8 @@
-"""`library RUN --out lib.json` and `serve-topology PROBLEM --library lib.json` (issue 15, items 4
-and 6) on a real small gsm8k_replay search: the library file is the run's front, requests are
-served from it (a repeated question is a cache hit), bad request lines are named by number and
-the good ones still served, and the totals add up the per-request lines."""
+"""`library RUN --out lib.json` and `serve-topology PROBLEM --library lib.json` (the seed
+library exported from a search, and the runtime designer serving requests from it) on a real small
+gsm8k_replay search: the library file is the run's front, requests are served from it (a repeated
+question is a cache hit), bad request lines are named by number and the good ones still served, and
+the totals add up the per-request lines."""
 
 from __future__ import annotations
 
