@@ -294,8 +294,8 @@ def test_the_library_may_be_named_by_its_run(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """`serve-topology PROBLEM --library RUN` (the issue's form): the run's validated front,
-    served exactly as the library file written from it."""
+    """`serve-topology PROBLEM --library RUN` (the form that names a run, not a library file): the
+    run's validated front, served exactly as the library file written from it."""
     path = tmp_path / "requests.jsonl"
     path.write_text(json.dumps({"question": questions(1)[0]}) + "\n")
     argv = ["serve-topology", "gsm8k_replay", "--requests", str(path), "--time-scale", "0"]
