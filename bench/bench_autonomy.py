@@ -1,6 +1,7 @@
 """Benchmark: the meta orchestrator's overhead per subtask, and BubblewrapSandbox's start-up.
 
-Issue 14's figures:
+The figures asked of the autonomy layer (orchestration overhead beyond the model calls, and the
+sandbox's cost per call):
 
 1. A 5-subtask `MetaOrchestrator.solve` on function models (`core.autonomy.testing`: a scripted
    planner, specialists answering at once), no memory, no hooks. Every model request is timed

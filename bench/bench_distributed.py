@@ -1,4 +1,4 @@
-"""Distributed evaluation benchmark (issue 18).
+"""Distributed evaluation benchmark: candidate evaluation on Ray against the local executor.
 
 On `bench/problems/burn` (one FunctionModel agent that answers at once; the score function
 burns `burn_ms` of CPU per example), evaluate the seed topology on all examples and print the

@@ -1,4 +1,5 @@
-"""Evaluator benchmarks (issue 3).
+"""Evaluator benchmarks: evaluation concurrency against its ideal, and the cache of re-proposed
+specs.
 
 (a) Concurrency: 200 examples through a 3-step pipeline whose steps each take 20 ms (async
     sleeps), at concurrency 32. Prints wall time / ideal, where ideal = ceil(200 / 32) x 60 ms

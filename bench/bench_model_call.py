@@ -1,6 +1,7 @@
 """Minimal reproduction: CPU per pydantic-ai agent run on a `FunctionModel`, no project code.
 
-Issue 17 measured 1.8 ms of CPU per structured-output function-model run on pydantic-ai 2.68
+The profile of the offline search that compared it with the reference library (Python 3.11)
+measured 1.8 ms of CPU per structured-output function-model run on pydantic-ai 2.68
 against 0.78 ms on 1.39. This script imports nothing of ours, so it runs unchanged in a venv
 with any pydantic-ai release (`pip install pydantic-ai-slim==1.39.0`), which is how that
 comparison is made: it prints the installed version and, per output mode, the median over

@@ -1,5 +1,7 @@
-"""Replay race clock benchmark (issue 17, item 5): CPU time of evaluating `fastest` races on the
-GSM8K replay problem (time scale 0, no caches), with each racing request passing its turns by
+"""Replay race clock benchmark (the virtual clock for replayed models: simulated latency with
+no tick loop, the same finishing order and latencies as the tick rule): CPU time of evaluating
+`fastest` races on the GSM8K replay problem (time scale 0, no caches), with each racing request
+passing its turns by
 `pass_turns` (a callback holds its place in the loop's queue; the default) against
 `race_clock = "ticks"` (one `asyncio.sleep(0)` a turn, resuming its whole coroutine stack: the
 way before). Both give the same results (tests/gsm8k/test_gsm8k_race_clock.py); the script

@@ -1,4 +1,4 @@
-"""Runtime topology design benchmark (issue 15): GSM8K requests served from a seed library.
+"""Runtime topology design benchmark: GSM8K requests served from a seed library.
 
 1. **The library.** A small offline search on gsm8k_replay (`--search-evaluations`, default
    12, on `--validation-size` problems, default 50, no held-out test) recorded in a temporary

@@ -1,10 +1,11 @@
-"""Search benchmarks: engine overhead, and the acceptance bench of issue 10 on gsm8k_replay.
+"""Search benchmarks: engine overhead, and the structure-search acceptance bench on gsm8k_replay.
 
 (a) Engine overhead: an evolutionary search over function steps that do nothing (no model, no
     sleep), 4 examples per candidate: what the loop itself costs per candidate, in ms.
-(b) Acceptance (issue 10): on gsm8k_replay at time scale 0, `exhaustive` once (it is
-    deterministic) with the node bound `--max-nodes` (default 7) and the grammar
-    `core.search.strategies.exhaustive.BENCH_GRAMMAR` (registered merges only, parallels of
+(b) Acceptance of the structure search (cascades, agreement gates and votes found offline, evolution
+    ahead of random, measured against the exhaustive front): on gsm8k_replay at time scale 0,
+    `exhaustive` once (it is deterministic) with the node bound `--max-nodes` (default 7) and the
+    grammar `core.search.strategies.exhaustive.BENCH_GRAMMAR` (registered merges only, parallels of
     agents, agents first or as escalations, the agreement condition, always a fallback: 652
     topologies at 7 nodes, the 7-node agreement gate of two agents escalating to a third among
     them), every candidate on the full validation split; then `evolutionary` and `random` at the
@@ -19,12 +20,16 @@
     `ExampleEvaluated.requests`: cache hits make none), the call cache's hit rate when the
     evaluator exposes counters (else n/a); wall time and the share of it spent re-scoring at the
     end of the run (from the events: the last `ArchiveSnapshot` before the "re-scored N
-    candidate(s)" log line, to that line). Then the issue's targets, PASS or FAIL each, and the
+    candidate(s)" log line, to that line). Then the acceptance targets, PASS or FAIL each
+    (evolutionary >= 0.99 of the exhaustive hypervolume on every seed, its mean above random's
+    by more than random's spread, re-scoring <= 20% of wall time, the default search <= 60 s on
+    2 cores), and the
     demo's short search (`topology-studio demo`: evolutionary, seed 1, 10 evaluations,
     minibatch 10): does its front hold a cascade (a router with an identity accept route) or a
     vote (`merge_vote`, or a vote step)?
 
-(c) The default offline search (issue 17): `topology-studio search gsm8k_replay` exactly as a
+(c) The default offline search (the performance acceptance: at most 10 s warm on 2 cores, peak
+    RSS at most 300 MiB, results unchanged): `topology-studio search gsm8k_replay` exactly as a
     newcomer types it (the problem's defaults: evolutionary, seed 42, 48 evaluations, the
     held-out test of the validation front, `[search] workers = "auto"`), run twice as a child
     process on a fresh database: `cold` (an empty call cache) and `warm` (the call cache the
@@ -524,10 +529,10 @@ async def _acceptance(args: argparse.Namespace) -> None:
 
 BASELINE = Path(__file__).with_name("baselines") / "gsm8k_replay_default.json"
 """Results of `topology-studio search gsm8k_replay` (seed 42): what every later version must
-reproduce exactly. First recorded before issue 17's changes (commit 50d0018), which all
-reproduced it; recorded again on 2026-12-02 when the replay problem gained five input-only
-conditions (issue 10: a new registry is a new search, so its results are new), with the code of
-commit ff4c7bc plus that registry."""
+reproduce exactly. First recorded before the performance work (virtual clock, fast IR path,
+router dispatch; commit 50d0018), which all reproduced it; recorded again on 2026-12-02 when the
+replay problem gained five input-only conditions (a new registry is a new search, so its results
+are new), with the code of commit ff4c7bc plus that registry."""
 
 _ARCHIVE_FIELDS = (
     "candidate_idx",
@@ -548,7 +553,7 @@ _ARCHIVE_FIELDS = (
 )
 _EXAMPLE_FIELDS = ("c", "x", "a", "u", "l", "i", "o", "r", "er")
 """A journalled per-example record's keys but `e` (sequence), `t` (timestamp) and `os` (the
-output summary: presentation, not a result; issue 12 put the answer first in it)."""
+output summary: presentation, not a result; the studio's drill-down put the answer first in it)."""
 
 
 def fingerprint(db: Path, run_id: str) -> dict[str, Any]:
@@ -644,7 +649,7 @@ os.write(int(sys.argv[1]), json.dumps(figures).encode())
 resident set a process ever had, and a forked child starts with its parent's: the CLI forked
 straight from this process (hundreds of MiB after part (b)) would report this process's
 memory. The launcher is a fresh interpreter (about 10 MiB), so its child's peak is the CLI's.
-The CLI forks evaluation workers (`[search] workers`, issue 17) that share its pages
+The CLI forks evaluation workers (`[search] workers`) that share its pages
 copy-on-write: `ru_maxrss` is the largest of these processes, each counting the shared pages in
 full, so the launcher also samples, every 50 ms, the sum of the proportional set sizes (`Pss`
 of `/proc/PID/smaps_rollup`: a page shared by two processes counts half in each) of the CLI and
@@ -731,7 +736,9 @@ def _default_search(write_baseline: list[str] | None) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Search benchmarks (issues 3 and 10).")
+    parser = argparse.ArgumentParser(
+        description="Search benchmarks: engine overhead and the structure-search acceptance."
+    )
     parser.add_argument("--candidates", type=int, default=200, help="(a): candidates")
     parser.add_argument("--skip-gsm8k", action="store_true", help="only (a), the fast part")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])

@@ -1,7 +1,7 @@
 """Benchmark: the run store's ingest of 100,000 per-example rows and the archive-with-front query.
 
-Issue 5's targets: ingesting 100,000 per-example evaluation rows in under 3 s, and the archive
-query with front membership over a run of 100,000 such rows in under 200 ms.
+Targets, set when the run store was built: ingesting 100,000 per-example evaluation rows in under
+3 s, and the archive query with front membership over a run of 100,000 such rows in under 200 ms.
 
 The run: 200 candidates x 500 examples, each example row with a three-span trace like the
 runtime records (about 1.5 KB a line), written through `RunJournal` to a journal beside a
@@ -14,7 +14,7 @@ watching a running search would (each increment's new bytes are copied to a temp
 for `read_json`; the figure is the sum). Then `archive()` is timed (best of a few repeats, plus
 the first call). Run: `python bench/bench_store.py [--rows N]`.
 
-Figures (2 cores, `--rows 100000`, best of 3, wall / CPU s), before -> after issue 5's review
+Figures (2 cores, `--rows 100000`, best of 3, wall / CPU s), before -> after the run store's review
 (zstd traces, no copy of a live journal, `read_json` buffers that let two threads parse), the
 two versions run in turn under the same load:
 - load 2-3 (one core busy elsewhere): live 1.74-2.23 / 1.71-1.94 -> 1.44-1.47 / 1.44-1.47,

@@ -1,4 +1,5 @@
-"""The one fallback rule for the datasets every GSM8K test needs (issue 11, item 11).
+"""The one fallback rule for the datasets every GSM8K test needs, so the README's test command runs
+all of them.
 
 `TOPOLOGY_STUDIO_DATASETS` keeps the value it has; unset, it is the `shared/datasets` folder
 beside the checkout (`<checkout>/../shared/datasets`), the same rule `.ci/run` uses. So the

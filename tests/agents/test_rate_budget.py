@@ -1,4 +1,5 @@
-"""The per-provider rate budget (issue 18, item 2): the bucket arithmetic on an explicit clock,
+"""The per-provider rate budget (one budget of requests and tokens per minute across every
+worker, from the problem or flags): the bucket arithmetic on an explicit clock,
 and nested parallels under a budget of one call in flight, which must not deadlock."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`apply_result` for a prompt result (issue 16): each changed prompt's word-level diff first,
+"""`apply_result` for a phase-2 (prompt) result: each changed prompt's word-level diff first,
 then the prompts written into the topology's inline agents; registered agents refused."""
 
 from __future__ import annotations

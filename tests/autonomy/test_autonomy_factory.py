@@ -241,8 +241,8 @@ def test_subscribe_all_and_event_type() -> None:
 
 
 def test_a_cancelled_async_handler_is_counted() -> None:
-    # issue 14, M4: a coroutine handler `emit` scheduled and the loop cancelled at its end
-    # vanished without trace (contract 8)
+    # the bug this pins (found in review): a coroutine handler `emit` scheduled and the loop
+    # cancelled at its end vanished without trace (contract 8)
     bus = EventBus()
 
     async def never_done(event: BusEvent) -> None:

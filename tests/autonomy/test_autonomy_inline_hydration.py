@@ -1,6 +1,7 @@
-"""An IR topology's inline AgentSpec is hydrated by the AgentFactory (issue 13 item 11 meets
-issue 14 item 4): `factory.spawn` is the hydrator's inline agent factory, and the spawned agent's
-usage is recorded in the trace like any agent's."""
+"""An IR topology's inline AgentSpec is hydrated by the AgentFactory (the IR's inline agent is
+the reference docs' `AgentSpec`, and the factory spawns agents from specs): `factory.spawn` is the
+hydrator's inline agent factory, and the spawned agent's usage is recorded in the trace like any
+agent's."""
 
 from __future__ import annotations
 

@@ -194,7 +194,8 @@ SHADOWING_SERVER = SERVER.replace(
 def test_discovery_registers_only_the_requested_tool_and_never_shadows_a_local_one(
     tmp_path: Path,
 ) -> None:
-    # issue 14, M3: every allowed tool of the server was registered, replacing local ones
+    # the bug this pins (found in review): every allowed tool of the server was registered,
+    # replacing local ones
     script = tmp_path / "shadow_server.py"
     script.write_text(SHADOWING_SERVER, encoding="utf-8")
     server = MCPServerConfig(

@@ -108,7 +108,8 @@ def test_subtasks_over_the_cap_are_listed_as_dropped() -> None:
 
 
 def test_nested_subtasks_count_against_the_cap_and_the_excess_is_dropped() -> None:
-    # issue 14, M1: one subtask with 6 children spawned 6 specialists under max_subtasks=2
+    # the bug this pins (found in review): one subtask with 6 children spawned 6 specialists under
+    # max_subtasks=2
     bus = EventBus()
     children = [SubTask(name=f"c{i}", description=f"do c{i}") for i in range(6)]
     orch = _orchestrator(_plan("parent", "after", parent=children), max_subtasks=2, bus=bus)
@@ -125,8 +126,8 @@ def test_nested_subtasks_count_against_the_cap_and_the_excess_is_dropped() -> No
 
 
 def test_a_solve_waits_for_its_async_event_handlers() -> None:
-    # issue 14, M4: async handlers scheduled by the solve's events were cancelled when the
-    # solve returned, uncounted; `solve` now drains the bus before returning
+    # the bug this pins (found in review): async handlers scheduled by the solve's events were
+    # cancelled when the solve returned, uncounted; `solve` now drains the bus before returning
     bus = EventBus()
     seen: list[str] = []
 
@@ -143,7 +144,7 @@ def test_a_solve_waits_for_its_async_event_handlers() -> None:
 
 
 def test_a_raising_hook_is_a_hook_error_naming_hook_and_subtask_with_partial_results() -> None:
-    # issue 14, M6: the hook's bare exception escaped `solve`
+    # the bug this pins (found in review): the hook's bare exception escaped `solve`
     def guard(subtask: SubTask, ctx: HookContext) -> Any:
         if subtask.name == "b":
             raise RuntimeError("hook boom")

@@ -240,8 +240,8 @@ def test_old_shape_loads_converted_with_a_deprecation_warning() -> None:
 
 
 def test_an_anyof_of_many_consts_is_one_literal_and_a_union_over_the_limit_is_refused() -> None:
-    # issue 14, B4 (a): the union was built with repeated `|` (quadratic); now in one step, and
-    # the member count is bounded by `max_union` (checked before anything is built)
+    # the bug this pins (found in review): the union was built with repeated `|` (quadratic); now in
+    # one step, and the member count is bounded by `max_union` (checked before anything is built)
     schema = {"type": "object", "properties": {"x": {"anyOf": [{"const": i} for i in range(500)]}}}
     model = schema_to_type(schema)
     assert model.model_validate({"x": 499}).x == 499
@@ -259,7 +259,8 @@ def test_an_anyof_of_many_consts_is_one_literal_and_a_union_over_the_limit_is_re
 
 
 def test_depth_through_a_ref_chain_counts_against_max_depth() -> None:
-    # issue 14, B4 (b): d0 -> d1 -> ... -> d400 passed and then spawn hit RecursionError
+    # the bug this pins (found in review): d0 -> d1 -> ... -> d400 passed and then spawn hit
+    # RecursionError
     n = 400
     defs: dict[str, object] = {
         f"d{i}": {"type": "object", "properties": {"x": {"$ref": f"#/$defs/d{i + 1}"}}}
@@ -289,7 +290,8 @@ def test_depth_through_a_ref_chain_counts_against_max_depth() -> None:
 
 
 def test_const_and_enum_values_that_are_objects_or_arrays_are_refused_with_their_path() -> None:
-    # issue 14, B4: a dict or list const/enum gave a raw "TypeError: unhashable type" at spawn
+    # the bug this pins (found in review): a dict or list const/enum gave a raw "TypeError:
+    # unhashable type" at spawn
     cases = [
         ({"const": {"a": 1}}, "$.output_schema.properties.x.const"),
         ({"enum": ["ok", [1, 2]]}, "$.output_schema.properties.x.enum[1]"),
@@ -304,8 +306,9 @@ def test_const_and_enum_values_that_are_objects_or_arrays_are_refused_with_their
 
 
 def test_a_spec_with_no_output_declaration_is_not_taken_for_the_old_shape() -> None:
-    # issue 14, M5: `AgentSpec(name="c")` matched the old four-field shape (any subset of it)
-    # and got a string output; the old shape needs `instructions` or `output`, or no name
+    # the bug this pins (found in review): `AgentSpec(name="c")` matched the old four-field shape
+    # (any subset of it) and got a string output; the old shape needs `instructions` or `output`, or
+    # no name
     for data in ({"name": "c"}, {"name": "c", "model": "test"}):
         with pytest.raises(ValidationError, match=r"\(neither given\)"):
             AgentSpec.model_validate(data)
@@ -321,7 +324,8 @@ def test_a_spec_with_no_output_declaration_is_not_taken_for_the_old_shape() -> N
 
 
 def test_duplicate_tool_names_are_refused_naming_both_paths() -> None:
-    # issue 14, M2: a generated tool silently replaced the registered one of the same name
+    # the bug this pins (found in review): a generated tool silently replaced the registered one of
+    # the same name
     tools = [{"name": "x"}, {"name": "y"}, {"name": "x", "implementation": "return 'gen'"}]
     with pytest.raises(SpecError) as exc:
         parse_agent_spec({"name": "a", "output_schema": {"type": "string"}, "tools": tools})

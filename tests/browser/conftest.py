@@ -114,7 +114,8 @@ def page(browser: Any, studio: str, request: pytest.FixtureRequest) -> Iterator[
             outside.append(url)
 
     pg.on("request", watch)
-    # every failed response of the studio itself (defect 8: two 404s on each page load)
+    # every failed response of the studio itself (it once logged two 404s on each page load:
+    # `_stcore/health` and `host-config` fetched relative to the page's path)
     bad: list[str] = []
     pg.on("response", lambda r: bad.append(f"{r.status} {r.url}") if r.status >= 400 else None)
     pg.studio_bad_responses = bad

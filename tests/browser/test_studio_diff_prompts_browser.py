@@ -1,6 +1,7 @@
-"""Diff & apply on a phase-2 (prompt) proposal in a real browser (issue 16, item 4): the
-topology part and each prompt's word diff side by side, the prompts applied alone (the topology
-part rejected) in one write. Its own studio on its own small store (no search needed)."""
+"""Diff & apply on a phase-2 (prompt) proposal in a real browser (both parts of a two-phase result
+applied through one reviewed diff): the topology part and each prompt's word diff side by side, the
+prompts applied alone (the topology part rejected) in one write. Its own studio on its own small
+store (no search needed)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,11 @@
-"""The editor in a real browser (issue 12, defects 1-3 and item 13).
+"""The editor in a real browser: no action on the wrong node, no lost work, an honest JSON tab,
+undo and redo, and a draft that survives a reload.
 
-Defect 1 showed only in a browser: the node radio keeps its choice as the option's label, so
-after "Apply changes to this node" renamed the selected node the radio showed nothing selected
-and the next Move/Delete/Replace/Wrap acted on the root. Here a non-root node is renamed before
-each action, and the action's message and the tree say which node changed. Then undo and redo,
-a reload that keeps the draft, and invalid JSON that disables Save.
+Acting on the wrong node showed only in a browser: the node radio keeps its choice as the option's
+label, so after "Apply changes to this node" renamed the selected node the radio showed nothing
+selected and the next Move/Delete/Replace/Wrap acted on the root. Here a non-root node is renamed
+before each action, and the action's message and the tree say which node changed. Then undo and
+redo, a reload that keeps the draft, and invalid JSON that disables Save.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Editor evaluations in a real browser (issue 12, item 12): a candidate opened from Live's
-inspector, edited, evaluated; the evaluation is compared with that candidate on the same
-examples, stored as a run, and opens in Compare beside it.
+"""Editor evaluations in a real browser (first-class: stored in the run store, compared with the
+candidate they came from): a candidate opened from Live's inspector, edited, evaluated; the
+evaluation is compared with that candidate on the same examples, stored as a run, and opens in
+Compare beside it.
 
 Its own studio on its own store (a parent measured by an editor evaluation), so the run it adds
 never shows in the other browser modules' shared store.

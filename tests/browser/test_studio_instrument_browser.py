@@ -1,7 +1,8 @@
-"""The studio as a researcher's instrument, in a real browser (issue 12): no failed request on
-any page (defect 8: `/live/_stcore/health` and `/live/_stcore/host-config` were 404 on every
-load), every page at 1000 px screenshotted, Compare's flips per split with the exact McNemar
-p-value, and a moved node listed as moved on Diff & apply (defect 5)."""
+"""The studio as a researcher's instrument, in a real browser: no failed request on any page
+(`/live/_stcore/health` and `/live/_stcore/host-config` were 404 on every load), every page at
+1000 px screenshotted, Compare's flips per split with the exact McNemar p-value, and a moved node
+listed as moved on Diff & apply (nodes were matched by id only, so a moved node was neither listed
+nor coloured)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ _CUT_TEXT = """() => [...document.querySelectorAll('[data-testid="stMain"] *')].
   && getComputedStyle(e).textOverflow === 'ellipsis').map(e => e.innerText)"""
 """The texts the page cuts with an ellipsis (a widget's label squeezed into a narrow column:
 the Live page's "Live updates", "Descending" and "Front only" read "L...", "D...", "Fr..." at
-1000 px, issue 12, item 15)."""
+1000 px, where the studio's layouts must still work)."""
 
 
 def test_no_page_load_fails_a_request_and_every_page_at_1000_px(
@@ -245,7 +246,7 @@ _GRAPH_SIZES = """() => [...document.querySelectorAll('[data-testid="stGraphVizC
 def test_graphs_keep_their_size_at_1000_px_and_scroll_when_wider(
     page: Any, studio: str, replay_store: dict[str, Any]
 ) -> None:
-    # issue 12, item 15: shrunk to its column, a router candidate's graph had 7 px labels
+    # layouts that work at 1000 px: shrunk to its column, a router candidate's graph had 7 px labels
     idx = replay_store["router_candidate"]
     assert idx is not None, "the replay search evaluated no router"
     run_id = replay_store["run_id"]

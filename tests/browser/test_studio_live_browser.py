@@ -1,8 +1,8 @@
 """The Live page in a real browser (Debian Chromium through Playwright), on a run whose journal
 another process is still writing (`journal_writer.py`), so the page refreshes every 2 s.
 
-Issue 12, defect 6: a zoom on the Pareto chart is kept across refreshes (the figure's
-`uirevision` stays the same while the run and the axes do).
+A zoom on the Pareto chart is kept across refreshes (the 2 s refresh used to reset it): the
+figure's `uirevision` stays the same while the run and the axes do.
 
 Skipped when Chromium is missing, except in CI (`CI=true`), where that is a failure.
 """
@@ -208,7 +208,7 @@ def test_the_inspector_opens_right_below_the_chart(
 def test_points_box_selected_on_the_chart_open_in_compare(
     page: Any, studio: str, replay_store: dict[str, Any]
 ) -> None:
-    # issue 12, item 11: "Compare selected" from the Live page's chart
+    # "Compare selected" from the Live page's chart
     run_id = replay_store["run_id"]
     page.goto(f"{studio}/live?run={run_id}")
     settle(page, "Live search")
@@ -254,7 +254,7 @@ def test_points_box_selected_on_the_chart_open_in_compare(
 def test_rows_selected_in_the_archive_table_open_in_compare(
     page: Any, studio: str, replay_store: dict[str, Any]
 ) -> None:
-    # issue 12, item 11: "Compare selected" from the Live page's table, as from its chart: a
+    # "Compare selected" from the Live page's table, as from its chart: a
     # row ticked in the archive table is inspected; a second one ticked beside it gives a link
     # to Compare with both
     run_id = replay_store["run_id"]

@@ -1,6 +1,6 @@
-"""The Live page's phase-2 chart in a real browser (issue 16, item 3): score against metric
-calls for a prompt run, and a click on a point shows that candidate's prompts. Its own studio on
-its own small store (no search needed)."""
+"""The Live page's phase-2 chart in a real browser (phase 2's prompt candidates while it runs):
+score against metric calls for a prompt run, and a click on a point shows that candidate's prompts.
+Its own studio on its own small store (no search needed)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The Runs page in a real browser (issue 12, defect 7): the table refreshes by itself (a run
-that appears after the page loaded is listed, interrupted, with no reload), Resume continues
-that interrupted run to the end the uninterrupted run reached, and the panel says the table's
-words for it."""
+"""The Runs page in a real browser (one vocabulary of states, a table that refreshes, Resume): the
+table refreshes by itself (a run that appears after the page loaded is listed, interrupted, with no
+reload), Resume continues that interrupted run to the end the uninterrupted run reached, and the
+panel says the table's words for it."""
 
 from __future__ import annotations
 
@@ -181,7 +181,7 @@ def test_the_live_pickers_state_follows_the_status_line_and_the_phase_is_said(
 def test_a_meta_agent_run_with_an_unknown_model_provider_is_refused_before_started(
     page: Any, studio: str, replay_store: dict[str, Any]
 ) -> None:
-    # issue 12, defect 7: the page said "Started run ..." with a "Watch it live" link to another
+    # the bug this pins: the page said "Started run ..." with a "Watch it live" link to another
     # run, and the run failed later, visible only after a reload
     journals = Path(f"{replay_store['db']}.journals")
     before = sorted(p.name for p in journals.glob("*.jsonl"))
@@ -229,8 +229,8 @@ grid draws (in view or partly), left to right."""
 def test_at_1000px_the_runs_tables_key_columns_are_in_view(
     page: Any, studio: str, replay_store: dict[str, Any]
 ) -> None:
-    # issue 12, item 15: status, best score and cost sat right of problem / strategy / seed and
-    # were cut off at 1000 px; now they come right after the run id and its links
+    # layouts that work at 1000 px: status, best score and cost sat right of problem / strategy /
+    # seed and were cut off at 1000 px; now they come right after the run id and its links
     width = 1000
     page.set_viewport_size({"width": width, "height": 800})
     page.goto(studio + "/")

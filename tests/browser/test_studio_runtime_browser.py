@@ -1,6 +1,6 @@
-"""The Runtime page in a real browser (Debian Chromium through Playwright), issue 15, item 7's
-acceptance: a request run from the replay search's seed library, its graph shown, and the second
-identical request a cache hit.
+"""The Runtime page in a real browser (Debian Chromium through Playwright), the acceptance of
+the runtime design's studio page: a request run from the replay search's seed library, its graph
+shown, and the second identical request a cache hit.
 
 Skipped when Chromium is missing, except in CI (`CI=true`), where that is a failure.
 """

@@ -1,4 +1,5 @@
-"""`apply --yes` killed at each step of its write (issue 11, item 10).
+"""`apply --yes` killed at each step of its write: the registry write and its record are one
+recoverable step.
 
 The registry journals the write with the store's record of it (`.pending.json`) before any
 other file; the next `apply` completes the write (spec written) or rolls it back (not written),

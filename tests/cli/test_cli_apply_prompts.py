@@ -1,6 +1,7 @@
-"""`apply RUN CANDIDATE` on a phase-2 (prompt) run (issue 16, item 4): the topology part (the
-search's winner) and the prompt part (each evolved prompt's word diff) are shown, and written
-together (default) or one without the other (`--only`), in one all-or-nothing write."""
+"""`apply RUN CANDIDATE` on a phase-2 (prompt) run (both parts applied through one reviewed diff):
+the topology part (the search's winner) and the prompt part (each evolved prompt's word diff) are
+shown, and written together (default) or one without the other (`--only`), in one all-or-nothing
+write."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Damaged, read-only and full stores from the command line (issue 11, items 7-9).
+"""Damaged, read-only and full stores from the command line: clean errors that name the file and the
+way to recover.
 
 - A read-only database (a real read-only bind mount when `unshare -m` works here, and always
   the same condition injected): `runs` and `show` answer from a read-only copy and say so.
@@ -88,7 +89,7 @@ def _assert_same(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame]) -> None
         pd.testing.assert_frame_equal(frame, b[key], obj=key)
 
 
-# ---- item 7: a read-only database ----------------------------------------------------------
+# ---- a read-only database ------------------------------------------------------------------
 
 
 def _ro_note(db: Path) -> str:
@@ -186,7 +187,7 @@ def test_runs_and_show_when_writes_are_refused(
     assert db.read_bytes() == before
 
 
-# ---- item 8: a damaged database ------------------------------------------------------------
+# ---- a damaged database --------------------------------------------------------------------
 
 
 def _damaged_line(db: Path) -> tuple[str, str]:
@@ -255,7 +256,7 @@ def test_rebuild_refuses_a_healthy_store(
     assert db.read_bytes() == original
 
 
-# ---- item 9: a full disk -------------------------------------------------------------------
+# ---- a full disk ---------------------------------------------------------------------------
 
 
 def test_a_full_disk_stops_the_search_resumably_with_the_same_front(

@@ -1,5 +1,5 @@
-"""`--executor` and `--ray-address` (issue 18): parsed on `search` and `evaluate`; local is the
-default and builds no executor; an address without `--executor ray` is a usage error."""
+"""`--executor` and `--ray-address` (evaluation on Ray): parsed on `search` and `evaluate`; local is
+the default and builds no executor; an address without `--executor ray` is a usage error."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""`library RUN --out lib.json` and `serve-topology PROBLEM --library lib.json` (issue 15, items 4
-and 6) on a real small gsm8k_replay search: the library file is the run's front, requests are
-served from it (a repeated question is a cache hit), bad request lines are named by number and
-the good ones still served, and the totals add up the per-request lines."""
+"""`library RUN --out lib.json` and `serve-topology PROBLEM --library lib.json` (the seed
+library exported from a search, and the runtime designer serving requests from it) on a real small
+gsm8k_replay search: the library file is the run's front, requests are served from it (a repeated
+question is a cache hit), bad request lines are named by number and the good ones still served, and
+the totals add up the per-request lines."""
 
 from __future__ import annotations
 
@@ -293,8 +294,8 @@ def test_the_library_may_be_named_by_its_run(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """`serve-topology PROBLEM --library RUN` (the issue's form): the run's validated front,
-    served exactly as the library file written from it."""
+    """`serve-topology PROBLEM --library RUN` (the form that names a run, not a library file): the
+    run's validated front, served exactly as the library file written from it."""
     path = tmp_path / "requests.jsonl"
     path.write_text(json.dumps({"question": questions(1)[0]}) + "\n")
     argv = ["serve-topology", "gsm8k_replay", "--requests", str(path), "--time-scale", "0"]

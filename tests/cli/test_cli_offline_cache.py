@@ -1,4 +1,5 @@
-"""A newcomer's path, offline (issue 11, item 11): the demo's first load fills the dataset
+"""A newcomer's path, offline (the README's first command sets the datasets variable only for
+itself): the demo's first load fills the dataset
 cache, so every later command finds the data with `TOPOLOGY_STUDIO_DATASETS` unset, and a
 tampered cached file fails its sha256 check with one clear line.
 

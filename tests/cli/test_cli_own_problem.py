@@ -1,4 +1,5 @@
-"""Bringing your own problem with no API key (issue 11, items 13 and 14).
+"""Bringing your own problem with no API key: the documented no-key recipe runs, and agent errors
+show in `search` and `evaluate` output.
 
 The recipe documented in `core.problems` (an agent from a plain Python function through
 pydantic-ai's `FunctionModel`, its price key declared free) is written out as it stands in the

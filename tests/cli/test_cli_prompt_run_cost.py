@@ -1,6 +1,6 @@
-"""`runs` and `show` agree on a phase-2 (prompt) run's cost (issue 16): phase 2 records each
-candidate's totals but no example rows, so `runs` summed nothing and said 0 where `show` said
-the run's spend (metric calls' model cost + reflection cost)."""
+"""`runs` and `show` agree on a phase-2 (prompt) run's cost: phase 2 records each candidate's totals
+but no example rows, so `runs` summed nothing and said 0 where `show` said the run's spend (metric
+calls' model cost + reflection cost)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""`search PROBLEM --resume RUN` after an interrupted phase 2 (issue 16): the complete search is
-replayed, phase 2 continues with its recorded settings from its call log, no metric call is
-made twice, and it prints what the uninterrupted run printed."""
+"""`search PROBLEM --resume RUN` after an interrupted phase 2 (resume works in either phase): the
+complete search is replayed, phase 2 continues with its recorded settings from its call log, no
+metric call is made twice, and it prints what the uninterrupted run printed."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The run report reads the store without pandas (issue 17, item 7): pandas and pyarrow add
-about 70 MiB to a process, and the end-of-search report (`print_run`, which `show` prints too)
-is where the default search's peak RSS fell. A fresh interpreter runs `show` and says which of
-them it imported."""
+"""The run report reads the store without pandas (the default search's peak RSS is held to 300 MiB):
+pandas and pyarrow add about 70 MiB to a process, and the end-of-search report (`print_run`, which
+`show` prints too) is where the default search's peak RSS fell. A fresh interpreter runs `show` and
+says which of them it imported."""
 
 from __future__ import annotations
 

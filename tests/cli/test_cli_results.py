@@ -1,5 +1,6 @@
-"""`show RUN --json`, `export RUN` and the test front in `show` (issue 10, items 7 and 12), on a
-run built from events."""
+"""`show RUN --json`, `export RUN` and the test front in `show` (every candidate of the final
+validation front scored once on the test split; machine-readable results), on a run built from
+events."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`search PROBLEM --resume RUN` loads the problem named on the command line, never one that a
-journal names (issue 11, item 1).
+journal names: stored data never chooses the code a resume loads.
 
 A journal is stored data. Its `run_started` line used to choose the problem a resume loaded
 (`problem_config.toml_path`, or `problem` given as a path), so a line edited to point at

@@ -1,6 +1,8 @@
-"""Hangs and interrupts through the real command line (issue 11, items 4-6), on the tiny offline
-`sleepy` problem (tests/fixtures/sleepy: FunctionModel agents that sleep `params.delay_s` a call,
-and never answer an input containing `params.hang_marker`).
+"""Hangs and interrupts through the real command line (a per-example timeout, the wall budget
+enforced mid-evaluation, one line and exit 130 on Ctrl-C in every phase, the same with SIGINT
+ignored as some CI runners start it), on the tiny offline `sleepy` problem (tests/fixtures/sleepy:
+FunctionModel agents that sleep `params.delay_s` a call, and never answer an input containing
+`params.hang_marker`).
 
 - An agent that sleeps forever, under `--example-timeout-s 1` and `--max-wall-s 5`: the run
   ends, the example is an error "timed out after 1 s", and the run resumes to the same stop.
@@ -117,7 +119,7 @@ def _hint(run_id: str, db: Path) -> re.Pattern[str]:
     )
 
 
-# ---- item 4: an agent that hangs --------------------------------------------------------------
+# ---- an agent that hangs ----------------------------------------------------------------------
 
 HANG = ["--set", "params.hang_marker=forever", "--example-timeout-s", "1"]
 
@@ -179,7 +181,7 @@ def test_a_hanging_agent_under_a_wall_budget_ends_the_run_resumably(tmp_path: Pa
     assert [e.type for e in read_journal(journal)[len(events) :]] == ["run_started", "run_finished"]
 
 
-# ---- item 5: Ctrl-C once and twice in every phase ----------------------------------------------
+# ---- Ctrl-C once and twice in every phase ------------------------------------------------------
 
 SLOW = ["--set", "params.delay_s=0.4", "--no-call-cache"]
 """Each agent call sleeps 0.4 s: a whole run takes about 10 s, each phase at least a second."""
@@ -246,7 +248,7 @@ def test_ctrl_c_twice_prints_one_line_and_the_resume_command_in_every_phase(
         assert kv(again.stdout, "status") == "stopped (max_evaluations reached (12))"
 
 
-# ---- item 6: started with SIGINT ignored; the studio's child ------------------------------------
+# ---- started with SIGINT ignored; the studio's child --------------------------------------------
 
 
 def _children(pid: int) -> list[int]:

@@ -1,6 +1,6 @@
-"""`solve GOAL --planner demo` and `roster` (issue 14 item 10): the orchestrator runs offline,
-shows its subtasks as it goes, prints each one and the cost line, records the roster and the
-solve in the database, and a second `solve` takes the specialists from the roster."""
+"""`solve GOAL --planner demo` and `roster` (the meta orchestrator's command line): the orchestrator
+runs offline, shows its subtasks as it goes, prints each one and the cost line, records the roster
+and the solve in the database, and a second `solve` takes the specialists from the roster."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def test_an_empty_roster_says_how_to_fill_it(
 
 
 def test_an_unknown_planner_model_is_a_user_error(capsys: pytest.CaptureFixture[str]) -> None:
-    # issue 14, M6: this printed "internal error: UserError: ..." (exit 1)
+    # the bug this pins (found in review): this printed "internal error: UserError: ..." (exit 1)
     assert main(["solve", "g", "--planner", "nosuch:model", "--no-memory"]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
         "topology-studio: error: solve: --planner/--model: Unknown model: nosuch:model"

@@ -1,5 +1,5 @@
-"""`search PROBLEM --then-prompts` (issue 16): phase 2, GEPA on the winner, as its own run
-linked to the search; its refusals are one clear line before anything runs."""
+"""`search PROBLEM --then-prompts` (two-phase optimisation): phase 2, GEPA on the winner, as its own
+run linked to the search; its refusals are one clear line before anything runs."""
 
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ def test_one_phase_2_flag_alone_is_named_in_the_singular(
 def test_phase_2_journals_each_prompt_candidate_while_gepa_runs(
     isolated: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 16, item 3: the Live page's refresh shows prompt candidates during phase 2. At
+    """The Live page's refresh shows prompt candidates during phase 2. At
     GEPA's first reflection (mid-run) phase 2's journal already holds the seed, scored, and a
     store reading the journals (as the studio does) lists it with its metric calls."""
     import json
@@ -211,7 +211,7 @@ def test_phase_2_journals_each_prompt_candidate_while_gepa_runs(
 def test_runs_show_and_apply_present_one_run_with_two_phases(
     isolated: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 16: "both phases are recorded in the run store as one run with two phases". Phase 2
+    """Both phases are recorded in the run store as one run with two phases. Phase 2
     keeps its own record, but `runs` lists it under its search, `show SEARCH` prints both phases
     and `apply SEARCH N --phase 2` applies its candidate (`studio.views.phases`)."""
     argv = ["search", "gsm8k_replay", *TINY, "--then-prompts", "--reflection-model", "test"]

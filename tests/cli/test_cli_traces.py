@@ -1,5 +1,5 @@
-"""`search --traces` and `[search] traces` (issue 10, item 10): per-example traces reach the
-journal only when asked, the setting is recorded, and `--resume` keeps it."""
+"""`search --traces` and `[search] traces` (small journals: traces only when asked): per-example
+traces reach the journal only when asked, the setting is recorded, and `--resume` keeps it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Wording of what the command line prints (issue 11, item 15): `candidates` and `example runs`
-named apart, the cost total saying what it counts, and a front table that fits 80 columns on a
-terminal without cutting a word."""
+"""Wording of what the command line prints: `candidates` and `example runs` named apart, the cost
+total saying what it counts, and a front table that fits 80 columns on a terminal without cutting a
+word."""
 
 from __future__ import annotations
 

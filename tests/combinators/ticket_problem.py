@@ -1,5 +1,6 @@
-"""A small own problem of the issue's kind: support tickets, eight labels, five FunctionModel
-agents (three cheap, one mid, one dear), `exact` scoring, no function registered.
+"""A small own problem of the kind a new user brings (a classification task, not GSM8K): support
+tickets, eight labels, five FunctionModel agents (three cheap, one mid, one dear), `exact` scoring,
+no function registered.
 
 Every agent answers from a table (ticket text -> label) and each call is billed 1,000 input
 tokens, so a call of agent A costs exactly `PRICES[A]` USD. A judge question ("Is this answer

@@ -430,8 +430,8 @@ class StoreContract:
     def test_a_same_as_candidate_names_its_twin_and_never_stands_on_the_front(
         self, store: RunStore
     ) -> None:
-        """A candidate that behaved exactly like an earlier one (issue 10, item 4) keeps its
-        figures and names the twin; the twin alone is on the front and can be best."""
+        """A candidate that behaved exactly like an earlier one (deduplication by behaviour) keeps
+        its figures and names the twin; the twin alone is on the front and can be best."""
         b = RunBuilder()
         store.record_events([
             b.started(),

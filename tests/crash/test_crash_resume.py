@@ -1,4 +1,4 @@
-"""Issue 5's crash test, on the real replay problem through the real command line: a search
+"""The run store's crash test, on the real replay problem through the real command line: a search
 killed with SIGKILL at a random point and resumed ends with the same archive as an uninterrupted
 run, and no recorded evaluation is run again.
 

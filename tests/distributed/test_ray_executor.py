@@ -1,5 +1,5 @@
 """`RayExecutor` on a local Ray instance the module starts (127.0.0.1, 2 CPUs, no dashboard)
-and shuts down after (issue 18). Skipped only when `ray` is not importable; CI installs the
+and shuts down after. Skipped only when `ray` is not importable; CI installs the
 extra (`.ci/run`), so there they run."""
 
 from __future__ import annotations

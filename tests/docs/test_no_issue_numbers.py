@@ -1,5 +1,5 @@
-"""Code, comments, docstrings and docs say what a rule is and where its number comes from, never
-which issue asked for it: a reader of the repository cannot see the issues."""
+"""Code, comments, docstrings, docs, tests and benchmarks say what a rule is and where its number
+comes from, never which issue asked for it: a reader of the repository cannot see the issues."""
 
 from __future__ import annotations
 
@@ -7,12 +7,16 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-# the trees a reader reads (tests are left out: they may name the case they were written for)
-TREES = ("core", "studio", "pages", "docs", "tools")
+THIS_FILE = Path(__file__).resolve()
+# every tree a reader reads, tests and benchmarks included: a test names the rule it pins, a
+# benchmark the origin of its target
+TREES = ("core", "studio", "pages", "docs", "tools", "tests", "bench")
 FILES = ("README.md", "ARCHITECTURE.md", "mkdocs.yml", "pyproject.toml")
 SUFFIXES = {".py", ".md", ".toml", ".yml", ".yaml", ".txt", ".json"}
-# "issue 3", "Issue 18, item 2", "issue #13", "issues 12 and 15", "(issue" at a line's end
-ISSUE_NUMBER = re.compile(r"\bissues?\s*#?\s*[0-9]|\(issue\b", re.IGNORECASE)
+# the word issue (or issues) then a number, with or without "#", or an opening parenthesis, the
+# word and a non-word character (a citation cut at a line's end); `[(]` keeps this line from
+# matching itself
+ISSUE_NUMBER = re.compile(r"\bissues?\s*#?\s*[0-9]|[(]issue\b", re.IGNORECASE)
 
 
 def _texts() -> list[Path]:
@@ -26,19 +30,45 @@ def _texts() -> list[Path]:
     return paths
 
 
+def _offending_lines(path: Path) -> list[str]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [
+        f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+        for n, line in enumerate(lines, 1)
+        if ISSUE_NUMBER.search(line)
+    ]
+
+
 def test_the_pattern_finds_each_form_of_an_issue_number() -> None:
-    for text in ("(issue 17)", "Issue 18, item 2", "issue #13", "issues 12 and", "x (issue\n"):
+    # the samples are built from parts, so that this file holds no citation of its own
+    issue = "issue"
+    for text in (
+        f"({issue} 17)",
+        f"{issue.title()} 18, item 2",
+        f"{issue} #13",
+        f"{issue}s 12 and",
+        f"x ({issue}\n",
+        f"see {issue.upper()}#5",
+    ):
         assert ISSUE_NUMBER.search(text), text
-    for text in ("no static issue", "tuple(issues)", "an issue with the seed"):
+    for text in (
+        "no static issue",
+        "tuple(issues)",
+        "an issue with the seed",
+        "STATIC_ISSUE_CODES",
+    ):
         assert not ISSUE_NUMBER.search(text), text
 
 
+def test_this_file_does_not_match_its_own_pattern() -> None:
+    assert _offending_lines(THIS_FILE) == []
+
+
 def test_no_file_a_reader_reads_cites_an_issue_number() -> None:
-    found = [
-        f"{path.relative_to(REPO)}:{n}: {line.strip()}"
-        for path in _texts()
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-        if ISSUE_NUMBER.search(line)
-    ]
+    texts = _texts()
+    found = [line for path in texts for line in _offending_lines(path)]
     assert found == []
-    assert len(_texts()) > 150  # the trees were read (a wrong root would find nothing)
+    assert THIS_FILE in texts  # this test's own file is read like any other
+    # every tree was read (a wrong root or a renamed tree would find nothing)
+    assert [t for t in TREES if not any(p.is_relative_to(REPO / t) for p in texts)] == []
+    assert len(texts) > 400

@@ -1,5 +1,5 @@
-"""`EvaluatorConfig.capture_traces`: spans kept in the results only when asked (issue 10,
-item 10); cost, tokens and latency are the same either way."""
+"""`EvaluatorConfig.capture_traces`: spans kept in the results only when asked (so a run's
+journal stays small); cost, tokens and latency are the same either way."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TopologyEvaluator(workers=N): one evaluation's runs shared with forked children (issue 17).
+"""TopologyEvaluator(workers=N): one evaluation's runs shared with forked children.
 
 The rules under test (`core.evaluation._fork`): the same `CandidateEvaluation` as in one
 process; runs dealt in turn by weight (`deal`); no fork below `MIN_RUNS_PER_WORKER` runs per

@@ -1,4 +1,4 @@
-"""Deterministic cost of a `fastest` race (issue 10, item 9): every branch that started is
+"""Deterministic cost of a `fastest` race: one documented rule, every branch that started is
 charged in full, so three evaluations give the same cost to the last digit, with or without the
 call cache."""
 

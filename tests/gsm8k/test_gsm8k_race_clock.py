@@ -1,6 +1,7 @@
-"""The race clock (issue 17, item 5): a request in a `fastest` race passes its turns without
-resuming its coroutine stack (`replay.pass_turns`), and every race ends exactly as it did with
-one `asyncio.sleep(0)` a tick (`race_clock = "ticks"`, the rule up to issue 17).
+"""The race clock (a virtual clock for replayed models, no tick loop): a request in a `fastest` race
+passes its turns without resuming its coroutine stack (`replay.pass_turns`), and every race ends
+exactly as it did with one `asyncio.sleep(0)` a tick (`race_clock = "ticks"`, the rule before the
+virtual clock).
 
 The reference is `race_clock_races.json`, recorded with the tick loop as it was before the
 change (the problem directory of commit 5ef6701, see `record`): for each topology below and each

@@ -1,4 +1,5 @@
-"""The fast path of `parse_topology` (issue 17 item 3): a cheap bound, then `validate_json`.
+"""The fast path of `parse_topology` (parse + validate at most 1.5x the reference library's plain
+validation, every limit still enforced): a cheap bound, then `validate_json`.
 
 Three things are pinned: `within_limits` never vouches for text over a limit (tables of exact
 cases, and a property over random specs and their corruptions); whatever the fast path

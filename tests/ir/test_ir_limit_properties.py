@@ -1,10 +1,11 @@
 """Property tests over random valid specs *at* the default limits (depth 8, 200 nodes).
 
 `core.ir.testing.topology_specs` draws shallow specs (depth <= 3 by default, and rarely that
-deep); the properties of issue 2 must hold up to the limits, so this strategy builds a spine of
-nested composites of a drawn depth (the maximum, 8, half of the time), each a random depth-1
-composite with the deeper part in one of its child slots, optionally widened at the top with
-atomic parallel branches up to the node limit.
+deep); the IR's properties (the JSON round trip, the canonical hash stable under ids and key
+order, the DOT output's node count, only our validation error on invalid JSON) must hold up to the
+limits, so this strategy builds a spine of nested composites of a drawn depth (the maximum, 8, half
+of the time), each a random depth-1 composite with the deeper part in one of its child slots,
+optionally widened at the top with atomic parallel branches up to the node limit.
 """
 
 from __future__ import annotations

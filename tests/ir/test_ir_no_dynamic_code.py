@@ -1,4 +1,4 @@
-"""The safety boundary (semantics section 7, issue 2): no eval, exec, pickle.loads or dynamic import
+"""The safety boundary (semantics section 7): no eval, exec, pickle.loads or dynamic import
 anywhere in the product's code, so a spec can only ever reach registered names.
 
 Scans the syntax trees of `core/`, `studio/`, `pages/` and `data/problems/`. The one allowed

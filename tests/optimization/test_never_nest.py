@@ -1,4 +1,5 @@
-"""Never nest (issue 16): prompt evolution inside each topology candidate is refused with the
+"""Never nest (the reference guide's rule: nesting multiplies costs, and a topology change
+invalidates learned prompts): prompt evolution inside each topology candidate is refused with the
 guide's reason, whether asked for in the config or by putting a topology gene in the genome."""
 
 from __future__ import annotations

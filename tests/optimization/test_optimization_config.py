@@ -1,4 +1,4 @@
-"""`OptimizationConfig` (issue 16): GEPA's parameter names, defaults and refusals."""
+"""`OptimizationConfig`: GEPA's parameter names, defaults and refusals."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Genes of prompt evolution: encode / decode with exact values, and their refusals (issue 16)."""
+"""Genes of prompt evolution: encode / decode with exact values, and their refusals."""
 
 from __future__ import annotations
 

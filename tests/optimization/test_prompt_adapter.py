@@ -1,4 +1,4 @@
-"""`PromptAdapter` (issue 16): gepa's adapter protocol over our evaluator, exact values."""
+"""`PromptAdapter`: gepa's adapter protocol over our evaluator, exact values."""
 
 from __future__ import annotations
 

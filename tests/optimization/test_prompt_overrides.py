@@ -1,6 +1,5 @@
 """Prompt overrides reach the agent (registered agents, BaseAgents, inline AgentSpecs), a bad
-target is refused with a clear error, and the evaluator keeps differently-prompted runs apart
-(issue 16)."""
+target is refused with a clear error, and the evaluator keeps differently-prompted runs apart."""
 
 from __future__ import annotations
 

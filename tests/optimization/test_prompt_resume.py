@@ -1,6 +1,6 @@
-"""Phase 2 resume and phase 2's score (issue 16): an interrupted GEPA run continues from its
-`PromptCallLog` without repeating a metric call and ends as the uninterrupted run; `best_score`
-is phase 1's aggregate score, GEPA's accuracy is kept beside it under its own name."""
+"""Phase 2 resume and phase 2's score: an interrupted GEPA run continues from its `PromptCallLog`
+without repeating a metric call and ends as the uninterrupted run; `best_score` is phase 1's
+aggregate score, GEPA's accuracy is kept beside it under its own name."""
 
 from __future__ import annotations
 

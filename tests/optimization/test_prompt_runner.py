@@ -1,4 +1,4 @@
-"""`OptimizationRunner` (issue 16): GEPA finds the prompt fix offline, exact figures."""
+"""`OptimizationRunner`: GEPA finds the prompt fix offline, exact figures."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def _counted_runner() -> tuple[OptimizationRunner, list[str]]:
 
 
 def test_each_candidate_is_reported_as_gepa_accepts_it() -> None:
-    """`on_candidate` (issue 16, item 3: the Live page shows prompt candidates while phase 2
+    """`on_candidate` (the Live page shows prompt candidates while phase 2
     runs): the seed comes before GEPA's first reflection, candidate 1 after it, both scored."""
     runner, reflections = _counted_runner()
     seen: list[tuple[int, int, int, dict[str, str], float | None, float | None, float]] = []

@@ -1,4 +1,5 @@
-"""`Evaluator(agent_factory=..., score_fn=...)` and the runner's reference form (issue 16)."""
+"""`Evaluator(agent_factory=..., score_fn=...)` and the runner's reference form (the reference
+guide's two-phase example)."""
 
 from __future__ import annotations
 

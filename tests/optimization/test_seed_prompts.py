@@ -1,4 +1,4 @@
-"""Phase 2's seed genome (issue 16): each agent of the winner with the prompt it runs now."""
+"""Phase 2's seed genome: each agent of the winner with the prompt it runs now."""
 
 from __future__ import annotations
 

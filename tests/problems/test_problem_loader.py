@@ -520,7 +520,7 @@ def test_the_problem_builds_its_evaluator_with_every_hook(tmp_path: Path) -> Non
     assert plain.cache is None
 
 
-# -- rate limits (issue 18, item 2: per-provider budgets from the problem) ---------------------
+# -- rate limits (per-provider budgets from the problem) -------------------------------------
 
 RATE_TOML = (
     TOML

@@ -1,4 +1,4 @@
-"""Issue 11, item 12: a model with no price is an error at load time, never a silent $0.
+"""A model with no price is an error at load time, never a silent $0.
 
 Every registered agent's model needs a `[models.prices."<model>"]` entry (both prices, or
 `free = true`) unless genai-prices knows it; `function:NAME:` models of pydantic-ai's

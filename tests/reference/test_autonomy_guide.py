@@ -1,6 +1,6 @@
 """autonomy-guide.txt, every code example, with `from core import ...`.
 
-The specs live in the IR, the rest in `core/autonomy/` (issue #14). Where an example needs a
+The specs live in the IR, the rest in `core/autonomy/`. Where an example needs a
 model it runs offline: `TestModel`, or `core.autonomy.testing`'s scripted planner and specialists
 for `MetaOrchestrator` (the docs' `PlannerAgent(...)` is the reader's own). The docs'
 `SubprocessSandbox` is `BubblewrapSandbox` here (runtime.md, decision 7). The Docker-sandbox

@@ -1,6 +1,6 @@
 """compound-tools-api.txt: `SubAgentTool` and `SubAgentResult`, with `from core import ...`.
 
-Built by issue #14 (`core/compound/`): every example runs as documented.
+Built in `core/compound/`: every example runs as documented.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 from pydantic_ai.models.test import TestModel
 
-REASON = "issue #14: compound tools (SubAgentTool)"
+REASON = "compound tools (SubAgentTool), built in core/compound/"
 
 
 class Query(BaseModel):

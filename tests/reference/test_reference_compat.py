@@ -1,4 +1,5 @@
-"""Issue #13's compatibility decisions, with exact values: what the reference docs' forms do
+"""The compatibility decisions for code ported from the reference library (only its import line
+changed), with exact values: what the reference docs' forms do
 here, and where we deliberately differ, the error that names the replacement."""
 
 from __future__ import annotations

@@ -32,9 +32,9 @@ DOCUMENTED = [
     "HookAbortError", "DynamicToolFactory", "MemoryStore",
     # compound-tools-api.txt
     "SubAgentTool", "SubAgentResult", "SubAgentEvalResult",
-    # topology-optimization-guide.txt, two-phase prompts (issue 16)
+    # topology-optimization-guide.txt, two-phase prompts
     "PromptGene", "Genome", "OptimizationRunner", "OptimizationConfig", "Evaluator",
-    # topology-optimization-guide.txt, runtime topology design (issue 15)
+    # topology-optimization-guide.txt, runtime topology design
     "RuntimeTopologyDesigner", "TopologyOrchestrator", "TopologyCache", "NoCache",
     "InMemoryLRU", "MemoryStoreCache",
 ]  # fmt: skip

@@ -1,9 +1,9 @@
 """topology-optimization-guide.txt, every code example, with `from core import ...`.
 
-Runtime topology design (`RuntimeTopologyDesigner`, `MemoryStoreCache`, `TopologyOrchestrator`;
-issue #15) runs offline: the designer is a function model answering the winner's design, and
+Runtime topology design (`RuntimeTopologyDesigner`, `MemoryStoreCache`, `TopologyOrchestrator`)
+runs offline: the designer is a function model answering the winner's design, and
 the guide's `LocalMemoryStore` is our `DuckDBMemoryStore`. Two-phase prompt evolution
-(`PromptGene`, `OptimizationRunner`, `Evaluator`; issue #16) runs offline: phase 2's `cot` is a
+(`PromptGene`, `OptimizationRunner`, `Evaluator`) runs offline: phase 2's `cot` is a
 function model correct only when its prompt asks for upper case, and the reflection model a
 function model proposing that.
 """

@@ -1,4 +1,5 @@
-"""Dispatch of the router and the loop after issue 17 (items 1, 2): callables are classified sync
+"""Dispatch of the router and the loop without per-dispatch overhead the reference library does
+not pay: callables are classified sync
 or async once, at construction, and untraced runs call function steps without their step.
 
 Every kind of callable a router or a loop accepts today is run through `run` (the untraced fast

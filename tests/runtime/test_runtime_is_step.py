@@ -1,4 +1,5 @@
-"""`is_step`, the duck-typed `isinstance(x, Step)` of `coerce_step` (issue 17 item 4).
+"""`is_step`, the duck-typed `isinstance(x, Step)` of `coerce_step`: no `runtime_checkable`
+Protocol `isinstance` on the hydration hot path (6.5 us each on Python 3.11).
 
 Every case is checked against the expected value and against the `runtime_checkable`
 Protocol check it replaces, so the two cannot drift apart on this Python.

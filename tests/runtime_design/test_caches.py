@@ -1,4 +1,4 @@
-"""Topology caches (issue 15): goal normalisation, NoCache, InMemoryLRU eviction order and counters."""
+"""Topology caches: goal normalisation, NoCache, InMemoryLRU eviction order and counters."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""RuntimeTopologyDesigner (issue 15): the prompt with the seed library's figures, cold design,
-cache hit reuse, verify_on_hit catching a renamed agent, fallback_spec on design failures."""
+"""RuntimeTopologyDesigner: the prompt with the seed library's figures, cold design, cache hit
+reuse, verify_on_hit catching a renamed agent, fallback_spec on design failures."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""LibraryDesigner (issue 15, item 5): the offline designer's rule (budget / latency limits, else
-the best measured accuracy; the cheapest when nothing fits), the cache in front of it, and the
-TopologyOrchestrator running its pick end to end with no model."""
+"""LibraryDesigner: the offline designer's rule (budget / latency limits, else the best measured
+accuracy; the cheapest when nothing fits), the cache in front of it, and the TopologyOrchestrator
+running its pick end to end with no model."""
 
 from __future__ import annotations
 

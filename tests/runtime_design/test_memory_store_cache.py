@@ -1,6 +1,6 @@
-"""MemoryStoreCache (issue 15) on DuckDBMemoryStore: embedding recall against the threshold,
-reliability decay until an entry stops surfacing, namespaces, and contents surviving a reopen of
-the DuckDB file in another process."""
+"""MemoryStoreCache on DuckDBMemoryStore: embedding recall against the threshold, reliability decay
+until an entry stops surfacing, namespaces, and contents surviving a reopen of the DuckDB file in
+another process."""
 
 from __future__ import annotations
 

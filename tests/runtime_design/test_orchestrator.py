@@ -1,6 +1,6 @@
-"""TopologyOrchestrator (issue 15): a cold run then a cache hit, an exception decaying the entry
-until the designer is asked again, the output judge decaying an entry that ran cleanly but
-answered wrong, and the result's fields (cost and tokens from the FunctionModels' usage)."""
+"""TopologyOrchestrator: a cold run then a cache hit, an exception decaying the entry until the
+designer is asked again, the output judge decaying an entry that ran cleanly but answered wrong, and
+the result's fields (cost and tokens from the FunctionModels' usage)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""seed_library_from_run (issue 15, item 4): a real search's validation front as a seed library,
-written to a library file and read back; runs that cannot be a library refused by name."""
+"""seed_library_from_run: a real search's validation front as a seed library, written to a library
+file and read back; runs that cannot be a library refused by name."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Selection that compares like with like (issue 10, items 4 and 6): one fixed minibatch sized
-from the seed's variance, behavioural `same_as`, non-dominated promotion, a stop honoured
-during the end-of-run re-scoring, and static rejections before any model call."""
+"""Selection that compares like with like: one fixed minibatch sized from the seed's variance,
+behavioural `same_as`, non-dominated promotion, a stop honoured during the end-of-run re-scoring,
+and static rejections before any model call."""
 
 from __future__ import annotations
 

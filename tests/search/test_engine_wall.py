@@ -1,6 +1,6 @@
-"""The wall-clock budget cuts an evaluation in flight (issue 11, item 4): a candidate whose
-examples hang does not hold the run past `max_wall_s`; the run stops as by any budget, with the
-candidates scored before, and a resumed run replays to the same stop.
+"""The wall-clock budget cuts an evaluation in flight (a hanging agent must not hang a search): a
+candidate whose examples hang does not hold the run past `max_wall_s`; the run stops as by any
+budget, with the candidates scored before, and a resumed run replays to the same stop.
 
 The budget's clock is a fake (`timer`, and `clock` for the events' times), moved to the limit
 the moment the hanging candidate is proposed, so the cut lands at once, with no real waiting."""

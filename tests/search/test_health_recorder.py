@@ -1,6 +1,7 @@
-"""`HealthRecorder` (issue 18, item 6): the driver of a search on a remote executor keeps its
-workers' latest health beside the journal, every interval and after each evaluated candidate,
-writing nothing for an executor without workers and never failing the search."""
+"""`HealthRecorder` (the Runs page shows the workers' health while a run executes): the driver of a
+search on a remote executor keeps its workers' latest health beside the journal, every interval and
+after each evaluated candidate, writing nothing for an executor without workers and never failing
+the search."""
 
 from __future__ import annotations
 

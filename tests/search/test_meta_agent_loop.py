@@ -1,4 +1,5 @@
-"""The meta agent end to end on pydantic-ai function models (issue 3's acceptance; F2, F3, F5).
+"""The meta agent end to end on pydantic-ai function models (the search's acceptance: the
+exact archive, history and recorded costs; field cases F2, F3, F5).
 
 The designer is a `FunctionModel` playing a script: invalid JSON, a design, a reflexion that
 changes it, a design naming an unknown function (debug retry fed the error and the allowed

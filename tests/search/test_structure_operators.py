@@ -1,5 +1,6 @@
 """The structure operators (escalate-after, agreement gate, k-way vote, branch replacement) and
-the opening built from the registries (issue 10, items 1 and 2)."""
+the opening built from the registries (generation 0: every single agent, then the cascades,
+agreement gates and votes the agents' cost order allows)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Damaged and read-only database files (issue 11, items 7 and 8), at the store's level.
+"""Damaged and read-only database files, at the store's level.
 
 A damaged file (garbage over its blocks) is a `StoreCorruptError` naming the file and the
 rebuild, never a raw `duckdb.Error` (nor a `StoreBusyError`: DuckDB's "block" holds "lock");

@@ -1,5 +1,5 @@
-"""A run's worker-health snapshot beside its journal (issue 18, item 6): written whole, the
-latest only, read back exactly, and never mistaken for a journal or read when it is not a
+"""A run's worker-health snapshot beside its journal (for the Runs page's workers panel): written
+whole, the latest only, read back exactly, and never mistaken for a journal or read when it is not a
 plain file of that run."""
 
 from __future__ import annotations

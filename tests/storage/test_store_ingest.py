@@ -358,7 +358,8 @@ def test_a_journal_that_cannot_be_read_never_stops_the_others(tmp_path: Path) ->
     with DuckDBRunStore(db, auto_ingest=False) as store:
         report = store.ingest()
         assert (report.n_events, report.n_journals) == (11, 1)
-        # refused before it is opened (issue 11, item 2), and the refusal recorded
+        # refused before it is opened (a journal must be a regular file inside the store's
+        # journals folder), and the refusal recorded
         assert report.failed == [
             ("broken.jsonl", "journal 'broken.jsonl' is a directory, not a regular file")
         ]

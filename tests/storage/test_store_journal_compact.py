@@ -1,6 +1,6 @@
-"""Compact per-example journal lines (issue 10, item 10): what they leave out, that every reader
-puts it back (read_journal, a resumed writer, the store's ingest, whole or chunk by chunk), and
-that a damaged one is skipped and recorded."""
+"""Compact per-example journal lines (part of keeping a run's journal small): what they leave out,
+that every reader puts it back (read_journal, a resumed writer, the store's ingest, whole or chunk
+by chunk), and that a damaged one is skipped and recorded."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A run's stored `journal` is followed only into the store's journals folder, and only to a
-regular file opened without blocking (issue 11, item 2).
+regular file opened without blocking: stored data never chooses a file to read.
 
 Before: with `journal = '../../secret.txt'` in the database, `topology-studio runs` read that
 file (its first line landed in `ingest_errors.line_head`), and with a FIFO there `runs` hung.

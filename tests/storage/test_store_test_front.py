@@ -1,5 +1,6 @@
 """`RunStore.test_front` / `queries.test_front`: the held-out test scores of the validation
-front's candidates (issue 10, item 7), with one test score (older runs: the winner) or many."""
+front's candidates (each scored once on the test split, never used to choose), with one test score
+(older runs: the winner) or many."""
 
 from __future__ import annotations
 

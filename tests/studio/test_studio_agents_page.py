@@ -1,6 +1,5 @@
-"""The Agents page (issue 14 item 11): the roster with each specialist's spec, uses and
-reliability, and a recorded solve's subtask tree with hook decisions, cost and outputs; the
-view builders give exact rows."""
+"""The Agents page: the roster with each specialist's spec, uses and reliability, and a recorded
+solve's subtask tree with hook decisions, cost and outputs; the view builders give exact rows."""
 
 from __future__ import annotations
 

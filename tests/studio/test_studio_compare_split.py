@@ -1,7 +1,6 @@
-"""Compare answers "which is better, and where" (issue 12, defect 4 and item 11): flips counted
-per split (they pooled validation and test), a paired McNemar exact test with its p-value,
-deltas against a chosen baseline with the best marked, pickers that show figures, and a
-"differences only" view of the specs."""
+"""Compare answers "which is better, and where": flips counted per split (they pooled validation and
+test), a paired McNemar exact test with its p-value, deltas against a chosen baseline with the best
+marked, pickers that show figures, and a "differences only" view of the specs."""
 
 from __future__ import annotations
 

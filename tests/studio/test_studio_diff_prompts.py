@@ -1,5 +1,6 @@
-"""Diff & apply on a proposal from a phase-2 (prompt) run (issue 16, item 4): the topology part
-and each prompt's word diff side by side; both parts, or one alone, applied in one write."""
+"""Diff & apply on a proposal from a phase-2 (prompt) run (one reviewed diff for both parts): the
+topology part and each prompt's word diff side by side; both parts, or one alone, applied in one
+write."""
 
 from __future__ import annotations
 

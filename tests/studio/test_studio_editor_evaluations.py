@@ -1,6 +1,6 @@
-"""Editor evaluations are first-class (issue 12, item 12): stored in the run store as a run of
-their own (so Live and Compare show them), compared with the candidate they were edited from on
-the same examples, and the cost estimate calibrated against measured costs of the same agents.
+"""Editor evaluations are first-class: stored in the run store as a run of their own (so Live and
+Compare show them), compared with the candidate they were edited from on the same examples, and the
+cost estimate calibrated against measured costs of the same agents.
 
 The figures are gsm8k_replay's recorded runs of its first validation examples (ids
 gsm8k-test-0003, -0006, -0031, -0042, -0043):

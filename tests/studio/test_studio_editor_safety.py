@@ -1,10 +1,11 @@
 """The editor never acts on a node the user did not pick, can undo and redo, and keeps its
-draft across a reload (issue 12, defects 1, 2 and 13), and its JSON tab is honest (defect 3).
+draft across a reload, and its JSON tab is honest (it validated only on Ctrl+Enter, showed each
+error three times, and saved the last valid version while the text was invalid).
 
-Defect 1 was: after "Apply changes to this node" renamed the selected node, the node radio (whose
-value Streamlit keeps as the option's label) matched no option, fell back to the root, and the
-next Move/Delete/Replace/Wrap hit the root. Each test renames a non-root node first, then acts,
-and asserts which node changed.
+Acting on the wrong node was: after "Apply changes to this node" renamed the selected node, the node
+radio (whose value Streamlit keeps as the option's label) matched no option, fell back to the root,
+and the next Move/Delete/Replace/Wrap hit the root. Each test renames a non-root node first, then
+acts, and asserts which node changed.
 """
 
 from __future__ import annotations

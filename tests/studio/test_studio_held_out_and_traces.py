@@ -1,5 +1,6 @@
-"""The Live page's held-out test front (issue 10, item 7) and the trace drill-down's message
-when a search did not record traces (item 10): the pure views, then the page in AppTest."""
+"""The Live page's held-out test front (every candidate of the final validation front scored once on
+the test split) and the trace drill-down's message when a search did not record traces (traces are
+kept only when asked): the pure views, then the page in AppTest."""
 
 from __future__ import annotations
 

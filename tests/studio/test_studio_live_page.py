@@ -160,7 +160,7 @@ def test_a_minibatch_estimate_is_labelled_and_ranked_after_full_scores(
 def test_a_bad_run_or_candidate_in_the_link_is_said_not_replaced_silently(
     studio_env: Path,
 ) -> None:
-    # issue 12, defect 6
+    # a bad `?run=` or `?candidate=` used to be replaced silently
     from streamlit.testing.v1 import AppTest
 
     from studio._st_common import _manager
@@ -199,7 +199,7 @@ def test_a_bad_run_or_candidate_in_the_link_is_said_not_replaced_silently(
 
 
 def test_the_inspector_links_to_compare_with_the_best(studio_env: Path) -> None:
-    # issue 12, item 11: compare from the Live page
+    # compare from the Live page
     from streamlit.testing.v1 import AppTest
 
     from studio._st_common import _manager
@@ -222,7 +222,7 @@ def test_the_inspector_links_to_compare_with_the_best(studio_env: Path) -> None:
 def test_the_inspected_candidate_opens_the_inspector_tab_and_its_row_is_selected(
     studio_env: Path,
 ) -> None:
-    # issue 12, defect 6: the inspector right below the chart, the row highlighted
+    # the inspector right below the chart, the row highlighted
     import json
 
     from studio._st_common import _manager
@@ -263,7 +263,7 @@ def test_the_inspected_candidate_opens_the_inspector_tab_and_its_row_is_selected
 
 
 def test_the_filter_finds_candidates_by_agent_name_and_by_value(studio_env: Path) -> None:
-    # issue 12, defect 6: the filter could not match agent names or values
+    # the bug this pins: the filter could not match agent names or values
     from studio._st_common import _manager
 
     at = AppTest.from_file(APP, default_timeout=120)
@@ -292,7 +292,7 @@ def test_the_filter_finds_candidates_by_agent_name_and_by_value(studio_env: Path
 
 
 def test_a_changed_candidate_in_the_url_is_inspected_in_the_same_run(studio_env: Path) -> None:
-    # issue 12: ?candidate= was read only when the run changed, so a URL edited to another
+    # the bug this pins: ?candidate= was read only when the run changed, so a URL edited to another
     # candidate of the same run (or browser back/forward) kept inspecting the old one
     from studio._st_common import _manager
 
@@ -323,7 +323,7 @@ def test_a_changed_candidate_in_the_url_is_inspected_in_the_same_run(studio_env:
 def test_one_refresh_of_the_live_page_reads_the_archive_once(
     studio_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # issue 12: the chart and the table each read the whole archive on every refresh
+    # the chart and the table each used to read the whole archive on every refresh
     from core.storage import DuckDBRunStore
     from studio._st_common import _manager
 
@@ -356,7 +356,7 @@ def test_one_refresh_of_the_live_page_reads_the_archive_once(
 
 
 def test_several_points_selected_on_the_chart_link_to_compare(app: AppTest) -> None:
-    # issue 12, item 11: "Compare selected" from the Live chart (the chart's selection lands in
+    # "Compare selected" from the Live chart (the chart's selection lands in
     # live_multi; the browser test makes a real box selection)
     at = app
     at.session_state["live_multi"] = (RUN_ID, [2, 0, 1])

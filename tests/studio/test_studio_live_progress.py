@@ -1,6 +1,6 @@
-"""The Live page's status, picker and progress agree (issue 12, defect 6 and item 14): the
-picker never says another state than the status line, and the page says the run's phase and
-budget."""
+"""The Live page's status, picker and progress agree (the picker said "(running)" after the status
+said "stopped"): the picker never says another state than the status line, and the page says the
+run's phase and budget."""
 
 from __future__ import annotations
 

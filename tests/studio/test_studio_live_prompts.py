@@ -1,6 +1,6 @@
-"""The Live page's second chart for a phase-2 (prompt) run (issue 16, item 3): score against
-metric calls, the candidates' table, and the prompts of the candidate picked; while the run
-goes on (a candidate not yet in a snapshot is in the table, off the chart) and after."""
+"""The Live page's second chart for a phase-2 (prompt) run: score against metric calls, the
+candidates' table, and the prompts of the candidate picked; while the run goes on (a candidate not
+yet in a snapshot is in the table, off the chart) and after."""
 
 from __future__ import annotations
 
@@ -250,9 +250,10 @@ def _search_events() -> list[SearchEvent]:
 
 
 def test_a_search_with_a_phase_2_shows_both_charts_on_its_live_page(studio_env: Path) -> None:
-    """One run, two phases (issue 16): the search's Live page draws its topology chart and,
-    below it, phase 2's chart, refreshing while phase 2 runs (the search itself finished); a
-    link to the phase-2 record opens its search, which the picker lists alone."""
+    """One run, two phases (both recorded in the run store as one run): the search's Live page draws
+    its topology chart and, below it, phase 2's chart, refreshing while phase 2 runs (the search
+    itself finished); a link to the phase-2 record opens its search, which the picker lists
+    alone."""
     from studio._st_common import _manager
 
     at = AppTest.from_file(APP, default_timeout=120)

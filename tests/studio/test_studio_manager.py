@@ -133,7 +133,7 @@ def test_a_background_search_pauses_resumes_and_is_ingested_live(
         time.sleep(0.1)
     record = m.store.get_run(run_id)
     assert record is not None and record.status in ("completed", "stopped")
-    assert bg.state == record.status, bg.error  # one vocabulary (issue 12, defect 7)
+    assert bg.state == record.status, bg.error  # one vocabulary of states, the store's
     assert len(m.store.archive(run_id)) >= 2
     assert not m.stop(run_id)  # finished: nothing to stop
     m.close()
@@ -177,7 +177,8 @@ def test_a_search_that_fails_before_its_first_event_leaves_no_journal(
         os.environ.get("TOPOLOGY_STUDIO_DATASETS") or str(repo.parent / "shared" / "datasets"),
     )
     m = StudioManager(tmp_path / "runs.duckdb", registry_root=tmp_path / "reg")
-    # refused before its thread starts (issue 12, defect 7): no run id, no journal left
+    # refused before its thread starts (never "Started run ..." for a run that cannot start): no
+    # run id, no journal left
     from core.errors import BudgetError
 
     with pytest.raises(BudgetError, match="max_usd=0 allows no work"):

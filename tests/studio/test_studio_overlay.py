@@ -1,5 +1,5 @@
-"""Run overlay (issue 12, item 10): two runs' fronts on one chart, hypervolume and best score
-against evaluations, the runs side by side and their spread across seeds."""
+"""Run overlay: two runs' fronts on one chart, hypervolume and best score against evaluations, the
+runs side by side and their spread across seeds."""
 
 from __future__ import annotations
 

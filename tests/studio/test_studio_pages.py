@@ -334,7 +334,7 @@ def test_runs_page_starts_a_search_pauses_and_stops_it(app: AppTest, studio_env:
     deadline = time.monotonic() + 120
     while bg.alive and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert bg.state == "stopped", bg.error  # the store's word for it (issue 12, defect 7)
+    assert bg.state == "stopped", bg.error  # the store's word for it (one vocabulary of states)
     app.run()
     table = app.dataframe[0].value
     assert run_id in table["run_id"].tolist()
@@ -394,7 +394,7 @@ def test_a_database_held_by_another_process_shows_a_note_and_the_journal_runs(
 def test_runs_page_refuses_a_designer_model_that_cannot_be_built_before_starting(
     app: AppTest, studio_env: Path, monkeypatch: pytest.MonkeyPatch, model: str, said: str
 ) -> None:
-    # issue 12, defect 7: it said "Started run ..." and failed later, visible after a reload
+    # the bug this pins: it said "Started run ..." and failed later, visible after a reload
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     app.selectbox(key="f_strategy").set_value("meta_agent")
     app.text_input(key="f_model").set_value(model)

@@ -1,6 +1,6 @@
-"""The Runs page's Resume continues an interrupted phase 2 (issue 16: "resume works in either
-phase"): a search run with `--then-prompts` cut in phase 2 is listed as its phase 2, and its
-Resume button ends phase 2 as the uninterrupted run does, no metric call made twice."""
+"""The Runs page's Resume continues an interrupted phase 2 (resume works in either phase): a search
+run with `--then-prompts` cut in phase 2 is listed as its phase 2, and its Resume button ends phase
+2 as the uninterrupted run does, no metric call made twice."""
 
 from __future__ import annotations
 

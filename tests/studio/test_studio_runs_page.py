@@ -1,7 +1,7 @@
-"""The Runs page (issue 12, defect 7): one vocabulary for states in the table and the panel,
-per-run links, replayed costs labelled, the command line's options on the start form, Resume
-for an interrupted run, and a banner that says what a browser user can do while another process
-holds the database, with Start agreeing with it."""
+"""The Runs page: one vocabulary for states in the table and the panel, per-run links, replayed
+costs labelled, the command line's options on the start form, Resume for an interrupted run, and a
+banner that says what a browser user can do while another process holds the database, with Start
+agreeing with it."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def test_runs_overview_says_a_paused_search_as_the_panel_links_each_run_and_labe
     )
     assert table["run_id"].tolist() == [RUN2, RUN_ID]
     # what a researcher scans first (status, best score, cost) right after the run and its
-    # links, in view at 1000 px (issue 12, item 15); what the run is and where it ran after
+    # links, in view at 1000 px; what the run is and where it ran after
     assert table.columns.tolist() == [
         "run_id", "live", "overlay", "status_label", "best_score", "cost_usd", "costs",
         "n_candidates", "problem", "strategy", "seed", "executor", "n_evaluations",
@@ -538,7 +538,7 @@ def test_a_search_started_while_the_database_is_held_shows_in_the_journal_view(
 def test_a_meta_agent_run_with_a_bad_designer_model_is_refused_before_started(
     app: AppTest, studio_env: Path, monkeypatch: pytest.MonkeyPatch, model: str, said: str
 ) -> None:
-    # issue 12, defect 7: it used to say "Started run ..." and fail later, visible only after a
+    # the bug this pins: it used to say "Started run ..." and fail later, visible only after a
     # reload, with a "Watch it live" link to another run
     from studio._st_common import _manager
 

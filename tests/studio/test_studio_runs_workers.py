@@ -1,7 +1,6 @@
-"""Where runs execute and their workers' health on the Runs page (issue 18, item 6): the
-table's `executor` column, the workers panel of a running run on Ray (from the snapshot its
-driver recorded beside the journal), and the Start form's executor choice, with a bad Ray
-address refused before "Started run"."""
+"""Where runs execute and their workers' health on the Runs page: the table's `executor` column, the
+workers panel of a running run on Ray (from the snapshot its driver recorded beside the journal),
+and the Start form's executor choice, with a bad Ray address refused before "Started run"."""
 
 from __future__ import annotations
 

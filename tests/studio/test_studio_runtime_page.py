@@ -1,8 +1,7 @@
-"""The Runtime page in AppTest (issue 15, item 7) on the small store's run: its validated front
-(candidates 0 and 1) is the seed library; a gold question is designed (the library rule picks
-entry 2, the best accuracy), run through gsm8k_replay's evaluator (answer 540, correct, the
-replayed cost and latency), then the same request again is a cache hit; marking it bad decays
-the entry's reliability to 0.7."""
+"""The Runtime page in AppTest on the small store's run: its validated front (candidates 0 and 1) is
+the seed library; a gold question is designed (the library rule picks entry 2, the best accuracy),
+run through gsm8k_replay's evaluator (answer 540, correct, the replayed cost and latency), then the
+same request again is a cache hit; marking it bad decays the entry's reliability to 0.7."""
 
 from __future__ import annotations
 

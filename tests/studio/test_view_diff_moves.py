@@ -1,4 +1,5 @@
-"""The diff sees moved nodes (issue 12, defect 5): by id when the node kept it, by content when
+"""The diff sees moved nodes (matched by id alone, a moved node was neither listed nor coloured):
+by id when the node kept it, by content when
 its auto-assigned id changed; a sibling that only shifted is no move."""
 
 from __future__ import annotations

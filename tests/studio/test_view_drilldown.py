@@ -1,6 +1,6 @@
-"""The per-example drill-down's view data (issue 12, item 9): spans matched to the spec's nodes
-without node ids, the route taken and why, per-step tokens and cost, the path highlighted, and
-the answer read from a stored summary that leads with it."""
+"""The per-example drill-down's view data: spans matched to the spec's nodes without node ids, the
+route taken and why, per-step tokens and cost, the path highlighted, and the answer read from a
+stored summary that leads with it."""
 
 from __future__ import annotations
 

@@ -223,7 +223,7 @@ def test_hypervolume_series_is_over_the_chosen_axes_with_a_fixed_reference() -> 
 
 
 def test_the_view_revision_changes_only_with_the_run_or_the_axes() -> None:
-    # the zoom kept across refreshes is keyed by it (issue 12, defect 6)
+    # the zoom kept across refreshes is keyed by it (the 2 s refresh used to reset a zoom)
     assert view_revision("r1", "cost_usd", "accuracy", log_x=False) == (
         "r1|cost_usd|accuracy|linear"
     )

@@ -1,4 +1,5 @@
-"""The Live page's progress (issue 12, item 14, and defect 6): the phase from the engine's log
+"""The Live page's progress (it said only "running..." for about 30 s of the test evaluation): the
+phase from the engine's log
 lines, the budget used and left, an estimate of when the phase ends."""
 
 from __future__ import annotations

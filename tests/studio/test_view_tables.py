@@ -57,7 +57,7 @@ def test_archive_table_sorts_filters_and_puts_nan_last(store: DuckDBRunStore) ->
         "validation (4)"
     ]
     assert "objective_split" not in archive_table(archive).columns
-    # the key figures first, in view at 1000 px (issue 12, item 15)
+    # the key figures first, in view at 1000 px (a narrow window still shows them)
     assert list(archive_table(archive).columns)[:8] == [
         "candidate_idx", "accuracy", "cost_usd", "aggregate_score", "scored_on", "on_front",
         "is_best", "latency_ms",
@@ -281,7 +281,7 @@ def test_candidate_view_says_a_minibatch_score_is_an_estimate() -> None:
 
 
 def test_the_archive_filter_matches_agent_names_and_values() -> None:
-    # issue 12, defect 6: the filter could not match agent names or values
+    # the bug this pins: the filter could not match agent names or values
     from studio.views.tables import archive_table
 
     arch = pd.DataFrame(
@@ -311,7 +311,7 @@ def test_the_archive_filter_matches_agent_names_and_values() -> None:
 
 
 def test_the_filter_finds_a_figure_by_its_full_value_or_as_the_table_shows_it() -> None:
-    # issue 12, defect 6: `0.54` finds the candidates with that figure
+    # `0.54` finds the candidates with that figure
     from studio.views.tables import archive_table
 
     arch = pd.DataFrame(
