@@ -168,6 +168,22 @@ def runs_view() -> None:
                     "best_score": st.column_config.NumberColumn(
                         "best score", format="%.4f", width=FIGURE_PX
                     ),
+                    "design_cost_usd": st.column_config.NumberColumn(
+                        "designer (USD)",
+                        format="%.6f",
+                        help="the designer's (meta agent) or, for phase 2, the reflection "
+                        "model's own calls: part of the run's cost, not of any candidate's",
+                    ),
+                    "design_input_tokens": st.column_config.NumberColumn(
+                        "designer input tokens",
+                        help="input tokens of the designer's (or reflection model's) own "
+                        "calls, apart from the candidates'",
+                    ),
+                    "design_output_tokens": st.column_config.NumberColumn(
+                        "designer output tokens",
+                        help="output tokens of the designer's (or reflection model's) own "
+                        "calls, apart from the candidates'",
+                    ),
                     "executor": st.column_config.TextColumn(
                         "executor",
                         help="where the run's evaluations ran, as the run recorded it: local "

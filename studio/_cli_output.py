@@ -20,6 +20,7 @@ from rich.table import Table
 
 __all__ = [
     "Output",
+    "fmt_calls",
     "fmt_float",
     "fmt_ms",
     "fmt_pct",
@@ -82,6 +83,16 @@ def fmt_ms(value: Any) -> str:
     if f is None or not math.isfinite(f):
         return fmt_float(value)
     return f"{f:.0f}ms"
+
+
+def fmt_calls(requests: Any, input_tokens: Any, output_tokens: Any) -> str:
+    """A model's requests and tokens, e.g. `3 requests, 2700 input + 240 output tokens`
+    (a missing or not finite figure counts 0)."""
+    n, tin, tout = (
+        int(f) if (f := _finite(v)) is not None and math.isfinite(f) else 0
+        for v in (requests, input_tokens, output_tokens)
+    )
+    return f"{n} request{'' if n == 1 else 's'}, {tin} input + {tout} output tokens"
 
 
 def one_line(message: str) -> str:

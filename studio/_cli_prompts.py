@@ -385,6 +385,8 @@ class _LiveJournal:
                     "wall_s": now - started_at,
                     "model_requests": float(used["model_requests"]),
                     "reflection_requests": float(used["reflection_requests"]),
+                    "reflection_input_tokens": float(used["reflection_input_tokens"]),
+                    "reflection_output_tokens": float(used["reflection_output_tokens"]),
                     "reflection_usd": reflection_usd if math.isfinite(reflection_usd) else 0.0,
                 },
             )
@@ -446,6 +448,7 @@ def run_prompt_phase_on(
     from core.storage import RunJournal, journal_path, new_run_id
     from core.vocab.events import RunStarted
     from studio._cli_output import fmt_float
+    from studio._cli_runs import designer_calls_text
 
     evaluator = problem.evaluator()
     genome = genome_for(winner, problem.agent_registry)
@@ -549,6 +552,7 @@ def run_prompt_phase_on(
             f"{fmt_float(used['reflection_cost_usd'], 6)} (the reflection model's own calls; "
             f"the candidates' task calls: {fmt_float(used['cost_usd'], 6)})",
         ),
+        ("reflection_calls", designer_calls_text(used, "reflection")),
         ("candidates", str(len(prompts.history))),
     ]
     for name, text in prompts.best_candidate.items():

@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from core.errors import SpecError, StoreError
 from core.ir import TopologySpec, parse_topology, spec_hash
@@ -20,7 +20,7 @@ from core.storage import IngestError, RunStore
 from core.storage.queries import is_missing
 from core.vocab.pareto import DEFAULT_OBJECTIVES
 from studio._cli_common import CliUsageError, ExitCode, resolve_db_path
-from studio._cli_output import Output, fmt_float
+from studio._cli_output import Output, fmt_calls, fmt_float
 from studio._cli_report import (
     ACCURACY_COST,
     Table,
@@ -50,12 +50,14 @@ __all__ = [
     "COST_TOTAL_NOTE",
     "MODELLED_COST_DETAIL",
     "MODELLED_COST_NOTE",
+    "DESIGNER_CALLS_NOTE",
     "PROMPT_COST_NOTE",
     "candidate_spec",
     "cmd_apply",
     "cmd_diff",
     "cmd_runs",
     "cmd_show",
+    "designer_calls_text",
     "errors_line",
     "print_run",
     "resolve_run_id",
@@ -174,6 +176,20 @@ MODELLED_COST_DETAIL = "replayed recorded calls priced at the problem's [models.
 what the calls would have cost)."""
 
 
+DESIGNER_CALLS_NOTE = "{who}'s own, not in the candidates' figures"
+"""After the designer's (or phase 2's reflection model's) requests and tokens in `show`."""
+
+_WHO = {"design": "the designer", "reflection": "the reflection model"}
+
+
+def designer_calls_text(used: dict[str, Any], prefix: Literal["design", "reflection"]) -> str:
+    """`budget_used`'s `<prefix>_requests`, `_input_tokens` and `_output_tokens` as one value,
+    e.g. `3 requests, 2700 input + 240 output tokens (the designer's own, not in the
+    candidates' figures)`; `prefix` `"reflection"`: phase 2's reflection model."""
+    figures = (used.get(f"{prefix}_{k}") for k in ("requests", "input_tokens", "output_tokens"))
+    return f"{fmt_calls(*figures)} ({DESIGNER_CALLS_NOTE.format(who=_WHO[prefix])})"
+
+
 def print_run(
     store: RunStore,
     run_id: str,
@@ -232,6 +248,8 @@ def print_run(
                 f"the candidates' evaluations: {fmt_float(used.get('eval_usd'), 6)})",
             ),
         )
+    if used and (used.get("design_requests") or 0.0) > 0:  # recorded since tokens are
+        pairs.insert(-2, ("designer_calls", designer_calls_text(used, "design")))
     skipped = store.list_ingest_errors(run_id)
     if skipped:
         pairs.append(("skipped_lines", _skipped_text(skipped)))
@@ -282,8 +300,18 @@ def print_run(
     return figures
 
 
+def _design_tokens(row: dict[str, Any]) -> str:
+    """`runs`' `design_tokens`: the designer's (or reflection model's) input + output tokens,
+    e.g. `2700+240`; `-` when it made no request."""
+    if is_missing(row.get("design_requests")) or not int(row["design_requests"]):
+        return "-"
+    return f"{int(row['design_input_tokens'])}+{int(row['design_output_tokens'])}"
+
+
 def cmd_runs(args: argparse.Namespace, out: Output) -> int:
-    """`runs`: every recorded run, newest first."""
+    """`runs`: every recorded run, newest first; `design_usd` and `design_tokens` are the
+    designer's (meta agent) or reflection model's (phase 2) own calls, apart from the
+    candidates'."""
     from studio.views.phases import fold_phases, phase_two_of  # (pandas: not at import)
 
     db = resolve_db_path(args.db)
@@ -309,6 +337,7 @@ def cmd_runs(args: argparse.Namespace, out: Output) -> int:
                     str(int(r["n_evaluations"] or 0)),
                     fmt_float(r["cost_usd"], 6),
                     fmt_float(r["design_cost_usd"], 6),
+                    _design_tokens(r),
                     "-" if is_missing(r["best_idx"]) else str(int(r["best_idx"])),
                     fmt_float(None if is_missing(r["best_score"]) else r["best_score"], 4),
                 ]
@@ -324,11 +353,20 @@ def cmd_runs(args: argparse.Namespace, out: Output) -> int:
                 "example_runs",
                 "cost_usd",
                 "design_usd",
+                "design_tokens",
                 "best",
                 "best_score",
             ),
             rows,
-            right=("candidates", "example_runs", "cost_usd", "design_usd", "best", "best_score"),
+            right=(
+                "candidates",
+                "example_runs",
+                "cost_usd",
+                "design_usd",
+                "design_tokens",
+                "best",
+                "best_score",
+            ),
         )
     return ExitCode.OK
 
@@ -404,6 +442,9 @@ def print_phase_two(store: RunStore, run_id: str, phase2_id: str, out: Output) -
                 pairs.append((gene, shown if len(shown) <= 100 else shown[:97] + "..."))
     if used:
         pairs.append(("cost_usd_total", f"{fmt_float(used.get('usd'), 6)} ({PROMPT_COST_NOTE})"))
+    if "reflection_input_tokens" in used:  # recorded since tokens are
+        pairs.append(("reflection_usd", fmt_float(used.get("reflection_usd"), 6)))
+        pairs.append(("reflection_calls", designer_calls_text(used, "reflection")))
     if best:
         pairs.append(
             ("apply", f"topology-studio apply {run_id} {int(best[0]['candidate_idx'])} --phase 2")

@@ -258,7 +258,8 @@ class OptimizationRunner:
         validation set (`valset`, else `trainset`); `raw` holds `strategy="gepa"`,
         `candidates` (gene name -> text each), `best_idx`, `log` (GEPA's log lines), `start_accuracy`, `end_accuracy`
         and `budget_used` (`metric_calls`, `model_requests`, `cost_usd`,
-        `reflection_requests`, `reflection_cost_usd`, USD; `replayed_metric_calls`: those answered
+        `reflection_requests`, `reflection_input_tokens`, `reflection_output_tokens`,
+        `reflection_cost_usd`, USD; `replayed_metric_calls`: those answered
         from `call_log`), `gepa_best_accuracy` (the mean validation accuracy GEPA chose the
         winner by) and `best_aggregate_score` (= `best_score`, phase 1's aggregate score).
         `pareto_candidates` holds only the winner for now (GEPA's per-example front is not
@@ -400,6 +401,8 @@ class OptimizationRunner:
                         "model_requests": adapter.model_requests,
                         "cost_usd": adapter.cost_usd,
                         "reflection_requests": self._reflection_usage.requests,
+                        "reflection_input_tokens": self._reflection_usage.input_tokens,
+                        "reflection_output_tokens": self._reflection_usage.output_tokens,
                         "reflection_cost_usd": quote.cost_usd
                         if math.isfinite(quote.cost_usd)
                         else math.nan,

@@ -441,7 +441,12 @@ class SearchRun(ReportMixin):
         reason: str | None = None,
     ) -> None:
         """Count the proposal's design cost and emit its `CandidateProposed`."""
-        self.tracker.record_design(proposal.design_cost_usd, fresh=not proposal.replayed)
+        self.tracker.record_design(
+            proposal.design_cost_usd,
+            fresh=not proposal.replayed,
+            requests=proposal.design_requests,
+            tokens=(proposal.design_input_tokens, proposal.design_output_tokens),
+        )
         self._emit(
             CandidateProposed,
             key=("p", idx),
@@ -454,6 +459,8 @@ class SearchRun(ReportMixin):
             thought=proposal.thought,
             design_cost_usd=proposal.design_cost_usd,
             design_requests=proposal.design_requests,
+            design_input_tokens=proposal.design_input_tokens,
+            design_output_tokens=proposal.design_output_tokens,
             status=status,
             reason=reason,
         )
@@ -715,5 +722,7 @@ def _proposal_record(
         spec_json=spec_json,
         design_cost_usd=proposal.design_cost_usd,
         design_requests=proposal.design_requests,
+        design_input_tokens=proposal.design_input_tokens,
+        design_output_tokens=proposal.design_output_tokens,
         **outcome,
     )

@@ -109,6 +109,8 @@ def proposal_from_event(ev: CandidateProposed) -> Proposal:
         thought=ev.thought,
         design_cost_usd=ev.design_cost_usd,
         design_requests=ev.design_requests,
+        design_input_tokens=ev.design_input_tokens,
+        design_output_tokens=ev.design_output_tokens,
         reason=(ev.reason or "rejected") if rejected else None,
         replayed=True,
     )

@@ -122,6 +122,8 @@ class BudgetTracker:
         """Candidate evaluations since the last new best."""
         self._examples: dict[tuple[str, str, int], float] = {}
         self._design: list[float] = []
+        self._design_requests = 0
+        self._design_tokens = (0, 0)
         self._spent: list[float] = []
 
     @staticmethod
@@ -146,9 +148,17 @@ class BudgetTracker:
             self._spent.append(self._usd(cost_usd))
         return True
 
-    def record_design(self, cost_usd: float, *, fresh: bool) -> None:
-        """Count one proposal's design cost (`fresh=False`: replayed from a journal)."""
+    def record_design(
+        self, cost_usd: float, *, fresh: bool, requests: int = 0, tokens: tuple[int, int] = (0, 0)
+    ) -> None:
+        """Count one proposal's design cost, its designer requests and (input, output) tokens
+        (`fresh=False`: replayed from a journal)."""
         self._design.append(self._usd(cost_usd))
+        self._design_requests += requests
+        self._design_tokens = (
+            self._design_tokens[0] + tokens[0],
+            self._design_tokens[1] + tokens[1],
+        )
         if fresh:
             self._spent.append(self._usd(cost_usd))
 
@@ -225,6 +235,10 @@ class BudgetTracker:
             "usd": self.usd,
             "eval_usd": self.eval_usd,
             "design_usd": self.design_usd,
+            # the designer's own requests and tokens (replayed ones included), not the candidates'
+            "design_requests": float(self._design_requests),
+            "design_input_tokens": float(self._design_tokens[0]),
+            "design_output_tokens": float(self._design_tokens[1]),
             "usd_spent": self.usd_spent,
             "wall_s": self.wall_s,
         }

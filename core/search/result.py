@@ -60,6 +60,10 @@ class CandidateRecord(BaseModel):
     """USD spent designing it (every designer call, retries and debug rounds included)."""
     design_requests: int = 0
     """Model requests spent designing it."""
+    design_input_tokens: int = 0
+    """Input tokens of those requests."""
+    design_output_tokens: int = 0
+    """Output tokens of those requests."""
     split: Literal["minibatch", "validation"] | None = None
     """Which split the scores below are on; None when not evaluated."""
     minibatch_score: float | None = None

@@ -76,6 +76,8 @@ _COLUMNS: Final[dict[str, str]] = {
     "thought": "VARCHAR",
     "design_cost_usd": "DOUBLE",
     "design_requests": "INTEGER",
+    "design_input_tokens": "BIGINT",
+    "design_output_tokens": "BIGINT",
     "status": "VARCHAR",
     "reason": "VARCHAR",
     # example_evaluated
@@ -600,13 +602,14 @@ _APPLY: Final[tuple[tuple[str | None, str], ...]] = (
         "candidate_proposed",
         """
         INSERT INTO candidates (run_id, candidate_idx, seq, ts, generation, parent_idx, operator,
-                                thought, status, reason, spec_hash, proposal_text,
-                                design_cost_usd, design_requests)
+                                thought, status, reason, spec_hash, proposal_text, design_cost_usd,
+                                design_requests, design_input_tokens, design_output_tokens)
         SELECT run_id, candidate_idx, seq, ts, coalesce(generation, -1), parent_idx,
                coalesce(operator, ''), coalesce(thought, ''), coalesce(status, 'proposed'),
                reason, coalesce(spec_hash, ''),
                CASE WHEN coalesce(spec_hash, '') = '' THEN spec_json END,
-               coalesce(design_cost_usd, 0.0), coalesce(design_requests, 0)
+               coalesce(design_cost_usd, 0.0), coalesce(design_requests, 0),
+               coalesce(design_input_tokens, 0), coalesce(design_output_tokens, 0)
         FROM {src} WHERE type = 'candidate_proposed' AND candidate_idx IS NOT NULL
         QUALIFY row_number() OVER (PARTITION BY run_id, candidate_idx ORDER BY seq) = 1
         ON CONFLICT DO NOTHING

@@ -17,6 +17,10 @@ Versions:
 - v4: `ingest_errors.line_no`, the skipped line's 1-based number in its journal, so
   `RunStore.list_ingest_errors` can say where to look (NULL for errors recorded before v4,
   whose journals the migration cannot read).
+- v5: `candidate_results.same_as`, the earlier candidate whose per-example results this one's
+  equal.
+- v6: `candidates.design_input_tokens` and `design_output_tokens`, the designer's own tokens
+  beside `design_cost_usd` and `design_requests` (0 for rows stored before v6).
 """
 
 from __future__ import annotations
@@ -256,6 +260,11 @@ _MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     4: ("ALTER TABLE ingest_errors ADD COLUMN line_no BIGINT",),
     # a candidate that behaved exactly like an earlier one names it
     5: ("ALTER TABLE candidate_results ADD COLUMN same_as INTEGER",),
+    # the designer's own tokens beside its cost and requests (earlier rows: none recorded, 0)
+    6: (
+        "ALTER TABLE candidates ADD COLUMN design_input_tokens BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE candidates ADD COLUMN design_output_tokens BIGINT NOT NULL DEFAULT 0",
+    ),
 }
 """Version -> statements that take a database from version - 1 to it."""
 

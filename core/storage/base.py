@@ -158,9 +158,12 @@ class RunStore(ABC):
 
         Columns: `run_id, problem, strategy, seed, status, status_label, reason, started_at,
         finished_at, last_event_at, wall_s, n_events, n_resumes, n_candidates, n_evaluations,
-        cost_usd, design_cost_usd, best_idx, best_score, parent_run_id, executor`.
+        cost_usd, design_cost_usd, design_requests, design_input_tokens, design_output_tokens,
+        best_idx, best_score, parent_run_id, executor`.
         `design_cost_usd` is the part of `cost_usd` spent by the designer (the meta agent's
-        own calls) or, for phase 2, the reflection model. `status_label` is human text
+        own calls) or, for phase 2, the reflection model; `design_requests`,
+        `design_input_tokens` and `design_output_tokens` are those calls' requests and tokens
+        (0 for a run stored before tokens were recorded). `status_label` is human text
         such as `"running, data as of 2025-01-01 12:00:03 UTC"`. `n_evaluations` counts example evaluations that were
         not cache hits; `cost_usd` (USD) is their finite cost plus design cost, or for a run
         with no example rows (phase 2 of `search --then-prompts` records only each candidate's

@@ -208,7 +208,10 @@ def list_runs(
     cand AS (
         SELECT run_id, count(*) AS n_candidates,
                coalesce(sum(design_cost_usd) FILTER (WHERE isfinite(design_cost_usd)), 0.0)
-                   AS design_cost
+                   AS design_cost,
+               sum(design_requests) AS design_requests,
+               sum(design_input_tokens) AS design_input_tokens,
+               sum(design_output_tokens) AS design_output_tokens
         FROM candidates GROUP BY run_id
     ),
     base AS (
@@ -230,9 +233,16 @@ def list_runs(
                 THEN TRY_CAST(json_extract(b.budget_used, '$.usd') AS DOUBLE)
                 ELSE coalesce(ev.eval_cost, 0.0) + coalesce(cand.design_cost, 0.0)
            END AS cost_usd,
-           -- the designer's (meta agent) or reflection model's (phase 2) own calls, apart
+           -- the designer's (meta agent) or reflection model's (phase 2) own calls, apart:
+           -- their cost, requests and tokens
            coalesce(TRY_CAST(json_extract(b.budget_used, '$.reflection_usd') AS DOUBLE),
                     cand.design_cost, 0.0) AS design_cost_usd,
+           coalesce(TRY_CAST(json_extract(b.budget_used, '$.reflection_requests') AS DOUBLE),
+                    cand.design_requests, 0)::BIGINT AS design_requests,
+           coalesce(TRY_CAST(json_extract(b.budget_used, '$.reflection_input_tokens') AS DOUBLE),
+                    cand.design_input_tokens, 0)::BIGINT AS design_input_tokens,
+           coalesce(TRY_CAST(json_extract(b.budget_used, '$.reflection_output_tokens') AS DOUBLE),
+                    cand.design_output_tokens, 0)::BIGINT AS design_output_tokens,
            best.best_idx, best.best_score,
            -- phase 2 of `search --then-prompts` names the search it is phase 2 of
            CASE WHEN json_extract_string(b.config, '$.phase') = 'prompts'

@@ -127,6 +127,10 @@ class CandidateProposed(_EventBase):
     """Cost of designing it (every designer call, retries and debug rounds included), USD."""
     design_requests: _Int32 = 0
     """Model requests spent designing it."""
+    design_input_tokens: _Int64 = 0
+    """Input tokens of those requests (the designer's own, not the candidate's)."""
+    design_output_tokens: _Int64 = 0
+    """Output tokens of those requests."""
     status: Literal["proposed", "rejected", "duplicate"] = "proposed"
     """`rejected`: invalid spec, unknown names or a constraint violated (see `reason`);
     `duplicate`: same canonical hash as an earlier candidate (not evaluated again)."""

@@ -51,6 +51,8 @@ RUN_COLUMNS: tuple[str, ...] = (
     "executor",
     "n_evaluations",
     "design_cost_usd",
+    "design_input_tokens",
+    "design_output_tokens",
     "best_idx",
     "started",
 )
@@ -59,7 +61,8 @@ best score, what it cost, how far it got) right after the run, so they are in vi
 without scrolling sideways (before, problem, strategy and seed came first and
 pushed status, score and cost off screen); what the run is and where it ran after them.
 `design_cost_usd` is the part of `cost_usd` the designer (meta agent) or the reflection model
-(phase 2) spent on its own calls."""
+(phase 2) spent on its own calls, `design_input_tokens` and `design_output_tokens` those calls'
+tokens (the candidates' are not among them)."""
 
 ARCHIVE_COLUMNS: tuple[str, ...] = (
     "candidate_idx",
@@ -127,6 +130,9 @@ def runs_table(runs: pd.DataFrame) -> pd.DataFrame:
     out["executor"] = [str(e) if isinstance(e, str) and e else "local" for e in executor]
     if "design_cost_usd" not in out.columns:  # a frame from before the column: none spent
         out["design_cost_usd"] = 0.0
+    for tokens in ("design_input_tokens", "design_output_tokens"):
+        if tokens not in out.columns:  # a frame from before tokens were recorded: none
+            out[tokens] = 0
     return pd.DataFrame(out[list(RUN_COLUMNS)]).reset_index(drop=True)
 
 

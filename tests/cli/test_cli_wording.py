@@ -76,5 +76,5 @@ def test_runs_names_candidates_and_example_runs(
     header = capsys.readouterr().out.splitlines()[0].split()
     assert header == [
         "run", "problem", "strategy", "status", "started", "candidates", "example_runs",
-        "cost_usd", "design_usd", "best", "best_score",
+        "cost_usd", "design_usd", "design_tokens", "best", "best_score",
     ]  # fmt: skip

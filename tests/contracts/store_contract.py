@@ -165,8 +165,9 @@ class StoreContract:
         assert list(runs.columns) == [
             "run_id", "problem", "strategy", "seed", "status", "status_label", "reason",
             "started_at", "finished_at", "last_event_at", "wall_s", "n_events", "n_resumes",
-            "n_candidates", "n_evaluations", "cost_usd", "design_cost_usd", "best_idx",
-            "best_score", "parent_run_id", "executor",
+            "n_candidates", "n_evaluations", "cost_usd", "design_cost_usd", "design_requests",
+            "design_input_tokens", "design_output_tokens", "best_idx", "best_score",
+            "parent_run_id", "executor",
         ]  # fmt: skip
         assert store.get_run("nope") is None
         assert store.read_only is False
@@ -646,6 +647,27 @@ class StoreContract:
         row = store.list_runs().iloc[0]
         assert (row["n_candidates"], row["n_evaluations"]) == (2, 3)
         assert row["cost_usd"] == pytest.approx(0.3)
+
+    def test_runs_list_sums_the_designers_requests_and_tokens_apart(self, store: RunStore) -> None:
+        """`design_requests`, `design_input_tokens`, `design_output_tokens`: the designer's own
+        calls over the run's proposals; the candidates' example tokens are not among them."""
+        b = RunBuilder()
+        store.record_events([
+            b.started(),
+            b.proposed(0),
+            b.example(0, "e1", 1.0, input_tokens=100, output_tokens=20),
+            b.proposed(1, design_cost_usd=0.25, design_requests=3, design_input_tokens=2700,
+                       design_output_tokens=240),
+            b.proposed(2, design_cost_usd=0.05, design_requests=1, design_input_tokens=900,
+                       design_output_tokens=80),
+        ])  # fmt: skip
+        row = store.list_runs().iloc[0]
+        assert (
+            row["design_cost_usd"],
+            row["design_requests"],
+            row["design_input_tokens"],
+            row["design_output_tokens"],
+        ) == (pytest.approx(0.3), 4, 3600, 320)
 
     def test_objectives_prefer_the_full_validation_result(self, store: RunStore) -> None:
         b = RunBuilder()

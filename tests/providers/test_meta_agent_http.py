@@ -91,6 +91,48 @@ def test_a_meta_agent_search_over_http_sends_the_expected_requests_and_prices_th
     )
     assert kv(cap.out, "cost_usd_total").split()[0] == f"{design + candidates:.6f}"
     assert (design, candidates) == (Decimal("0.000549"), Decimal("0.002508"))
+    assert kv(cap.out, "designer_calls") == (
+        "3 requests, 2700 input + 240 output tokens "
+        "(the designer's own, not in the candidates' figures)"
+    )  # each designer reply reports 900 input and 80 output tokens
+
+
+def test_the_designers_tokens_are_stored_and_shown_apart_by_show_and_runs(
+    hosted: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The store keeps each proposal's designer tokens; `show` and `runs` print them beside
+    the designer's cost, apart from the candidates' (whose 8 answers are 880 + 200 tokens)."""
+    from core.storage import DuckDBRunStore
+
+    assert main(SEARCH) == 0
+    run_id = kv(capsys.readouterr().out, "run")
+    with DuckDBRunStore(Path("runs.duckdb"), read_only=True) as store:
+        row = store.list_runs().iloc[0]
+        figures = [
+            row[c] for c in ("design_requests", "design_input_tokens", "design_output_tokens")
+        ]
+        assert (row["run_id"], figures) == (run_id, [3, 2700, 240])
+        assert row["design_cost_usd"] == pytest.approx(0.000549, abs=1e-12)
+        answers = [store.candidate_examples(run_id, idx) for idx in (0, 1)]
+        assert sum(int(a["input_tokens"].sum()) for a in answers) == 880
+        assert sum(int(a["output_tokens"].sum()) for a in answers) == 200
+    assert main(["show", run_id]) == 0
+    out = capsys.readouterr().out
+    assert kv(out, "designer_usd") == (
+        "0.000549 (the designer's own model calls; the candidates' evaluations: 0.002508)"
+    )
+    assert kv(out, "designer_calls") == (
+        "3 requests, 2700 input + 240 output tokens "
+        "(the designer's own, not in the candidates' figures)"
+    )
+    assert main(["runs"]) == 0
+    header, line = capsys.readouterr().out.splitlines()[:2]
+    assert header.split() == [
+        "run", "problem", "strategy", "status", "started", "candidates", "example_runs",
+        "cost_usd", "design_usd", "design_tokens", "best", "best_score",
+    ]  # fmt: skip
+    cells = line.split()
+    assert (cells[0], cells[7:10]) == (run_id, ["0.003057", "0.000549", "2700+240"])
 
 
 def test_the_openai_prefix_against_a_server_without_the_responses_api_says_to_use_openai_chat(

@@ -50,6 +50,41 @@ def test_the_reflection_model_is_called_over_http_and_its_cost_shown_apart(
     assert kv(cap.out, "reflection_usd") == (
         "0.000027 (the reflection model's own calls; the candidates' task calls: 0.000324)"
     )  # 1 and 12 calls at $0.000027
+    assert kv(cap.out, "reflection_calls") == (
+        "1 request, 100 input + 20 output tokens "
+        "(the reflection model's own, not in the candidates' figures)"
+    )
+
+
+def test_the_reflection_models_tokens_are_stored_and_shown_by_show_and_runs(
+    hosted: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Phase 2's run keeps the reflection model's requests and tokens; `show` prints them in
+    its phase-2 section and `runs` on the phase-2 line, apart from the task calls."""
+    from core.storage import DuckDBRunStore
+
+    assert main(ARGS) == 0
+    run_id = kv(capsys.readouterr().out, "parent run")
+    with DuckDBRunStore(Path("runs.duckdb"), read_only=True) as store:
+        second = store.phase_two_run(run_id)
+        assert second is not None
+        runs = store.list_runs().set_index("run_id")
+        figures = ("design_requests", "design_input_tokens", "design_output_tokens")
+        assert [int(runs.loc[second, c]) for c in figures] == [1, 100, 20]
+        assert [int(runs.loc[run_id, c]) for c in figures] == [0, 0, 0]  # no designer
+    assert main(["show", run_id]) == 0
+    phase2 = capsys.readouterr().out.split("phase 2: prompts (GEPA) ==")[1]
+    assert kv(phase2, "reflection_usd") == "0.000027"
+    assert kv(phase2, "reflection_calls") == (
+        "1 request, 100 input + 20 output tokens "
+        "(the reflection model's own, not in the candidates' figures)"
+    )
+    assert main(["runs"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[8:10] == ["design_usd", "design_tokens"]
+    assert lines[1].split()[0] == run_id and lines[1].split()[8:10] == ["0.000000", "-"]
+    assert lines[2].startswith("  phase 2 (prompts)")
+    assert lines[2].split()[10:12] == ["0.000027", "100+20"]
 
 
 def test_a_reflection_model_that_keeps_failing_stops_phase_2_with_the_providers_message(

@@ -33,7 +33,8 @@ HEAD: dict[str, Any] = {"run_id": "r", "seq": 3, "ts": 1_700_000_000.0}
 VALID: dict[str, dict[str, Any]] = {
     "run_started": {"problem": "p", "strategy": "random", "seed": 7},
     "candidate_proposed": {"candidate_idx": 1, "generation": 0, "spec_hash": "h", "spec_json": "{}",
-                           "parent_idx": 0, "design_requests": 2},
+                           "parent_idx": 0, "design_requests": 2, "design_input_tokens": 900,
+                           "design_output_tokens": 80},
     "example_evaluated": {"candidate_idx": 1, "spec_hash": "h", "split": "validation",
                           "example_id": "e1", "trial": 0, "accuracy": 1.0, "input_tokens": 5,
                           "output_tokens": 6, "requests": 1},
@@ -94,7 +95,7 @@ def refusal(text: str) -> dict[str, Any]:
 
 def test_every_integer_field_of_every_event_is_covered() -> None:
     fields = {(kind, name) for kind, name, _ in integer_fields()}
-    assert len(fields) == 28  # seq of each of 7 types, and 21 others (v5: same_as)
+    assert len(fields) == 30  # seq of each of 7 types, and 23 others (v6: design tokens)
     for kind, name in fields:
         assert name in VALID[kind] or name == "seq", (kind, name)
 

@@ -128,6 +128,10 @@ def test_meta_agent_end_to_end_exact_archive_history_and_costs() -> None:
     assert [r.operator for r in h] == ["seed", "meta_agent", "meta_agent", "meta_agent"]
     assert [r.thought for r in h] == ["", "add c too", "fixed", ""]
     assert [r.design_requests for r in h] == [0, 4, 4, 5]
+    # every response reports 1,000 input and 100 output tokens
+    assert [(r.design_input_tokens, r.design_output_tokens) for r in h] == [
+        (0, 0), (4000, 400), (4000, 400), (5000, 500)
+    ]  # fmt: skip
     assert [r.design_cost_usd for r in h] == pytest.approx(
         [0.0, 4 * PER_REQUEST, 4 * PER_REQUEST, 5 * PER_REQUEST], rel=1e-12
     )
@@ -168,10 +172,17 @@ def test_meta_agent_end_to_end_exact_archive_history_and_costs() -> None:
     used = result.raw["budget_used"]
     assert used["design_usd"] == pytest.approx(13 * PER_REQUEST, rel=1e-12)
     assert used["usd"] == pytest.approx(used["eval_usd"] + 13 * PER_REQUEST, rel=1e-12)
+    assert (
+        used["design_requests"],
+        used["design_input_tokens"],
+        used["design_output_tokens"],
+    ) == (13, 13_000, 1_300)
 
     proposed = [e for e in events if e.type == "candidate_proposed"]
     assert [e.design_cost_usd for e in proposed] == [r.design_cost_usd for r in h]
     assert [e.design_requests for e in proposed] == [0, 4, 4, 5]
+    assert [e.design_input_tokens for e in proposed] == [0, 4000, 4000, 5000]
+    assert [e.design_output_tokens for e in proposed] == [0, 400, 400, 500]
     assert proposed[3].status == "rejected" and proposed[3].reason == h[3].reason
 
     # the prompts: the design prompt shows the archive with metrics; the debug retry gets the
@@ -280,6 +291,8 @@ def test_resume_replays_the_recorded_designs_without_calling_the_designer() -> N
     assert [r.model_dump() for r in resumed.history] == [r.model_dump() for r in reference.history]
     used = resumed.raw["budget_used"]
     assert used["design_usd"] == reference.raw["budget_used"]["design_usd"]
+    # the replayed design's requests and tokens count as its cost does
+    assert (used["design_requests"], used["design_input_tokens"]) == (2, 2000)
     assert used["usd_spent"] < reference.raw["budget_used"]["usd_spent"]
 
 

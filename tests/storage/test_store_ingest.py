@@ -573,7 +573,7 @@ def test_the_store_persists_across_reopening(tmp_path: Path) -> None:
     with DuckDBRunStore(db) as store:
         store.record_events(small_run())
         store.save_topology_version("t", "{}")
-        assert store.schema_version == 5
+        assert store.schema_version == 6
     with DuckDBRunStore(db) as store:
         assert store.list_runs()["n_events"].tolist() == [11]
         assert store.get_topology_version("t").version == 1

@@ -51,7 +51,7 @@ def test_the_fixture_is_a_small_v1_database() -> None:
 
 def test_a_new_database_is_at_the_current_version(tmp_path: Path) -> None:
     with DuckDBRunStore(tmp_path / "new.duckdb") as store:
-        assert store.schema_version == CURRENT_VERSION == 5
+        assert store.schema_version == CURRENT_VERSION == 6
     with duckdb.connect(str(tmp_path / "new.duckdb")) as con:
         rows = con.execute("SELECT version, note FROM schema_version ORDER BY version").fetchall()
     assert rows == [
@@ -60,12 +60,13 @@ def test_a_new_database_is_at_the_current_version(tmp_path: Path) -> None:
         (3, "migrated to v3"),
         (4, "migrated to v4"),
         (5, "migrated to v5"),
+        (6, "migrated to v6"),
     ]
 
 
 def test_a_v1_database_opens_and_migrates_with_its_data(v1_copy: Path) -> None:
     with DuckDBRunStore(v1_copy) as store:
-        assert store.schema_version == 5
+        assert store.schema_version == 6
         runs = store.list_runs()
         assert runs["run_id"].tolist() == ["v1-run"]
         row = runs.iloc[0]
@@ -88,7 +89,7 @@ def test_a_v1_database_opens_and_migrates_with_its_data(v1_copy: Path) -> None:
         assert store.record_proposal("gsm8k_replay", "{}") == 2
         assert store.save_topology_version("gsm8k_replay", "{}") == 2
     with DuckDBRunStore(v1_copy) as store:  # reopening does not migrate again
-        assert store.schema_version == 5
+        assert store.schema_version == 6
     with duckdb.connect(str(v1_copy)) as con:
         versions = con.execute("SELECT version FROM schema_version ORDER BY 1").fetchall()
         # v3 rebuilt the per-example table with its rows and zstd traces
@@ -96,7 +97,7 @@ def test_a_v1_database_opens_and_migrates_with_its_data(v1_copy: Path) -> None:
         ddl = con.execute(
             "SELECT sql FROM duckdb_tables() WHERE table_name = 'evaluations'"
         ).fetchone()
-    assert versions == [(1,), (2,), (3,), (4,), (5,)]
+    assert versions == [(1,), (2,), (3,), (4,), (5,), (6,)]
     assert ddl is not None and "trace VARCHAR USING COMPRESSION ZSTD" in str(ddl[0])
 
 
@@ -114,9 +115,9 @@ def test_migrating_step_by_step(tmp_path: Path) -> None:
         assert read_version(con) == 2
         assert ensure_schema(con, target=3) == 3
         assert read_version(con) == 3
-        assert ensure_schema(con) == 5
-        assert ensure_schema(con) == 5
-        assert read_version(con) == 5
+        assert ensure_schema(con) == 6
+        assert ensure_schema(con) == 6
+        assert read_version(con) == 6
 
 
 def test_a_database_from_a_newer_version_is_refused(tmp_path: Path) -> None:
@@ -167,7 +168,7 @@ def test_lines_skipped_before_v4_are_listed_with_what_is_known(tmp_path: Path) -
     folder.mkdir()
     (folder / "run-a.jsonl").write_bytes(b"x" * 119 + b"\n" + b"oops\nagain\n")
     with DuckDBRunStore(db, journal_dir=folder) as store:
-        assert store.schema_version == 5
+        assert store.schema_version == 6
         errors = store.list_ingest_errors("run-a")  # the journal is ingested first
     old = errors[1]  # recorded by v3, skipped again now: the first record, numbered
     assert (old.run_id, old.journal, old.line_no, old.byte_offset, old.error, old.line_head) == (
@@ -209,5 +210,35 @@ def test_every_table_keeps_an_event_field_in_the_type_ingest_reads_it_as(tmp_pat
         for table, column, kind in rows
         if column in _COLUMNS and _COLUMNS[str(column)] in ("INTEGER", "BIGINT", "INTEGER[]")
     ]
-    assert len(checked) == 27  # v5: candidate_results.same_as
+    assert len(checked) == 29  # v6: candidates.design_input_tokens, design_output_tokens
     assert [c for c in checked if c[2] != _COLUMNS[c[1]]] == []
+
+
+def test_a_v5_store_keeps_its_design_costs_and_counts_no_design_tokens(tmp_path: Path) -> None:
+    """v6 adds the designer's tokens beside its cost and requests: a proposal stored before
+    keeps both, with 0 tokens (none were recorded), and the runs list sums them per run."""
+    db = tmp_path / "v5.duckdb"
+    with duckdb.connect(str(db)) as con:
+        assert ensure_schema(con, target=5) == 5
+        con.execute(
+            "INSERT INTO runs (run_id, status, started_at) VALUES ('old', 'completed', ?)", [T0]
+        )
+        con.execute(
+            "INSERT INTO candidates VALUES ('old', 1, 3, ?, 0, 0, 'meta_agent', 'why', "
+            "'proposed', NULL, 'h1', NULL, 0.25, 3)",
+            [T0 + 1],
+        )
+    with DuckDBRunStore(db, auto_ingest=False) as store:
+        assert store.schema_version == 6
+        row = store.list_runs().iloc[0]
+        assert (
+            row["design_cost_usd"],
+            row["design_requests"],
+            row["design_input_tokens"],
+            row["design_output_tokens"],
+        ) == (0.25, 3, 0, 0)
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute(
+            "SELECT design_cost_usd, design_requests, design_input_tokens, design_output_tokens "
+            "FROM candidates"
+        ).fetchall() == [(0.25, 3, 0, 0)]

@@ -74,7 +74,7 @@ def test_runs_overview_says_a_paused_search_as_the_panel_links_each_run_and_labe
     assert table.columns.tolist() == [
         "run_id", "live", "overlay", "status_label", "best_score", "cost_usd", "costs",
         "n_candidates", "problem", "strategy", "seed", "executor", "n_evaluations",
-        "design_cost_usd", "best_idx", "started",
+        "design_cost_usd", "design_input_tokens", "design_output_tokens", "best_idx", "started",
     ]  # fmt: skip
     assert table["executor"].tolist() == ["local", "local"]
     # the store says running; the studio holds it paused: the table says what the panel says

@@ -46,6 +46,29 @@ def test_runs_table_and_label(store: DuckDBRunStore) -> None:
     assert format_time(None) == "" and format_time(math.nan) == ""
 
 
+def test_runs_table_shows_the_designers_tokens_beside_its_cost(tmp_path: Path) -> None:
+    """The designer's own cost and tokens, summed over the run's proposals; a runs frame from
+    before tokens were recorded shows none."""
+    from core.vocab.events import CandidateProposed, RunStarted
+
+    head = {"run_id": "m1", "ts": 1_735_732_800.0}
+    with DuckDBRunStore(tmp_path / "runs.duckdb") as store:
+        store.record_events([
+            RunStarted(**head, seq=0, problem="p", strategy="meta_agent", seed=1),
+            CandidateProposed(**head, seq=1, candidate_idx=0, generation=-1, spec_hash="h0",
+                              spec_json="{}"),
+            CandidateProposed(**head, seq=2, candidate_idx=1, generation=0, spec_hash="h1",
+                              spec_json="{}", design_cost_usd=0.000549, design_requests=3,
+                              design_input_tokens=2700, design_output_tokens=240),
+        ])  # fmt: skip
+        runs = store.list_runs()
+    row = runs_table(runs).iloc[0]
+    assert row["design_cost_usd"] == pytest.approx(0.000549, abs=1e-12)
+    assert (row["design_input_tokens"], row["design_output_tokens"]) == (2700, 240)
+    old = runs_table(runs.drop(columns=["design_input_tokens", "design_output_tokens"]))
+    assert old[["design_input_tokens", "design_output_tokens"]].iloc[0].tolist() == [0, 0]
+
+
 def test_archive_table_sorts_filters_and_puts_nan_last(store: DuckDBRunStore) -> None:
     archive = store.archive(RUN, include_unevaluated=True)
     assert archive_table(archive)["candidate_idx"].tolist() == [1, 0, 2, 3]

@@ -164,6 +164,10 @@ class Proposal(BaseModel):
     """USD spent designing it (every designer call, retries and debug rounds included)."""
     design_requests: int = Field(default=0, ge=0)
     """Model requests spent designing it."""
+    design_input_tokens: int = Field(default=0, ge=0)
+    """Input tokens of those requests."""
+    design_output_tokens: int = Field(default=0, ge=0)
+    """Output tokens of those requests."""
     reason: str | None = None
     """Set when the strategy could not make a valid proposal (e.g. the designer never produced
     a valid design): the candidate is recorded as rejected with this reason."""
@@ -229,8 +233,9 @@ class Strategy(ABC):
     - Deterministic: the same config (seed) and the same contexts give the same proposals. Use
       one `random.Random(config.seed)` owned by the strategy, never the global `random`, and
       never depend on set or dict order of hashed values.
-    - Cost: every model call made while designing is in the proposal's `design_cost_usd` and
-      `design_requests`, failed and retried calls included.
+    - Cost: every model call made while designing is in the proposal's `design_cost_usd`,
+      `design_requests` and `design_input_tokens` / `design_output_tokens`, failed and retried
+      calls included.
     - Resume: a strategy that calls a model returns `ctx.recorded[idx]` (with `replayed=True`)
       for a recorded index instead of calling the model; strategies without a model re-derive
       their proposals from their seeded generator.

@@ -26,7 +26,8 @@ promoted.
 Cost (F3): every designer call gets a fresh `RunUsage` passed to `agent.run(..., usage=...)`,
 which pydantic-ai fills in place, so its usage counts even when the run raises (structured-output
 retries included). Each call's usage is priced with the `Pricer` and summed (`math.fsum`) into
-the proposal's `design_cost_usd` and `design_requests`.
+the proposal's `design_cost_usd`, its requests and tokens into `design_requests`,
+`design_input_tokens` and `design_output_tokens`.
 
 Reference-library form: `MetaAgentSearch(config, gene=..., evaluator=...,
 meta_agent_model="openai:gpt-4.1", api_key=..., bus=...)` then `await search.run(trainset=...,
@@ -191,6 +192,8 @@ class _Spend:
 
     costs: list[float] = field(default_factory=list[float])
     requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
 
     @property
     def usd(self) -> float:
@@ -342,6 +345,8 @@ class MetaAgentSearch(Strategy):
                             thought=current.design.thought,
                             design_cost_usd=spend.usd,
                             design_requests=spend.requests,
+                            design_input_tokens=spend.input_tokens,
+                            design_output_tokens=spend.output_tokens,
                         )
                     ]
                 error = check.reason or "invalid design"
@@ -356,6 +361,8 @@ class MetaAgentSearch(Strategy):
                         thought="" if current.design is None else current.design.thought,
                         design_cost_usd=spend.usd,
                         design_requests=spend.requests,
+                        design_input_tokens=spend.input_tokens,
+                        design_output_tokens=spend.output_tokens,
                         reason=(
                             f"no_valid_design: still invalid after {attempt} debug "
                             f"retr{'y' if attempt == 1 else 'ies'}: {error}"
@@ -629,6 +636,8 @@ class MetaAgentSearch(Strategy):
         cost = quote.cost_usd if math.isfinite(quote.cost_usd) else 0.0
         spend.costs.append(cost)
         spend.requests += usage.requests
+        spend.input_tokens += usage.input_tokens
+        spend.output_tokens += usage.output_tokens
 
     # -- the bus -----------------------------------------------------------------------------
 
