@@ -31,7 +31,7 @@ Prints, best of several rounds (to damp noise from other processes):
   the refusal allocated (`tracemalloc`, the text itself not counted); targets < 500 ms and
   < 100 MB (it used to take 7.3 s and 525 MB).
 
-Usage: `python bench/bench_ir.py [--rounds N] [--only-issue-17]` (the flag prints only the
+Usage: `python bench/bench_ir.py [--rounds N] [--only-reference]` (the flag prints only the
 reference comparison). The reference comparison's figures are CPU time of this process
 (`time.process_time`: the 2 cores are shared), best of N rounds.
 """
@@ -69,7 +69,7 @@ fast this machine was then. Its speed varies from day to day (the same figure wa
 `REFERENCE_US` by (our plain `validate_json` now / `CALIBRATION_US`), a pydantic-core workload
 of the same kind (scaled, 2026-12-02's 27.5 us would have been 36.3 us, against 36.1 us
 measured live on 2026-12-04)."""
-ISSUE_17_REFERENCE_US: dict[str, float] = {
+FIRST_COMPARISON_US: dict[str, float] = {
     # The reference's figures from the first side-by-side measurement against it (Python 3.11,
     # rounds interleaved, medians), which set the targets here (printed beside).
     "validate_json": 34.0,
@@ -258,7 +258,7 @@ def _reference_figures(text: str, rounds: int, inner: int) -> dict[str, float] |
     }
 
 
-def print_issue_17(rounds: int) -> None:
+def print_reference_comparison(rounds: int) -> None:
     """The reference comparison's IR figures: parse + validate and hydration of `spec31`, ours
     and the reference's."""
     from pydantic import TypeAdapter
@@ -306,7 +306,7 @@ def print_issue_17(rounds: int) -> None:
         f"{ref['hydrate']:7.1f} us | {ratio:5.2f}x (target <= {TARGET_HYDRATE_RATIO:g}x: "
         f"{'OK' if ratio <= TARGET_HYDRATE_RATIO else 'SLOW'})"
     )
-    issue = ISSUE_17_REFERENCE_US
+    issue = FIRST_COMPARISON_US
     print(
         f"(the first side-by-side measurement's reference figures: validate_json "
         f"{issue['validate_json']:.0f} us, "
@@ -379,12 +379,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument(
-        "--only-issue-17", action="store_true", help="print only the reference comparison's figures"
+        "--only-reference",
+        action="store_true",
+        help="print only the reference comparison's figures",
     )
     args = parser.parse_args()
     rounds: int = args.rounds
-    print_issue_17(rounds)
-    if args.only_issue_17:
+    print_reference_comparison(rounds)
+    if args.only_reference:
         return
 
     text10 = json.dumps(f1_chain(10))

@@ -21,7 +21,7 @@ docs are in `shared/reference/`). When `orqest` can be imported (it needs Python
 install, but its orchestration package imports on 3.11: put an unpacked wheel on `PYTHONPATH`),
 the reference is measured here, in rounds interleaved with ours; otherwise the ratios use
 `REFERENCE_US`, the reference's figures measured on this machine kind with this script (the
-first comparison's own figures, `ISSUE_17_REFERENCE_US`, are printed beside them).
+first comparison's own figures, `FIRST_COMPARISON_US`, are printed beside them).
 
 To measure the reference here (it is no dependency of the project): `pip download --no-deps
 --python-version 3.12 --only-binary=:all: -d /tmp/ref orqest==0.8.0 loguru`, unzip both wheels
@@ -58,7 +58,7 @@ REFERENCE_US: dict[str, float] = {
     # The reference (orqest 0.8.0) measured on this machine kind by this script, interleaved
     # with ours: the median over 4-17 runs of 2026-12-02 (each run's figure the best of its
     # rounds). Used when `orqest` cannot be imported. The first comparison's own figures
-    # (`ISSUE_17_REFERENCE_US`) came from a faster setup: its reference router took 0.39 us
+    # (`FIRST_COMPARISON_US`) came from a faster setup: its reference router took 0.39 us
     # where this one takes 0.79, so a ratio to them would compare two machines.
     "pipeline": 4.08,  # us per step, tracing off
     "parallel": 4.42,  # us per branch
@@ -66,7 +66,7 @@ REFERENCE_US: dict[str, float] = {
     "router_async_classifier": 0.92,  # us per dispatch
     "loop": 2.00,  # us per iteration
 }
-ISSUE_17_REFERENCE_US: dict[str, float] = {
+FIRST_COMPARISON_US: dict[str, float] = {
     # The reference's figures from the first side-by-side measurement (Python 3.11,
     # interleaved rounds, medians): printed for comparison; the tracing target is defined on
     # its untraced step (0.2 x 3.80 us).
@@ -323,7 +323,7 @@ def main() -> None:
             # beside it
             before = BEFORE_US[key] / REFERENCE_US[key]
             line += f" (before {before:.2f}x, no worse: {_verdict(ratio <= before * 1.1)})"
-        line += f" [first comparison's reference: {ISSUE_17_REFERENCE_US[key]:.2f} us]"
+        line += f" [first comparison's reference: {FIRST_COMPARISON_US[key]:.2f} us]"
         print(line)
     on = ours["pipeline_on"]
     untraced = measured["pipeline"] if measured is not None else REFERENCE_US["pipeline"]
