@@ -28,6 +28,15 @@
     minibatch 10): does its front hold a cascade (a router with an identity accept route) or a
     vote (`merge_vote`, or a vote step)?
 
+    With `--test-front`, each run's validation front is also scored on the held-out test split,
+    and a line per seed gives the mean validation - test gap over it, the best hand-built
+    agreement gate on test and the best other point at or below its test cost, with the paired
+    bootstrap interval of the difference (`_test_figures`). Measured 2026-12-07 with
+    `--skip-exhaustive --strategies evolutionary --test-front --seeds 1 2 3 4 5` (train 300,
+    validation 300, test 719): gap -1.43 to -1.66 points; best gate 0.5772 at $1.497 on every
+    seed; best other point at most its cost 0.5410-0.5466, -3.06 to -3.62 points, every interval
+    below zero (docs/honest-front.md; `bench/bench_learned.py` measures why).
+
 (c) The default offline search (the performance acceptance: at most 10 s warm on 2 cores, peak
     RSS at most 300 MiB, results unchanged): `topology-studio search gsm8k_replay` exactly as a
     newcomer types it (the problem's defaults: evolutionary, seed 42, 48 evaluations, the
