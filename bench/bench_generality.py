@@ -55,9 +55,20 @@ structure kinds reached each strategy's front (`_kinds`). Then the targets, PASS
 evolutionary's mean ratio >= 0.97 and its worst problem's >= 0.90; evolutionary's mean above
 random's by more than random's stdev (over problems' mean ratios).
 
+**Measured** (2026-12-07, the default run, `bench/baselines/generality_after.txt`; 26.5 min
+on 2 cores shared with other jobs): evolutionary mean 0.9858, worst 0.9424 (problem 2); random
+mean 0.9432, worst 0.8441, stdev 0.0407; all three targets PASS (the third by 0.0426 against
+0.0407). Per problem, evolutionary's mean ratio is 0.94 or more on all 20, 0.98 or more on 14,
+above 1.0 on 4 (structures outside the yardstick's space). The same code
+before the opening ranked its router pairs by hypervolume: mean 0.9794, worst 0.8946
+(problem 11: the cheap agent's router with the specialist never tried), gap 0.0362, two
+targets FAIL. The searches of the code without the library
+(`bench/baselines/generality_before.json`) against this yardstick: mean 0.9256, worst 0.7813
+(`bench/baselines/generality_compare.txt`).
+
 `--quick` (CI): 2 problems, node bound 4, seed 1 only, 12 evaluations (about 12 s). The
 default, 20 problems and 3 seeds each, takes about 25 minutes on 2 idle cores (about 75 s a
-problem; an hour with the cores shared by other work).
+problem; 40 minutes to an hour with the cores shared by other work).
 
 `--save FILE.json` writes every run's absolute hypervolume; `--compare BEFORE.json AFTER.json`
 runs nothing and prints BEFORE's searches as a share of AFTER's exhaustive hypervolume (e.g. the

@@ -84,6 +84,7 @@ from core.ir.models import (
     walk,
 )
 from core.ir.nodes import node_at, remove_at, replace_at
+from core.vocab.pareto import hypervolume
 
 __all__ = [
     "BUILTIN_MERGES",
@@ -753,6 +754,33 @@ def complementarity(a: Sequence[float], b: Sequence[float]) -> float:
     return max(0.0, oracle - max(sum(a) / n, sum(b) / n))
 
 
+def oracle_router_point(
+    a: Sequence[float], b: Sequence[float], cost_a: float, cost_b: float
+) -> tuple[float, float]:
+    """The (accuracy, USD per example) of a router between two agents that picks, per
+    example, the right one and, where both are equally right, the cheaper: accuracy
+    `mean(max(a_i, b_i))`, cost the cheaper agent's plus the dearer's surcharge on the share of
+    examples where only the dearer one scores higher. The best point any router between them
+    can reach (its cost assumes the router runs one agent per input)."""
+    n = len(a)
+    if not n or len(b) != n:
+        return 0.0, 0.0
+    accuracy = sum(max(x, y) for x, y in zip(a, b, strict=True)) / n
+    if cost_a > cost_b:
+        a, b, cost_a, cost_b = b, a, cost_b, cost_a
+    dearer_share = sum(1 for x, y in zip(a, b, strict=True) if y > x) / n
+    return accuracy, cost_a + dearer_share * (cost_b - cost_a)
+
+
+def _front_gain(point: tuple[float, float], front: Sequence[tuple[float, float]]) -> float:
+    """The (accuracy up, cost down) hypervolume `point` adds to `front`, with the reference
+    point accuracy 0 and 1.1 x the dearest cost among them (exact, two objectives)."""
+    points = [*front, point]
+    ref = [0.0, 1.1 * max(c for _, c in points)]
+    directions = ["max", "min"]
+    return hypervolume(points, ref, directions) - hypervolume(list(front), ref, directions)
+
+
 def router_pairs(ctx: MutationContext) -> list[tuple[str, str]]:
     """Agent pairs `(cheaper, dearer)` (by `agent_cost_order`) for input-feature routers, most
     promising first.
@@ -762,12 +790,18 @@ def router_pairs(ctx: MutationContext) -> list[tuple[str, str]]:
     `complementarity`); a router costs at most the dearer agent's cost, so a pair whose oracle
     accuracy no agent at most that dear falls short of is dominated whatever the condition, and
     is dropped (so is a pair with no complementarity: a router only mixes the two). The rest
-    come highest oracle accuracy first, then cost-neighbours first, then cost order. Pairs
-    without scores come after, cost-neighbours first."""
+    come most hypervolume first: what the pair's `oracle_router_point` adds to the front of the
+    single agents (accuracy up, cost down; it needs both agents' `ctx.agent_costs`, else 0),
+    since the search's yardstick is the front's hypervolume and a cheap pair's router can add
+    more of it than a dear pair's more accurate one; then highest oracle accuracy, then
+    cost-neighbours first, then cost order. Pairs without scores come after, cost-neighbours
+    first."""
     order = agent_cost_order(ctx)
     scores = ctx.agent_scores
+    costs = ctx.agent_costs
     mean = {a: sum(v) / len(v) for a, v in scores.items() if v}
-    ranked: list[tuple[bool, float, int, int, int]] = []
+    singles = [(mean[a], costs[a]) for a in order if a in mean and a in costs]
+    ranked: list[tuple[bool, float, float, int, int, int]] = []
     for j in range(len(order)):
         for i in range(j):
             a, b = order[i], order[j]
@@ -777,9 +811,13 @@ def router_pairs(ctx: MutationContext) -> list[tuple[str, str]]:
                 cheaper = [mean[c] for c in order[: j + 1] if c in mean]
                 if gain <= 0.0 or oracle <= max(cheaper):
                     continue
-                ranked.append((False, -oracle, j - i, i, j))
+                added = 0.0
+                if a in costs and b in costs:
+                    point = oracle_router_point(scores[a], scores[b], costs[a], costs[b])
+                    added = _front_gain(point, singles)
+                ranked.append((False, -added, -oracle, j - i, i, j))
             else:
-                ranked.append((True, 0.0, j - i, i, j))
+                ranked.append((True, 0.0, 0.0, j - i, i, j))
     return [(order[i], order[j]) for *_, i, j in sorted(ranked)]
 
 
@@ -1128,8 +1166,8 @@ def opening_specs(ctx: MutationContext) -> list[tuple[TopologySpec, str]]:
        each one-candidate verdict condition c (`opening:cascade`), pairs adjacent in cost order
        first, then wider ones; of the judge conditions (which run an agent) at most
        `ctx.max_judges`, the cheapest judges cheaper than Y (`_escalation_conditions`);
-    5. input-feature routers: for every agent pair (`router_pairs`: the pairs whose measured
-       per-example accuracies complement each other most first) and every input-only condition
+    5. input-feature routers: for every agent pair (`router_pairs`: the pairs whose oracle
+       router adds the most hypervolume to the singles' front first) and every input-only condition
        c (`feature_conditions`), `router(c: dearer, else cheaper)` and the other way round
        (`opening:router`): a specialist that is right on the inputs c picks;
     6. self-consistency, when the problem's agents are sampled (`EffectTable.sampled_agents`):

@@ -21,6 +21,7 @@ from core.search.operators import (
     mix_specs,
     mutate,
     opening_specs,
+    oracle_router_point,
     random_spec,
     replace_branch,
     router_pairs,
@@ -241,6 +242,29 @@ def test_router_pairs_rank_by_oracle_accuracy_and_drop_dominated_pairs() -> None
     )
     assert feature_conditions(undeclared) == ("is_long",)
     assert complementarity((1.0, 0.0), (1.0,)) == 0.0
+
+
+def test_router_pairs_with_costs_rank_by_the_hypervolume_the_oracle_router_adds() -> None:
+    scores = {
+        "cheap": (1.0,) * 4 + (0.0,) * 4,  # 0.5
+        "mid": (0.0,) * 4 + (1.0, 1.0, 1.0, 0.0),  # 0.375, right on 3 of cheap's misses
+        "strong": (1.0, 1.0, 1.0, 0.0) + (1.0,) * 4,  # 0.875, right on all of cheap's misses
+    }
+    costs = {"cheap": 1.0, "mid": 2.0, "strong": 40.0}
+    # cheap+mid: right on 7 of 8, mid run on the 3 inputs where only it is right
+    assert oracle_router_point(scores["cheap"], scores["mid"], 1.0, 2.0) == (0.875, 1.375)
+    # cheap+strong: right on all 8, strong run on the 4 inputs where only it is right
+    assert oracle_router_point(scores["strong"], scores["cheap"], 40.0, 1.0) == (1.0, 20.5)
+    ctx = CTX.model_copy(update={"agent_scores": scores, "agent_costs": costs})
+    # on the singles' front (reference: accuracy 0, 1.1 x 40 USD) cheap+mid's point adds
+    # (40 - 1.375) x (0.875 - 0.5) = 14.48, cheap+strong's (40 - 20.5) x 0.5 + 4 x 0.125 =
+    # 10.25: the cheap pair first, though its oracle accuracy is lower; strong is right
+    # wherever mid is: no mid+strong
+    assert router_pairs(ctx) == [("cheap", "mid"), ("cheap", "strong")]
+    # without costs: highest oracle accuracy first
+    no_costs = ctx.model_copy(update={"agent_costs": {}})
+    assert router_pairs(no_costs) == [("cheap", "strong"), ("cheap", "mid")]
+    assert oracle_router_point((1.0,), (1.0, 0.0), 1.0, 2.0) == (0.0, 0.0)
 
 
 GATE = parse_topology(

@@ -7,7 +7,8 @@ structures a researcher tries first, built from the registries by
 evaluated (so each agent's cost per example is measured); the next generation proposes the
 agreement gates, votes, escalate-after cascades (verifier cascades among them, when judge
 conditions are registered), input-feature routers between agents whose measured per-example
-accuracies complement each other (`core.search.operators.router_pairs`) and, where the
+accuracies complement each other, the pair whose perfect router would add the most hypervolume
+to the singles' front first (`core.search.operators.router_pairs`) and, where the
 problem's agents are sampled, self-consistency votes that the agents' cost order allows (cheap
 agents first, escalation only to dearer ones), interleaved kind by kind (gate, vote, cascade
 or router in turn, self-consistency, gate, ...), at most
