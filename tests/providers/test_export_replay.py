@@ -41,21 +41,37 @@ def front(text: str) -> dict[str, tuple[str, ...]]:
     return {"small": by_idx["0"], "large": by_idx["1"]}
 
 
+DOC = Path(__file__).resolve().parents[2] / "docs" / "real-providers.md"
+
+
+def documented_commands() -> list[list[str]]:
+    """The three commands of the docs' "Record once, search offline" block, as argv lists
+    (comments dropped, `topology-studio` removed)."""
+    text = DOC.read_text(encoding="utf-8")
+    part = text.split("## Record once, search offline")[1].split("```bash\n")[1].split("```")[0]
+    lines = [line.split("#")[0].split() for line in part.splitlines()]
+    assert all(line[0] == "topology-studio" for line in lines if line)
+    return [line[1:] for line in lines if line]
+
+
 def test_a_recorded_run_exported_as_replay_is_searched_offline_with_the_same_figures(
     hosted: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["search", "hosted", "--strategy", "meta-agent"]) == 0
+    # the docs' commands, run as written (RUN is the first one's run id)
+    paid, export, offline_search = documented_commands()
+    assert paid == ["search", "hosted", "--strategy", "meta-agent"]
+    assert main(paid) == 0
     recorded = capsys.readouterr().out
     run_id = re.findall(r"^run:\s+(\S+)", recorded, re.M)[0]
     # seed and design on the 15 validation examples, both on the 15 held-out, 3 designer calls
     assert len(hosted.log) == 15 + 15 + 15 + 15 + 3
 
     offline = tmp_path / "offline"
-    argv = ["export", run_id, "--replay", str(offline), "--problem", "hosted"]
-    assert main(argv) == 0
+    assert export == ["export", "RUN", "--replay", "offline", "--problem", "hosted"]
+    assert main([run_id if a == "RUN" else a for a in export]) == 0
     assert capsys.readouterr().out.splitlines() == [
-        f"replay problem: {offline} (60 recorded calls)",
-        f"search it offline: topology-studio search {offline}",
+        "replay problem: offline (60 recorded calls)",
+        "search it offline: topology-studio search offline",
     ]
     lines = [json.loads(x) for x in (offline / "replay.jsonl").read_text().splitlines()]
     assert sorted({(x["agent"], x["input_tokens"], x["output_tokens"]) for x in lines}) == [
@@ -68,7 +84,15 @@ def test_a_recorded_run_exported_as_replay_is_searched_offline_with_the_same_fig
 
     hosted.stop()  # nothing listens now: an offline search that called out would fail
     n_requests = len(hosted.log)
-    code = main(["search", str(offline), "--strategy", "exhaustive", "--max-evaluations", "5"])
+    assert offline_search == [
+        "search",
+        "./offline",
+        "--strategy",
+        "exhaustive",
+        "--max-evaluations",
+        "5",
+    ]
+    code = main(offline_search)
     searched = capsys.readouterr().out
     assert code == 0
     assert len(hosted.log) == n_requests
