@@ -541,7 +541,10 @@ BASELINE = Path(__file__).with_name("baselines") / "gsm8k_replay_default.json"
 reproduce exactly. First recorded before the performance work (virtual clock, fast IR path,
 router dispatch; commit 50d0018), which all reproduced it; recorded again on 2026-12-02 when the
 replay problem gained five input-only conditions (a new registry is a new search, so its results
-are new), with the code of commit ff4c7bc plus that registry."""
+are new), with the code of commit ff4c7bc plus that registry; and on 2026-12-07, when the
+opening's proposals were regrouped (cascades and input-feature routers share one turn) and the
+mutations were told each agent's per-example scores: the first 35 candidates, the validation
+front's hypervolume and the winner are unchanged, the later mutations differ."""
 
 _ARCHIVE_FIELDS = (
     "candidate_idx",
