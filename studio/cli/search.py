@@ -65,18 +65,18 @@ from core.storage import (
     open_store,
     read_journal,
 )
-from studio._cli_common import (
+from studio.cli._common import (
     CliInterrupted,
     CliUsageError,
     ExitCode,
     parse_overrides,
     resolve_db_path,
 )
-from studio._cli_executor import effective_rate_limits, make_executor
-from studio._cli_output import Output, fmt_float
-from studio._cli_progress import SearchProgress
-from studio._cli_report import structure_line
-from studio._cli_studio import launch_studio
+from studio.cli._executor import effective_rate_limits, make_executor
+from studio.cli._output import Output, fmt_float
+from studio.cli._progress import SearchProgress
+from studio.cli._report import structure_line
+from studio.cli.studio import launch_studio
 
 __all__ = [
     "DEMO_BUDGET",
@@ -699,7 +699,7 @@ def _report(
     try:
         store.ingest()
         # imported here: pandas (about 75 MiB with pyarrow) loads for the report, after the search
-        from studio._cli_runs import print_run
+        from studio.cli.runs import print_run
 
         print_run(store, run_id, out, modelled_cost=modelled_cost, all_objectives=all_objectives)
         run = store.get_run(run_id)
@@ -806,7 +806,7 @@ def _run_and_report(setup: _SearchSetup, db: Path, out: Output) -> int:
 
 def cmd_search(args: argparse.Namespace, out: Output) -> int:
     """`search PROBLEM [...]` or `search PROBLEM --resume RUN`."""
-    from studio._cli_prompts import prompt_phase_from_args, recorded_prompt_phase, run_prompt_phase
+    from studio.cli._prompts import prompt_phase_from_args, recorded_prompt_phase, run_prompt_phase
 
     db = resolve_db_path(args.db)
     phase = prompt_phase_from_args(args)  # refused before the search when it cannot run
