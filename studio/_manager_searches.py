@@ -292,7 +292,7 @@ class SearchesMixin:
         """
         from core.search.engine import build_search
         from studio.cli._common import CliUsageError
-        from studio.cli.search import resume_setup
+        from studio.cli._setup import resume_setup
 
         refusal = self.start_refusal()
         if refusal:
@@ -384,7 +384,7 @@ class SearchesMixin:
         from studio.cli._common import CliUsageError
         from studio.cli._output import Output
         from studio.cli._prompts import recorded_prompt_phase, run_prompt_phase_on
-        from studio.cli.search import resume_setup
+        from studio.cli._setup import resume_setup
 
         hint = (
             f"topology-studio search {problem or 'PROBLEM'} --resume {run_id} --db {self.db_path}"

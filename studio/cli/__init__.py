@@ -517,10 +517,18 @@ def _handler(
     command: str, *, json_output: bool = False
 ) -> Callable[[argparse.Namespace, Output], int]:
     """The command's function, from its own module (imported only when it runs)."""
-    if command in ("search", "demo", "evaluate"):
-        from studio.cli.search import cmd_demo, cmd_evaluate, cmd_search
+    if command == "search":
+        from studio.cli.search import cmd_search
 
-        return {"search": cmd_search, "demo": cmd_demo, "evaluate": cmd_evaluate}[command]
+        return cmd_search
+    if command == "demo":
+        from studio.cli.demo import cmd_demo
+
+        return cmd_demo
+    if command == "evaluate":
+        from studio.cli.evaluate import cmd_evaluate
+
+        return cmd_evaluate
     if command == "export" or (command == "show" and json_output):
         from studio.cli.results import cmd_export, cmd_show_json
 

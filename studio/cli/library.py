@@ -636,10 +636,10 @@ def cmd_serve_topology(args: argparse.Namespace, out: Output) -> int:
     from core.problems import load_problem
     from core.runtime_design import InMemoryLRU
     from core.runtime_design.library import LibraryDesigner
-    from studio.cli.search import _problem_overrides  # pyright: ignore[reportPrivateUsage]
+    from studio.cli._setup import problem_overrides
 
     entries = _library_entries(args.library, args.db, out)
-    problem = load_problem(args.problem, overrides=_problem_overrides(args))
+    problem = load_problem(args.problem, overrides=problem_overrides(args))
     try:
         designer = LibraryDesigner(
             entries,
