@@ -9,7 +9,7 @@
    them drawn at random, shuffled together. Each question carries one fixed limit (a third none,
    a third a budget of `--budget-usd` per request, a third a latency limit of `--latency-ms`),
    the same on every repeat.
-3. **Serving.** The same loop as `topology-studio serve-topology` (`studio._cli_library.
+3. **Serving.** The same loop as `topology-studio serve-topology` (`studio.cli.library.
    serve_requests`): `LibraryDesigner` with the cache in front, the pick run by the problem's
    evaluator on the gold example, the outcome stored back. Two caches, each pre-filled with
    `--cache-entries` (default 1,000) other goals so lookups run at that size:
@@ -50,7 +50,7 @@ from core.runtime_design import InMemoryLRU, LibraryEntry, MemoryStoreCache  # n
 from core.runtime_design.library import LibraryDesigner  # noqa: E402
 from core.runtime_design.seed import load_library, seed_library_from_run  # noqa: E402
 from core.storage import DuckDBRunStore  # noqa: E402
-from studio._cli_library import Request, ServeReport, gold_by_question, serve_requests  # noqa: E402
+from studio.cli.library import Request, ServeReport, gold_by_question, serve_requests  # noqa: E402
 
 TARGET_MS = 5.0
 

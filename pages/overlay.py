@@ -8,8 +8,8 @@ from typing import Any, cast
 import pandas as pd
 import streamlit as st
 
-from studio._cli_sweep import sweep_groups
 from studio._st_common import db_path, get_manager, guard, open_runs_page
+from studio.cli.sweep import sweep_groups
 from studio.views.overlay import (
     RunData,
     common_reference,

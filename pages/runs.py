@@ -11,8 +11,8 @@ import pandas as pd
 import streamlit as st
 
 from core.search.strategies import STRATEGY_NAMES
-from studio._cli_common import CliUsageError, parse_overrides
 from studio._st_common import get_manager, guard, load_runs, page, show_error, store_banner
+from studio.cli._common import CliUsageError, parse_overrides
 from studio.manager import SearchRequest
 from studio.views.phases import PHASE_COLUMN, fold_phases
 from studio.views.tables import runs_overview, split_editor_runs

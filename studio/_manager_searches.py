@@ -251,7 +251,7 @@ class SearchesMixin:
         return run_id
 
     def _executor_for(self, request: SearchRequest, problem: Problem) -> Any:
-        """The request's executor as `--executor` would make it (`studio._cli_executor.
+        """The request's executor as `--executor` would make it (`studio.cli._executor.
         executor_for`), not started; None: local.
 
         Raises:
@@ -259,8 +259,8 @@ class SearchesMixin:
                 installed, or another search on Ray still running in this studio (Ray is one
                 instance per process: the first to end would shut it down under the other).
         """
-        from studio._cli_common import CliUsageError
-        from studio._cli_executor import executor_for
+        from studio.cli._common import CliUsageError
+        from studio.cli._executor import executor_for
 
         if request.executor == "local" and not (request.ray_address or "").strip():
             return None
@@ -291,8 +291,8 @@ class SearchesMixin:
                 them), or a database that cannot be written.
         """
         from core.search.engine import build_search
-        from studio._cli_common import CliUsageError
-        from studio._cli_search import resume_setup
+        from studio.cli._common import CliUsageError
+        from studio.cli._setup import resume_setup
 
         refusal = self.start_refusal()
         if refusal:
@@ -381,10 +381,10 @@ class SearchesMixin:
                 `winner_spec` was recorded: resume it on the command line).
         """
         from core.ir import parse_topology
-        from studio._cli_common import CliUsageError
-        from studio._cli_output import Output
-        from studio._cli_prompts import recorded_prompt_phase, run_prompt_phase_on
-        from studio._cli_search import resume_setup
+        from studio.cli._common import CliUsageError
+        from studio.cli._output import Output
+        from studio.cli._prompts import recorded_prompt_phase, run_prompt_phase_on
+        from studio.cli._setup import resume_setup
 
         hint = (
             f"topology-studio search {problem or 'PROBLEM'} --resume {run_id} --db {self.db_path}"

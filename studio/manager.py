@@ -30,7 +30,7 @@ show what it returns, so it is tested without Streamlit.
   evaluation is cut in half) until `resume` or `stop`. Time spent paused counts toward a wall
   time budget. `resume_search` continues an interrupted run (no process writes its journal and
   it did not finish) as `topology-studio search PROBLEM --resume RUN` does
-  (`studio._cli_search.resume_setup`: the same checks, the recorded options). A search's
+  (`studio.cli._setup.resume_setup`: the same checks, the recorded options). A search's
   `state` is in the store's words (`SearchState`), so the Runs page's table and panel agree.
   A search asked to run on Ray (`SearchRequest.executor`, as `--executor ray [--ray-address]`)
   connects before `start_search` returns (a bad address is refused there), records its

@@ -348,7 +348,7 @@ class ProblemConfig(BaseModel):
     `burst_s` (seconds of allowance a bucket holds, default 60); a key left out is unlimited.
     The provider is pydantic-ai's name for it (`openai`, `anthropic`, `function` for a
     `FunctionModel`, ...); `"*"` is every provider without its own table. A command's
-    `--rate-limit PROVIDER=...` replaces one provider's table (`studio._cli_executor`). How fast a
+    `--rate-limit PROVIDER=...` replaces one provider's table (`studio.cli._executor`). How fast a
     search runs, not what it measures: outside `config_hash`."""
     params: dict[str, Any] = Field(default_factory=dict[str, Any])
     """`[params]`: problem-specific settings, validated by the problem's own module."""

@@ -56,7 +56,7 @@ class Problem:
         prices: model name -> price per 1K tokens (`[models.prices]`).
         rate_limits: provider -> `ProviderLimit` (`[rate_limits.<provider>]`; requests and
             tokens per minute, calls in flight); `{}`: unlimited. A command's `--rate-limit`
-            replaces a provider's entry (`studio._cli_executor.effective_rate_limits`).
+            replaces a provider's entry (`studio.cli._executor.effective_rate_limits`).
         time_scale: multiplier on replayed latency before it is slept (`[models] time_scale`);
             the problem's models read it at load time, so change it with
             `load_problem(..., overrides={"models.time_scale": 0})`, not by assignment.

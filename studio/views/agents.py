@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from core.memory import MemoryEntry
-from studio._cli_solve import SOLVE_KEY_PREFIX
+from studio.cli.solve import SOLVE_KEY_PREFIX
 
 __all__ = [
     "ROSTER_COLUMNS",

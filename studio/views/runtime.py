@@ -4,7 +4,7 @@ run's seed library, run it through the problem's evaluator, and learn from the o
 A `RuntimeSession` is one run's seed library (`core.runtime_design.seed_library_from_run`: the
 run's validated Pareto front) with a `LibraryDesigner` over it and an `InMemoryLRU` cache on the
 normalised request. The steps are those of `topology-studio serve-topology`
-(`studio._cli_library.serve_requests`), one request at a time so the page can show each:
+(`studio.cli.library.serve_requests`), one request at a time so the page can show each:
 
 - `design_request`: the designer's pick (the cache first, else the library rule), with why
   (`DesignResult.thought`: the library entry and its figures, or the hit's similarity and
@@ -35,7 +35,7 @@ from core.runtime_design import InMemoryLRU, LibraryDesigner, seed_library_from_
 from core.runtime_design.caches import normalise_goal
 from core.runtime_design.designer import DesignResult, LibraryEntry
 from core.storage.base import RunStore
-from studio._cli_library import gold_by_question
+from studio.cli.library import gold_by_question
 from studio.views.drilldown import TraceDetail, answer_text, trace_detail
 
 __all__ = [

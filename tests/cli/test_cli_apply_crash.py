@@ -8,7 +8,7 @@ holds a record without a spec, a stale `current.json`, or a version the store do
 about. Registry versions the store has no record of are listed.
 
 Each case runs `apply --yes` in a subprocess whose step hooks (`core.search.registry._step`,
-`studio._cli_runs._apply_step`) `os._exit` at one step, then a dry-run `apply` in this process.
+`studio.cli.runs._apply_step`) `os._exit` at one step, then a dry-run `apply` in this process.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ KILLED = 77
 KILL_AT = """
 import os, sys
 import core.search.registry as registry
-import studio._cli_runs as cli_runs
+import studio.cli.runs as cli_runs
 step = sys.argv[1]
 def kill(name):
     if name == step:

@@ -22,8 +22,8 @@ from core.search import registry as registry_mod
 from core.search.events import CandidateProposed, RunFinished, RunStarted, SearchEvent
 from core.search.registry import TopologyRegistry
 from core.storage import DuckDBRunStore
-from studio import _cli_runs
 from studio.cli import main
+from studio.cli import runs as cli_runs
 
 RUN = "20250101-120000-abc123"
 SEED_JSON = (
@@ -181,14 +181,14 @@ def test_a_registry_changed_since_the_diff_records_nothing(
     tmp_path: Path, db: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reg = tmp_path / "reg"
-    real = _cli_runs.apply_specs
+    real = cli_runs.apply_specs
 
     def someone_writes_first(*args: Any, **kwargs: Any) -> Any:
         if kwargs.get("dry_run") is False:  # between the diff and the write
             TopologyRegistry(reg).write("letters", parse_topology(SEED_JSON), None)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_cli_runs, "apply_specs", someone_writes_first)
+    monkeypatch.setattr(cli_runs, "apply_specs", someone_writes_first)
     code, err = _apply(db, reg, capsys)
     assert code == 2
     assert err.splitlines() == [

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from studio._cli_common import DEFAULT_DB, parse_overrides, resolve_db_path
-from studio._cli_output import Output, one_line
-from studio._cli_studio import free_port, studio_command
 from studio.cli import main
+from studio.cli._common import DEFAULT_DB, parse_overrides, resolve_db_path
+from studio.cli._output import Output, one_line
+from studio.cli.studio import free_port, studio_command
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -225,7 +225,7 @@ def test_studio_serves_on_loopback_and_stops_with_its_child(tmp_path: Path, sig:
 def test_front_rows_group_candidates_with_the_same_figures() -> None:
     import pandas as pd
 
-    from studio._cli_report import front_legend, front_table
+    from studio.cli._report import front_legend, front_table
 
     def row(idx: int, acc: float, best: bool = False, on_front: bool = True) -> dict[str, object]:
         return {
@@ -260,7 +260,7 @@ def test_front_rows_group_candidates_with_the_same_figures() -> None:
 def test_the_accuracy_cost_front_says_how_many_more_the_full_front_holds() -> None:
     import pandas as pd
 
-    from studio._cli_report import ACCURACY_COST, front_legend, more_on_the_full_front
+    from studio.cli._report import ACCURACY_COST, front_legend, more_on_the_full_front
 
     def table(on_front: list[int]) -> pd.DataFrame:
         return pd.DataFrame([{"candidate_idx": i, "on_front": i in on_front} for i in range(6)])
@@ -284,7 +284,7 @@ def test_the_accuracy_cost_front_says_how_many_more_the_full_front_holds() -> No
 
 
 def test_the_accuracy_cost_front_has_one_row_per_point_headed_by_the_smallest() -> None:
-    from studio._cli_report import ACCURACY_COST, front_table
+    from studio.cli._report import ACCURACY_COST, front_table
 
     def row(
         idx: int, agents: int, depth: int, latency: float, best: bool = False
@@ -312,7 +312,7 @@ def test_the_accuracy_cost_front_has_one_row_per_point_headed_by_the_smallest() 
 
 def test_a_cascade_reads_as_if_else() -> None:
     from core.ir import parse_topology
-    from studio._cli_report import structure_line
+    from studio.cli._report import structure_line
 
     spec = parse_topology(
         {

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from core.problems import load_problem
-from studio._cli_common import CliUsageError
-from studio._cli_executor import make_executor
 from studio.cli import build_parser
+from studio.cli._common import CliUsageError
+from studio.cli._executor import make_executor
 
 SLEEPY = Path(__file__).resolve().parents[1] / "fixtures" / "sleepy"
 
@@ -36,7 +36,7 @@ def test_local_is_no_executor_and_address_needs_ray() -> None:
 
 def test_rate_limit_flag() -> None:
     from core.agents.rate_budget import ProviderLimit
-    from studio._cli_executor import parse_rate_limit, rate_limits
+    from studio.cli._executor import parse_rate_limit, rate_limits
 
     assert parse_rate_limit("openai=500:200000:16") == (
         "openai",
@@ -54,7 +54,7 @@ def test_rate_limit_flag() -> None:
 
 def test_a_rate_limit_flag_replaces_its_providers_toml_table_and_keeps_the_others() -> None:
     from core.agents.rate_budget import ProviderLimit
-    from studio._cli_executor import effective_rate_limits
+    from studio.cli._executor import effective_rate_limits
 
     problem = load_problem(
         SLEEPY,

@@ -10,8 +10,8 @@ import pytest
 
 from core.problems import load_problem
 from core.search.budget import Budget
-from studio._cli_search import _exhaustive_budget
 from studio.cli import main
+from studio.cli._setup import _exhaustive_budget
 
 REPO = Path(__file__).resolve().parents[2]
 DATASETS = os.environ.get("TOPOLOGY_STUDIO_DATASETS") or str(REPO.parent / "shared" / "datasets")

@@ -14,8 +14,8 @@ import pytest
 
 import studio.cli
 from core.errors import is_query_interrupt
-from studio._cli_output import Output
 from studio.cli import main
+from studio.cli._output import Output
 
 
 def _interrupted_query() -> BaseException:

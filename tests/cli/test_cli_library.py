@@ -18,9 +18,9 @@ from cli_text import kv, section
 from core.problems import load_problem
 from core.runtime_design.seed import load_library, seed_library_from_run
 from core.storage import DuckDBRunStore
-from studio import _cli_library
-from studio._cli_library import iter_requests
+from studio.cli import library as cli_library
 from studio.cli import main
+from studio.cli.library import iter_requests
 
 SMALL = [
     "--seed", "1", "--max-evaluations", "4", "--minibatch-size", "5",
@@ -260,14 +260,14 @@ def test_ctrl_c_prints_what_was_served_then_exits_130(
 ) -> None:
     """Found by a newcomer: Ctrl-C during serve-topology printed only 'interrupted', losing the
     requests already served. The first request is served for real, then Ctrl-C arrives."""
-    real = _cli_library.serve_requests
+    real = cli_library.serve_requests
 
     async def one_then_ctrl_c(*args: Any, **kw: Any) -> Any:
         requests = iter(args[2])
         await real(args[0], args[1], [next(requests)], **kw)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_cli_library, "serve_requests", one_then_ctrl_c)
+    monkeypatch.setattr(cli_library, "serve_requests", one_then_ctrl_c)
     q = questions(2)
     code, cap = serve(library, [json.dumps({"question": x}) for x in q], capsys, tmp_path)
     assert code == 130

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from studio import _cli_runs
 from studio.cli import main
+from studio.cli import runs as cli_runs
 
 REPO = Path(__file__).resolve().parents[2]
 DATASETS = os.environ.get("TOPOLOGY_STUDIO_DATASETS") or str(REPO.parent / "shared" / "datasets")
@@ -211,7 +211,7 @@ def test_an_internal_error_says_how_to_see_its_traceback(
     def broken(*_: object) -> int:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(_cli_runs, "cmd_runs", broken)
+    monkeypatch.setattr(cli_runs, "cmd_runs", broken)
     code, out, err = _run(capsys, "runs")
     assert (code, out) == (1, "")
     assert err == [

@@ -11,7 +11,7 @@ import pytest
 
 from core.problems import load_problem
 from core.problems._prices import cost_basis
-from studio._cli_search import replays_only
+from studio.cli.search import replays_only
 
 _REGISTRIES = """
 from pydantic_ai import Agent

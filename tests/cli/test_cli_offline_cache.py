@@ -16,9 +16,9 @@ import pytest
 from cli_text import section
 
 from core.problems import sha256_file
-from studio._cli_output import Output
-from studio._cli_search import demo_data
 from studio.cli import main
+from studio.cli._output import Output
+from studio.cli.demo import demo_data
 
 DATASETS = os.environ["TOPOLOGY_STUDIO_DATASETS"]  # tests/conftest.py's one fallback rule
 TEST_SHA = "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14"

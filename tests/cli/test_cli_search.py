@@ -22,9 +22,9 @@ from cli_text import kv, section
 from core.ir import parse_topology
 from core.search.registry import TopologyRegistry
 from core.storage import DuckDBRunStore, journal_path
-from studio._cli_output import fmt_float
-from studio._cli_report import ACCURACY_COST
 from studio.cli import main
+from studio.cli._output import fmt_float
+from studio.cli._report import ACCURACY_COST
 
 REPO = Path(__file__).resolve().parents[2]
 DATASETS = os.environ.get("TOPOLOGY_STUDIO_DATASETS") or str(REPO.parent / "shared" / "datasets")

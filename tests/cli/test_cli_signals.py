@@ -271,7 +271,7 @@ def test_the_studio_stops_its_streamlit_child_and_leaves_no_orphan(
 ) -> None:
     import urllib.request
 
-    from studio._cli_studio import free_port
+    from studio.cli.studio import free_port
 
     port = free_port(None)
     proc = _start(["studio", "--port", str(port), "--db", str(tmp_path / "runs.duckdb")], tmp_path)
@@ -305,7 +305,7 @@ def test_the_studio_stops_its_streamlit_child_and_leaves_no_orphan(
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG)")
 def test_the_studio_child_dies_with_a_killed_command(tmp_path: Path) -> None:
-    from studio._cli_studio import free_port
+    from studio.cli.studio import free_port
 
     port = free_port(None)
     proc = _start(["studio", "--port", str(port), "--db", str(tmp_path / "runs.duckdb")], tmp_path)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from core.memory import DuckDBMemoryStore
-from studio._cli_solve import SOLVE_KEY_PREFIX, demo_decomposition
 from studio.cli import main
+from studio.cli.solve import SOLVE_KEY_PREFIX, demo_decomposition
 
 GOAL = "Investigate the latency regression and propose a remediation"
 

@@ -19,8 +19,8 @@ import pytest
 
 from core.storage import DuckDBRunStore
 from core.storage.journal import journal_path
-from studio._cli_common import CliUsageError
-from studio._cli_sweep import parse_seeds, sweep_dir, sweep_groups
+from studio.cli._common import CliUsageError
+from studio.cli.sweep import parse_seeds, sweep_dir, sweep_groups
 
 SLEEPY = Path(__file__).resolve().parents[1] / "fixtures" / "sleepy"
 
@@ -186,7 +186,7 @@ def test_a_local_sweeps_searches_split_the_rate_budget(tmp_path: Path) -> None:
 
 def test_a_rate_limit_is_split_into_equal_parts() -> None:
     from core.agents.rate_budget import ProviderLimit
-    from studio._cli_executor import share_rate_limits
+    from studio.cli._executor import share_rate_limits
 
     limits = {
         "openai": ProviderLimit(

@@ -131,7 +131,7 @@ def test_the_default_budget_is_three_validation_passes_and_a_given_one_is_kept()
     """GEPA scores the starting prompts on the whole validation split first, so the default
     budget (150 before) must exceed one pass: on gsm8k_replay's 300 problems it proposed
     nothing (found by a newcomer)."""
-    from studio._cli_prompts import DEFAULT_PROMPT_BUDGET_PASSES, PromptPhase
+    from studio.cli._prompts import DEFAULT_PROMPT_BUDGET_PASSES, PromptPhase
 
     assert DEFAULT_PROMPT_BUDGET_PASSES == 3
     default = PromptPhase("test", TestModel(), None)

@@ -16,9 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "contracts"))
 from store_contract import RunBuilder  # noqa: E402
 
 from core.storage import DuckDBRunStore, encode_event, journal_path  # noqa: E402
-from studio._cli_output import Output  # noqa: E402
-from studio._cli_report import print_front  # noqa: E402
 from studio.cli import main  # noqa: E402
+from studio.cli._output import Output  # noqa: E402
+from studio.cli._report import print_front  # noqa: E402
 
 OPERATORS = ["seed", "mutate:wrap_in_parallel", "mutate:agreement_gate", "opening:cascade"]
 

@@ -13,9 +13,9 @@ from cli_text import section
 
 from core.ir import parse_topology
 from core.storage.duckdb_store import DuckDBRunStore
-from studio._cli_output import fmt_float
-from studio._cli_report import structure_line
 from studio.cli import main
+from studio.cli._output import fmt_float
+from studio.cli._report import structure_line
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools"))

@@ -284,8 +284,8 @@ def test_a_ray_sweeps_searches_share_one_rate_budget(ray_instance: None, tmp_pat
     import json
     import shutil
 
-    from studio._cli_sweep import sweep_dir
     from studio.cli import main
+    from studio.cli.sweep import sweep_dir
 
     problem = tmp_path / "sleepy"
     shutil.copytree(SLEEPY, problem)

@@ -14,7 +14,7 @@ from core.agents import BaseAgent
 from core.autonomy import AgentFactory, MetaOrchestrator, Skip, SubTask, TaskDecomposition
 from core.autonomy.testing import planner_model, specialist_model
 from core.memory import DuckDBMemoryStore
-from studio._cli_solve import record_solve
+from studio.cli.solve import record_solve
 from studio.views.agents import hook_rows, roster_table, solves, subtask_rows
 
 REPO = Path(__file__).resolve().parents[2]

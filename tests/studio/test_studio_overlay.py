@@ -128,8 +128,8 @@ def test_editor_evaluations_are_left_out_unless_switched_on(studio_env: Path) ->
 def test_a_sweep_group_opens_its_runs_in_one_click(studio_env: Path) -> None:
     import json
 
-    from studio._cli_sweep import sweep_dir
     from studio._st_common import _manager
+    from studio.cli.sweep import sweep_dir
 
     with DuckDBRunStore(studio_env) as store:
         store.record_events(run_events(RUN2, t0=1_735_776_000.0))

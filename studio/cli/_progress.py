@@ -25,7 +25,7 @@ from rich.progress import (
 from core.search.events import ExampleEvaluated, SearchEvent
 from core.search.subscribers import Progress as RunProgress
 from core.search.subscribers import ProgressReporter
-from studio._cli_output import Output
+from studio.cli._output import Output
 
 __all__ = ["SearchProgress"]
 

@@ -34,8 +34,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from studio._cli_common import CliUsageError, ExitCode
-from studio._cli_output import Output
+from studio.cli._common import CliUsageError, ExitCode
+from studio.cli._output import Output
 
 __all__ = ["add_parser", "cmd_init", "parse_price"]
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from core.storage import DuckDBRunStore, RunStore, journal_dir, open_store, rebuild_store
 from core.storage.duckdb_store import NOT_RESTORED
-from studio._cli_common import DB_ENV, CliUsageError, ExitCode, resolve_db_path
-from studio._cli_output import Output
+from studio.cli._common import DB_ENV, CliUsageError, ExitCode, resolve_db_path
+from studio.cli._output import Output
 
 __all__ = ["cmd_store_rebuild", "open_cli_store", "read_only_note"]
 

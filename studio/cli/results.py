@@ -38,10 +38,10 @@ import pandas as pd  # pyright: ignore[reportMissingTypeStubs]
 
 from core.errors import ProblemError
 from core.storage import RunStore
-from studio._cli_common import CliUsageError, ExitCode, resolve_db_path
-from studio._cli_output import Output
-from studio._cli_report import TEST_FRONT_LABEL, print_test_front
-from studio._cli_store import open_cli_store
+from studio.cli._common import CliUsageError, ExitCode, resolve_db_path
+from studio.cli._output import Output
+from studio.cli._report import TEST_FRONT_LABEL, print_test_front
+from studio.cli.store import open_cli_store
 from studio.views.front_noise import with_front_noise
 
 __all__ = [
@@ -155,7 +155,7 @@ def run_document(store: RunStore, run_id: str) -> dict[str, Any]:
 
 def cmd_show_json(args: argparse.Namespace, out: Output) -> int:
     """`show RUN --json`: the run as one JSON document on stdout (no colour, no notes)."""
-    from studio._cli_runs import resolve_run_id
+    from studio.cli.runs import resolve_run_id
 
     with open_cli_store(resolve_db_path(args.db), out) as store:
         doc = run_document(store, resolve_run_id(store, args.run))
@@ -200,7 +200,7 @@ def _single_agent_latencies(store: RunStore, run_id: str) -> dict[tuple[str, str
     """`(agent, example id) -> latency ms` of the run's single-agent candidates (a pipeline of
     one registered agent step): the latency each such call was measured at, for calls that
     recorded no model time (hosted models over HTTP)."""
-    from studio._cli_runs import candidate_spec
+    from studio.cli.runs import candidate_spec
 
     found: dict[tuple[str, str], float] = {}
     for idx in sorted({int(r["candidate_idx"]) for r in store.archive_records(run_id)}):
@@ -234,7 +234,7 @@ def _export_replay(args: argparse.Namespace, out: Output) -> int:
     from core.evaluation.call_cache import DuckDBCallCache, call_cache_path
     from core.problems import load_problem
     from core.problems.replay_export import export_replay
-    from studio._cli_runs import resolve_run_id
+    from studio.cli.runs import resolve_run_id
 
     if not args.problem:
         raise CliUsageError(
@@ -286,7 +286,7 @@ def cmd_export(args: argparse.Namespace, out: Output) -> int:
     if fmt not in EXPORT_FORMATS:
         raise CliUsageError(f"unknown export format {args.format!r}: use csv, json or parquet")
     folder = Path(args.out) if args.out else Path.cwd()
-    from studio._cli_runs import resolve_run_id
+    from studio.cli.runs import resolve_run_id
 
     with open_cli_store(resolve_db_path(args.db), out) as store:
         run_id = resolve_run_id(store, args.run)

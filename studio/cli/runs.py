@@ -19,9 +19,9 @@ from core.search.registry import Approval, TopologyRegistry
 from core.storage import IngestError, RunStore
 from core.storage.queries import is_missing
 from core.vocab.pareto import DEFAULT_OBJECTIVES
-from studio._cli_common import CliUsageError, ExitCode, resolve_db_path
-from studio._cli_output import Output, fmt_calls, fmt_float
-from studio._cli_report import (
+from studio.cli._common import CliUsageError, ExitCode, resolve_db_path
+from studio.cli._output import Output, fmt_calls, fmt_float
+from studio.cli._report import (
     ACCURACY_COST,
     Table,
     front_legend,
@@ -33,7 +33,7 @@ from studio._cli_report import (
     print_test_front,
     table_records,
 )
-from studio._cli_store import open_cli_store
+from studio.cli.store import open_cli_store
 from studio.registry_root import default_registry_root
 from studio.views.prompt_apply import (
     PROMPT_STRATEGY,

@@ -38,8 +38,8 @@ from core.autonomy import (
 from core.autonomy.testing import planner_model, specialist_model
 from core.errors import ProviderError
 from core.memory import DuckDBMemoryStore, MemoryEntry
-from studio._cli_common import CliUsageError, ExitCode, resolve_db_path
-from studio._cli_output import Output, fmt_usd
+from studio.cli._common import CliUsageError, ExitCode, resolve_db_path
+from studio.cli._output import Output, fmt_usd
 
 __all__ = ["SOLVE_KEY_PREFIX", "cmd_roster", "cmd_solve", "demo_decomposition", "record_solve"]
 

@@ -51,8 +51,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from core.agents.providers import apply_base_url, use_policy
 from core.errors import ProviderError
-from studio._cli_common import CliInterrupted, CliUsageError, ExitCode, resolve_db_path
-from studio._cli_output import Output, fmt_float
+from studio.cli._common import CliInterrupted, CliUsageError, ExitCode, resolve_db_path
+from studio.cli._output import Output, fmt_float
 
 if TYPE_CHECKING:
     from core.evaluation import TopologyEvaluator
@@ -139,8 +139,8 @@ def cmd_library(args: argparse.Namespace, out: Output) -> int:
     """`library RUN --out LIB.json`: the run's validated front as a library file."""
     from core.ir import spec_hash
     from core.runtime_design.seed import library_to_json, seed_library_from_run
-    from studio._cli_runs import resolve_run_id
-    from studio._cli_store import open_cli_store
+    from studio.cli.runs import resolve_run_id
+    from studio.cli.store import open_cli_store
 
     with open_cli_store(resolve_db_path(args.db), out) as store:
         run_id = resolve_run_id(store, args.run)
@@ -608,8 +608,8 @@ def _library_entries(library: str, db: str | None, out: Output) -> list[Any]:
         CliUsageError: no such file and no such run (both said).
     """
     from core.runtime_design.seed import load_library, seed_library_from_run
-    from studio._cli_runs import resolve_run_id
-    from studio._cli_store import open_cli_store
+    from studio.cli.runs import resolve_run_id
+    from studio.cli.store import open_cli_store
 
     path = Path(library).expanduser()
     if path.exists() or library.endswith(".json"):
@@ -636,10 +636,10 @@ def cmd_serve_topology(args: argparse.Namespace, out: Output) -> int:
     from core.problems import load_problem
     from core.runtime_design import InMemoryLRU
     from core.runtime_design.library import LibraryDesigner
-    from studio._cli_search import _problem_overrides  # pyright: ignore[reportPrivateUsage]
+    from studio.cli._setup import problem_overrides
 
     entries = _library_entries(args.library, args.db, out)
-    problem = load_problem(args.problem, overrides=_problem_overrides(args))
+    problem = load_problem(args.problem, overrides=problem_overrides(args))
     try:
         designer = LibraryDesigner(
             entries,

@@ -65,10 +65,10 @@ from core.errors import StoreError
 from core.problems import load_problem
 from core.storage.journal import journal_path, new_run_id, read_journal
 from core.vocab.events import CandidateEvaluated, RunFinished
-from studio._cli_common import CliInterrupted, CliUsageError, ExitCode, resolve_db_path
-from studio._cli_executor import effective_rate_limits, share_rate_limits
-from studio._cli_output import Output, fmt_float
-from studio._cli_studio import child_signals
+from studio.cli._common import CliInterrupted, CliUsageError, ExitCode, resolve_db_path
+from studio.cli._executor import effective_rate_limits, share_rate_limits
+from studio.cli._output import Output, fmt_float
+from studio.cli.studio import child_signals
 
 __all__ = ["cmd_sweep", "parse_seeds", "sweep_dir", "sweep_groups"]
 

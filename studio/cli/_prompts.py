@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from studio._cli_common import CliUsageError
+from studio.cli._common import CliUsageError
 
 if TYPE_CHECKING:  # the parser is built without these (they load pydantic-ai and gepa)
     from pydantic_ai.models import Model
@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # the parser is built without these (they load pydantic-ai an
     from core.search.result import CandidateRecord, OptimizationResult
     from core.storage import RunJournal
     from core.vocab.events import SearchEvent
-    from studio._cli_output import Output
+    from studio.cli._output import Output
 
 __all__ = [
     "DEFAULT_PROMPT_BUDGET_PASSES",
@@ -447,8 +447,8 @@ def run_prompt_phase_on(
     from core.problems._prices import cost_basis
     from core.storage import RunJournal, journal_path, new_run_id
     from core.vocab.events import RunStarted
-    from studio._cli_output import fmt_float
-    from studio._cli_runs import designer_calls_text
+    from studio.cli._output import fmt_float
+    from studio.cli.runs import designer_calls_text
 
     evaluator = problem.evaluator()
     genome = genome_for(winner, problem.agent_registry)

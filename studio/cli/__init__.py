@@ -51,9 +51,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from core.errors import TopologyStudioError, is_query_interrupt
-from studio._cli_common import DB_ENV, CliInterrupted, CliUsageError, ExitCode
-from studio._cli_executor import add_executor_args
-from studio._cli_output import Output
+from studio.cli._common import DB_ENV, CliInterrupted, CliUsageError, ExitCode
+from studio.cli._executor import add_executor_args
+from studio.cli._output import Output
 
 __all__ = ["build_parser", "main"]
 
@@ -298,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     # the new run's id, chosen by `sweep` so it can name each search as it starts
     p.add_argument("--run-id", help=argparse.SUPPRESS)
-    from studio._cli_prompts import add_prompt_arguments
+    from studio.cli._prompts import add_prompt_arguments
 
     add_prompt_arguments(p)
     p.add_argument(
@@ -362,7 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--json",
         action="store_true",
         help="print the run as one JSON document (summary, archive, validation front, test "
-        "front, best candidate; keys documented in studio/_cli_results.py)",
+        "front, best candidate; keys documented in studio/cli/results.py)",
     )
     _add_objectives(p)
     _add_db(p)
@@ -488,7 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=_port)
     p.add_argument("--seed", type=int, metavar="N", default=1)
     _add_db(p)
-    from studio._cli_library import add_parsers as add_library_parsers
+    from studio.cli.library import add_parsers as add_library_parsers
 
     add_library_parsers(
         sub,
@@ -496,7 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_problem_overrides=_add_problem_overrides,
         positive_int=_positive_int,
     )
-    from studio._cli_init import add_parser as add_init_parser
+    from studio.cli.init import add_parser as add_init_parser
 
     add_init_parser(sub)
     for command in sub.choices.values():
@@ -516,50 +516,50 @@ def _version() -> str:
 def _handler(
     command: str, *, json_output: bool = False
 ) -> Callable[[argparse.Namespace, Output], int]:
-    if command in ("search", "demo", "evaluate"):
-        from studio import _cli_search
+    """The command's function, from its own module (imported only when it runs)."""
+    if command == "search":
+        from studio.cli.search import cmd_search
 
-        return {
-            "search": _cli_search.cmd_search,
-            "demo": _cli_search.cmd_demo,
-            "evaluate": _cli_search.cmd_evaluate,
-        }[command]
+        return cmd_search
+    if command == "demo":
+        from studio.cli.demo import cmd_demo
+
+        return cmd_demo
+    if command == "evaluate":
+        from studio.cli.evaluate import cmd_evaluate
+
+        return cmd_evaluate
     if command == "export" or (command == "show" and json_output):
-        from studio import _cli_results
+        from studio.cli.results import cmd_export, cmd_show_json
 
-        return _cli_results.cmd_export if command == "export" else _cli_results.cmd_show_json
+        return cmd_export if command == "export" else cmd_show_json
     if command in ("runs", "show", "diff", "apply"):
-        from studio import _cli_runs
+        from studio.cli.runs import cmd_apply, cmd_diff, cmd_runs, cmd_show
 
-        return {
-            "runs": _cli_runs.cmd_runs,
-            "show": _cli_runs.cmd_show,
-            "diff": _cli_runs.cmd_diff,
-            "apply": _cli_runs.cmd_apply,
-        }[command]
+        return {"runs": cmd_runs, "show": cmd_show, "diff": cmd_diff, "apply": cmd_apply}[command]
     if command in ("solve", "roster"):
-        from studio import _cli_solve
+        from studio.cli.solve import cmd_roster, cmd_solve
 
-        return _cli_solve.cmd_solve if command == "solve" else _cli_solve.cmd_roster
+        return cmd_solve if command == "solve" else cmd_roster
     if command in ("library", "serve-topology"):
-        from studio import _cli_library
+        from studio.cli.library import cmd_library, cmd_serve_topology
 
-        return _cli_library.cmd_library if command == "library" else _cli_library.cmd_serve_topology
+        return cmd_library if command == "library" else cmd_serve_topology
     if command == "sweep":
-        from studio import _cli_sweep
+        from studio.cli.sweep import cmd_sweep
 
-        return _cli_sweep.cmd_sweep
+        return cmd_sweep
     if command == "init":
-        from studio import _cli_init
+        from studio.cli.init import cmd_init
 
-        return _cli_init.cmd_init
+        return cmd_init
     if command == "store":
-        from studio import _cli_store
+        from studio.cli.store import cmd_store_rebuild
 
-        return _cli_store.cmd_store_rebuild
-    from studio import _cli_studio
+        return cmd_store_rebuild
+    from studio.cli.studio import cmd_studio
 
-    return _cli_studio.cmd_studio
+    return cmd_studio
 
 
 def _take_back_sigint() -> None:
@@ -637,7 +637,3 @@ def _internal_error(exc: BaseException, out: Output, *, debug: bool) -> int:
     if debug:
         traceback.print_exception(exc, file=out.stderr)
     return ExitCode.FAILED
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -21,8 +21,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from studio._cli_common import DB_ENV, CliUsageError, ExitCode, resolve_db_path
-from studio._cli_output import Output
+from studio.cli._common import DB_ENV, CliUsageError, ExitCode, resolve_db_path
+from studio.cli._output import Output
 
 __all__ = [
     "APP_PATH",
@@ -35,10 +35,10 @@ __all__ = [
     "studio_command",
 ]
 
-APP_PATH = Path(__file__).resolve().parent / "app.py"
+APP_PATH = Path(__file__).resolve().parents[1] / "app.py"
 """The studio's Streamlit entry script."""
 
-SERVER_PATH = Path(__file__).resolve().parent / "server.py"
+SERVER_PATH = Path(__file__).resolve().parents[1] / "server.py"
 """What `streamlit run` serves: `APP_PATH` as an `st.App` with the studio's middleware (no 404s
 for base paths the browser would otherwise probe; see `studio/server.py`)."""
 

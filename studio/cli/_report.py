@@ -25,7 +25,7 @@ from core.ir.models import (
 )
 from core.storage.queries import is_missing
 from core.vocab.pareto import DEFAULT_OBJECTIVES, Objective
-from studio._cli_output import Output, fmt_float
+from studio.cli._output import Output, fmt_float
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -18,7 +18,7 @@ from core.agents.rate_budget import ProviderLimit
 from core.errors import EvaluationError
 from core.evaluation.executor import Executor
 from core.problems.problem import Problem
-from studio._cli_common import CliUsageError
+from studio.cli._common import CliUsageError
 
 __all__ = [
     "add_executor_args",
@@ -53,7 +53,7 @@ def add_executor_args(p: Any) -> None:
         help="worker actors for --executor ray (default: the cluster's CPUs; a sweep gives each "
         "of its --parallel searches an equal part)",
     )
-    # set by `sweep` on each of its searches (studio._cli_sweep), not meant to be typed
+    # set by `sweep` on each of its searches (studio.cli.sweep), not meant to be typed
     p.add_argument("--rate-budget-actor", metavar="NAME", help=argparse.SUPPRESS)
     p.add_argument("--rate-share", type=_at_least_one, default=1, help=argparse.SUPPRESS)
     p.add_argument(
