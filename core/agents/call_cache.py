@@ -234,7 +234,17 @@ class CallContext:
     """The call cache of one example run: the cache, the trial, and how many calls with each
     key were made so far in this run (`occurrence`)."""
 
-    __slots__ = ("_seen", "answered", "answered_requests", "cache", "trial", "unanswered")
+    __slots__ = (
+        "_seen",
+        "answered",
+        "answered_requests",
+        "cache",
+        "raced",
+        "raced_requests",
+        "trial",
+        "unanswered",
+        "unrepeatable",
+    )
 
     def __init__(self, cache: CallCache, trial: int) -> None:
         self.cache = cache
@@ -246,9 +256,20 @@ class CallContext:
         self.answered_requests = 0
         """The model requests those calls recorded (their records' usage)."""
         self.unanswered = 0
-        """Calls a rerun would make to a model again: uncacheable ones, a `fastest` race's
-        calls (never answered from the cache), and misses not stored (still running, raised, or
-        an output that is not JSON)."""
+        """Calls a rerun would make to a model again: uncacheable ones, and misses not stored
+        (still running, raised, or an output that is not JSON)."""
+        self.raced = 0
+        """Calls on a `SimulatedClock` model made inside a `fastest` race (never answered from
+        the cache, see `in_fastest_race`): a rerun replays them again, on the same simulated
+        clock, so they give it the same outcome when `unrepeatable` stays False."""
+        self.raced_requests = 0
+        """The model requests those calls were charged at their start (their quotes)."""
+        self.unrepeatable = False
+        """Set when this run's races may end differently run again: a raced call whose model
+        sleeps real time (`time_scale` > 0: the wall clock then decides a race in part) or
+        quotes no charge at its start, or a race inside a race's branch (how many turns the
+        inner race takes includes its losers' unwinding, which `Parallel` waits for in real
+        time, `core.runtime._tasks.CANCEL_GRACE_S`)."""
 
     def answer(self, record: CallRecord) -> None:
         """Count a call the cache answered or has just stored (`answered`)."""
@@ -310,7 +331,13 @@ _RACING: ContextVar[bool] = ContextVar("in_fastest_race", default=False)
 
 def enter_fastest_race() -> None:
     """Mark the current task as a branch of a `Parallel` with merge `fastest` (its own context:
-    `Parallel` calls it at the start of each branch task; nested steps inherit it)."""
+    `Parallel` calls it at the start of each branch task; nested steps inherit it). A race
+    entered inside a race's branch marks the active example run `unrepeatable` (`CallContext`).
+    """
+    if _RACING.get():
+        active = _ACTIVE.get()
+        if active is not None:
+            active.unrepeatable = True
     _RACING.set(True)
 
 
@@ -320,7 +347,11 @@ def in_fastest_race() -> bool:
     There, a call on a `SimulatedClock` model is never answered from the cache: a hit skips
     pydantic-ai's own event-loop turns before and after the request, so it would finish earlier
     than the same call made afresh and could change which branch wins. Such a call runs (and
-    is stored) as a miss; its cost is the same either way (charged at its start).
+    is stored) as a miss; its cost is the same either way (charged at its start). It counts as
+    `CallContext.raced`, so the whole example run may still be kept by the example memo
+    (`core.evaluation.example_memo`): at time scale 0 a race between replayed calls ends the
+    same way in every run, so the run's result is a function of its spec, example and
+    recordings.
     """
     return _RACING.get()
 

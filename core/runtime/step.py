@@ -20,6 +20,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from core.agents import is_agent, render_prompt, run_agent
 from core.agents.call_cache import (
+    CallContext,
     CallRecord,
     active_call_cache,
     decode_output,
@@ -178,7 +179,9 @@ class AgentStep:
     the agent, its model, its static configuration, the prompt and the trial): a hit records the
     stored usage and model time on this step's span at once, passes the model time on a
     `SimulatedClock` model, and returns the stored output without calling the agent; a miss
-    calls it and stores what the call returned and recorded on the span.
+    calls it and stores what the call returned and recorded on the span. Inside a `fastest`
+    race a call on a `SimulatedClock` model always runs (`core.agents.in_fastest_race`) and is
+    counted in the run's `CallContext.raced`, with the requests of its quote.
 
     Args:
         agent: a pydantic-ai agent, or an object that quacks like one (`core.agents.AgentLike`).
@@ -242,15 +245,23 @@ class AgentStep:
             cache.count(uncacheable=1)
             active.unanswered += 1
             return await self._run(prompt)
-        racing = in_fastest_race() and is_simulated_clock(getattr(self._agent, "model", None))
-        hit = None if racing else cache.get(key)
-        if hit is not None:
-            cache.count(hits=1)
-            active.answer(hit)
-            return await self._replay(hit, span)
-        cache.count(misses=1)  # a new model call, stored below only if it returns
-        active.unanswered += 1  # (until it is stored)
-        output = await self._run(prompt)
+        model = getattr(self._agent, "model", None)
+        racing = in_fastest_race() and is_simulated_clock(model)
+        if racing:  # (never answered from the cache: `in_fastest_race`)
+            cache.count(misses=1)
+            active.raced += 1
+            if getattr(model, "time_scale", 0) or not is_quoting_model(model):
+                active.unrepeatable = True
+            output = await self._run(prompt, active)
+        else:
+            hit = cache.get(key)
+            if hit is not None:
+                cache.count(hits=1)
+                active.answer(hit)
+                return await self._replay(hit, span)
+            cache.count(misses=1)  # a new model call, stored below only if it returns
+            active.unanswered += 1  # (until it is stored)
+            output = await self._run(prompt)
         text = encode_output(output)
         if text is None:
             return output
@@ -260,12 +271,12 @@ class AgentStep:
         )
         record = CallRecord(text, usage, None if latency is None else float(latency))
         cache.put(key, record)
-        if not racing:  # (a race's call is never answered from the cache: it runs again)
+        if not racing:  # (a race's call is counted in `raced`, at its start)
             active.unanswered -= 1
             active.answer(record)
         return output
 
-    async def _run(self, prompt: Any) -> Any:
+    async def _run(self, prompt: Any, race: CallContext | None = None) -> Any:
         """Call the agent; a `QuotingModel`'s quote is charged first, at once (see its doc).
 
         With a rate budget active (`core.agents.rate_budget`), the call takes its provider's
@@ -273,7 +284,7 @@ class AgentStep:
         here, at the model call only, never while a parent step waits (no hold-and-wait)."""
         budget = active_rate_budget()
         if budget is None:
-            return await self._call(prompt)
+            return await self._call(prompt, race=race)
         provider = provider_of(self._agent)
         await budget.acquire(provider)
         tokens = [0]
@@ -285,12 +296,15 @@ class AgentStep:
             )
 
         try:
-            return await self._call(prompt, record)
+            return await self._call(prompt, record, race=race)
         finally:
             await asyncio.shield(budget.release(provider, tokens[0]))
 
-    async def _call(self, prompt: Any, record: UsageRecorder = record_usage) -> Any:
-        """The model call itself (see `_run`); `record` receives its usage."""
+    async def _call(
+        self, prompt: Any, record: UsageRecorder = record_usage, *, race: CallContext | None = None
+    ) -> Any:
+        """The model call itself (see `_run`); `record` receives its usage, and `race` (a raced
+        call's example run) the requests of its quote (`CallContext.raced_requests`)."""
         model = getattr(self._agent, "model", None)
         quote = model.quote_request(prompt) if is_quoting_model(model) else None
         if quote is None:  # a real model: transient faults waited out (core.agents.providers)
@@ -301,6 +315,8 @@ class AgentStep:
         name, requests, input_tokens, output_tokens, latency_ms = quote
         record(name, requests=requests, input_tokens=input_tokens, output_tokens=output_tokens)
         record_model_latency(latency_ms)
+        if race is not None:
+            race.raced_requests += requests
         return await run_agent(
             self._agent,
             prompt,

@@ -12,10 +12,12 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from core.agents.call_cache import CallCacheStats, InMemoryCallCache
+from core.agents.replay import RecordedCall, TableReplayModel
 from core.evaluation import evaluator as evaluator_module
 from core.evaluation.evaluator import CandidateEvaluation, TopologyEvaluator
 from core.evaluation.example_memo import MEMO_PREFIX
 from core.evaluation.metrics import GoldExample
+from core.evaluation.pricing import ModelPrice, Pricer
 from core.hydrate import AgentRegistry, CallableRegistry
 
 models.ALLOW_MODEL_REQUESTS = False
@@ -168,3 +170,90 @@ def test_a_run_with_an_uncacheable_call_is_not_kept() -> None:
     asyncio.run(ev.evaluate(spec, exs))
     assert cache.stats() == CallCacheStats(hits=0, misses=0, uncacheable=3)
     assert len(cache) == 0
+
+
+def _replayed(name: str, latency_ms: float, time_scale: float = 0.0) -> Agent[None, str]:
+    """A replayed agent answering `"<name>:<n>"` for the prompt `n` (0..11) in `latency_ms`."""
+    table = {str(i): RecordedCall(f"{name}:{i}", 10, 2, latency_ms) for i in range(12)}
+    return Agent(TableReplayModel(name, table, time_scale=time_scale), output_type=str, name=name)
+
+
+def _race(*steps: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": "parallel", "steps": list(steps), "merge": "fastest"}
+
+
+def _agent(name: str) -> dict[str, Any]:
+    return {"kind": "agent_step", "agent_name": name}
+
+
+def race_evaluator(time_scale: float = 0.0) -> TopologyEvaluator:
+    agents = AgentRegistry()
+    # 100 ms and 900 ms of model time: 2 and 18 turns of the race clock
+    agents.register("quick", _replayed("quick", 100.0, time_scale))
+    agents.register("slow", _replayed("slow", 900.0, time_scale))
+    return TopologyEvaluator(
+        callable_registry=CallableRegistry(),
+        agent_registry=agents,
+        score_fn=lambda output, ex: float(output == f"quick:{ex.input}"),
+        workers=1,
+        latency_source="model",
+        pricer=Pricer(
+            {
+                "replay:quick": ModelPrice(input_usd_per_1k=1.0, output_usd_per_1k=2.0),
+                "replay:slow": ModelPrice(input_usd_per_1k=10.0, output_usd_per_1k=20.0),
+            }
+        ),
+    )
+
+
+def run_race(
+    cache: InMemoryCallCache, spec: Any, time_scale: float = 0.0
+) -> tuple[CandidateEvaluation, CallCacheStats]:
+    cache.reset_stats()
+    ev = race_evaluator(time_scale).with_collaborators(call_cache=cache)
+    exs = [GoldExample(input=i, expected="", id=f"ex{i}") for i in range(12)]
+    return asyncio.run(ev.evaluate(spec, exs)), cache.stats()
+
+
+def test_a_run_with_a_race_of_replayed_calls_is_kept_and_answered_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spec = _race(_agent("slow"), _agent("quick"))
+    cache = InMemoryCallCache()
+    cold, cold_stats = run_race(cache, spec)
+    # a race's calls always run (misses), the loser's too; the winner's is stored, and every
+    # run is kept by the memo
+    assert cold_stats == CallCacheStats(hits=0, misses=24, uncacheable=0)
+    assert len(memo_keys(cache)) == 12
+    assert cold.accuracy == 1.0  # the quick one wins every race
+    # both calls charged in full at their start: 2 requests, 2 x 10 input tokens a run
+    assert [r.requests for r in cold.results] == [2] * 12
+    assert [r.bundle.input_tokens for r in cold.results] == [20] * 12
+    # $ (10 x 1 + 2 x 2) / 1000 + (10 x 10 + 2 x 20) / 1000 a run
+    assert cold.cost_usd == pytest.approx(0.154) and cold.latency_ms == 100.0
+
+    # the same runs made again through the runtime (no memo): the same result
+    again, again_stats = run_race(without_memo(cache), spec)
+    assert again.model_dump() == cold.model_dump()
+    assert again_stats == CallCacheStats(hits=0, misses=24, uncacheable=0)
+
+    async def never(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a memo hit ran the topology")
+
+    monkeypatch.setattr(evaluator_module, "run_example", never)
+    fast, fast_stats = run_race(cache, spec)
+    assert fast.model_dump() == cold.model_dump()
+    # a memo hit replays nothing: the run's 2 calls count as hits
+    assert fast_stats == CallCacheStats(hits=24, misses=0, uncacheable=0)
+
+
+def test_a_race_a_rerun_could_end_otherwise_is_not_kept() -> None:
+    # real sleeps (time scale > 0): the wall clock decides the race in part
+    cache = InMemoryCallCache()
+    run_race(cache, _race(_agent("slow"), _agent("quick")), time_scale=0.001)
+    assert memo_keys(cache) == []
+    # a race inside a race's branch: its end waits for its losers' unwinding in real time
+    cache = InMemoryCallCache()
+    nested = _race(_race(_agent("slow"), _agent("quick")), _agent("slow"))
+    done, _ = run_race(cache, nested)
+    assert done.accuracy == 1.0 and memo_keys(cache) == []

@@ -78,8 +78,10 @@ def test_call_cache_hits_are_charged_exactly_like_misses(problem: Problem) -> No
     evaluator = problem.evaluator(call_cache=cache)
     cold = asyncio.run(evaluator.evaluate(SPEC, examples))
     warm = asyncio.run(evaluator.evaluate(SPEC, examples))
-    # calls inside a fastest race always run: 80 new model calls per evaluation, no hit
-    assert (cache.stats().hits, cache.stats().misses) == (0, 160)
+    # calls inside a fastest race always run: 80 new model calls in the first evaluation; the
+    # second is answered whole by the example memo (a race of replayed calls at time scale 0
+    # ends the same way every run), which counts each run's 2 calls as hits
+    assert (cache.stats().hits, cache.stats().misses) == (80, 80)
     for ev in (cold, warm):
         assert ev.cost_usd == plain.cost_usd
         assert ev.latency_ms == plain.latency_ms
