@@ -284,3 +284,49 @@ def test_the_key_parts_are_json_dumps_byte_for_byte() -> None:
     ]
     assert [_dump(v) for v in values] == [reference(v) for v in values]
     assert _dump(True) == "true" and _dump(1) == "1"
+
+
+def test_a_flush_in_several_statements_stores_all_or_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import duckdb
+
+    import core.evaluation.call_cache as module
+
+    monkeypatch.setattr(module, "_FLUSH_BATCH", 2)  # 5 records: statements of 2, 2 and 1
+    real_connect = duckdb.connect
+    inserts: list[int] = []
+    armed = [True]
+
+    class StopsOnSecondInsert:
+        def __init__(self, con: Any) -> None:
+            self._con = con
+
+        def execute(self, sql: str, *args: Any) -> Any:
+            if sql.startswith("INSERT"):
+                inserts.append(len(args[0][1]))
+                if armed[0] and len(inserts) == 2:
+                    raise duckdb.InterruptException("INTERRUPT Error: Interrupted!")
+            return self._con.execute(sql, *args)
+
+        def close(self) -> None:
+            self._con.close()
+
+    path = tmp_path / "c.duckdb"
+    cache = DuckDBCallCache(path, "p:1")
+    records = {f"k{i}": CallRecord(f'"{i}"', (("m", 1, i, 3),), float(i)) for i in range(5)}
+    for key, record in records.items():
+        cache.put(key, record)
+    monkeypatch.setattr(
+        module.duckdb, "connect", lambda *a, **k: StopsOnSecondInsert(real_connect(*a, **k))
+    )
+    with pytest.raises(KeyboardInterrupt):
+        cache.flush()
+    assert inserts == [2, 2] and cache.n_pending == 5
+    assert len(DuckDBCallCache(path, "p:1")) == 0  # the first statement's 2 rows rolled back
+    inserts.clear()
+    armed[0] = False
+    cache.flush()
+    assert inserts == [2, 2, 1] and cache.n_pending == 0
+    again = DuckDBCallCache(path, "p:1")
+    assert {k: again.get(k) for k in records} == records
