@@ -458,11 +458,14 @@ def _fork(
     return _Worker(pid, cmd_write, res_read, known=len(examples))
 
 
-RECYCLE_PRIVATE_MIB = 48.0
+RECYCLE_PRIVATE_MIB = 24.0
 """A worker whose private memory (MiB) passed this after an evaluation is closed, and a fresh
 one forked for the next: pages the parent or the worker wrote since the fork are no longer
 shared, so a worker kept forever would become a second copy of the parent's heap. In a warm
-default search one worker serves the whole run, ending at 43 MiB (measured 2026-12-04)."""
+default search one worker serves the whole run, ending at 43 MiB (measured 2026-12-04). At 48
+MiB, a cold default search's process tree peaked at 325 MiB of PSS (the parent and a worker
+near its limit, in the held-out test), at 24 MiB at 291 MiB, with the same results and wall
+time within noise (`bench/bench_search.py --default-search-only`, 2026-12-07)."""
 
 
 class WorkerPool:
