@@ -414,7 +414,7 @@ def test_building_the_fast_schema_leaves_the_models_as_they_were() -> None:
     from core.ir._fast import NODE_HELPER_TYPES, fast_validator
     from core.ir.models import ParallelSpec
 
-    fast_validator(3, topology=True, ids=False, inline_steps=False)
+    fast_validator(3, topology=True, inline_steps=False)
     assert all(cls.__pydantic_complete__ for cls in NODE_HELPER_TYPES)
     with pytest.raises(ValueError, match="duplicate node id"):
         ParallelSpec.model_validate({"steps": [{**FN, "id": "n"}, {**FN, "id": "n"}]})
@@ -437,7 +437,7 @@ def test_a_fast_schema_built_while_another_builds_keeps_its_depth_limit(
     built: dict[str, Any] = {}
 
     def b() -> None:
-        built["b"] = fast.fast_validator(4, topology=True, ids=False, inline_steps=False)
+        built["b"] = fast.fast_validator(4, topology=True, inline_steps=False)
 
     thread_b = threading.Thread(target=b)
 
@@ -451,7 +451,7 @@ def test_a_fast_schema_built_while_another_builds_keeps_its_depth_limit(
         return SchemaValidator(schema)
 
     monkeypatch.setattr(fast, "SchemaValidator", build)
-    built["a"] = fast.fast_validator(3, topology=True, ids=False, inline_steps=False)
+    built["a"] = fast.fast_validator(3, topology=True, inline_steps=False)
     a_restored.set()
     thread_b.join(5.0)
     fast.fast_validator.cache_clear()  # the patched builds are not kept for other tests
