@@ -16,10 +16,11 @@ text shape, that accepts a text only if the models accept it with the same resul
   context (`IDS_MARK`, one Python call per id, none for a spec without ids) and the caller
   refuses the result if a noted id repeats: a topology's ids are unique iff every composite's
   subtree has unique ids, since the root's subtree holds them all;
-- agent steps: in the schema for specs without inline agent steps (`inline_steps=False`, tried
-  first), "exactly one of agent_name and inline_spec" is `agent_name` required and `inline_spec`
-  only ever null (core rules, not a Python validator); a spec with an inline agent step fails
-  it, and the caller tries the schema that keeps the model's rule (`inline_steps=True`);
+- agent steps: "exactly one of agent_name and inline_spec" (a Python validator on every agent
+  step) is a left-to-right union of two forms of the step, tried in order: `agent_name`
+  required and `inline_spec` only ever null, then `inline_spec` required and `agent_name` only
+  ever null (core rules); the second form's `id` is not noted, because it is tried only after
+  the first has validated (and noted) the same `id`;
 - classifiers and evaluators: `AgentSpec | name` is tried name first (a string is never an
   `AgentSpec`), so a name does not run `AgentSpec`'s Python before-validator;
 - names: a name's `_not_blank` check (a Python call for each of a 31-node spec's 47 names) is
@@ -188,7 +189,7 @@ def _rewrite(schema: Any, edit: Callable[[Schema], Schema | None]) -> Any:
     return out if replaced is None else replaced
 
 
-def _edit(*, inline_steps: bool) -> Callable[[Schema], Schema | None]:
+def _edit() -> Callable[[Schema], Schema | None]:
     def edit(schema: Schema) -> Schema | None:
         kind = schema.get("type")
         if kind == "union":
@@ -208,8 +209,8 @@ def _edit(*, inline_steps: bool) -> Callable[[Schema], Schema | None]:
                     schema["function"] = {"type": "no-info", "function": _router_rules}
                     return schema
                 return {**inner, "ref": schema["ref"]} if "ref" in schema else inner
-            if not inline_steps and name == "AgentStepSpec._exactly_one":
-                return _agent_name_required(inner, schema.get("ref"))
+            if name == "AgentStepSpec._exactly_one":
+                return _exactly_one(inner, schema.get("ref"))
         return None
 
     return edit
@@ -244,19 +245,51 @@ def _id_noted(model: Schema) -> Schema:
     return model
 
 
-def _agent_name_required(model: Schema, ref: str | None) -> Schema:
-    """`AgentStepSpec`'s model schema for a text without `inline_spec`: `agent_name` required
-    and not null, `inline_spec` only ever its default (None)."""
+def _exactly_one(model: Schema, ref: str | None) -> Schema:
+    """`AgentStepSpec`'s model schema (its `id` noted) with "exactly one of agent_name and
+    inline_spec" as core rules: the union of the step with `agent_name` (and `inline_spec` only
+    ever null) and, tried only when that fails, the step with `inline_spec` (and `agent_name`
+    only ever null), whose `id` the first already noted."""
     fields = cast(Schema, cast(Schema, model["schema"])["fields"])
-    name_field = cast(Schema, fields["agent_name"])
-    nullable = cast(Schema, cast(Schema, name_field["schema"])["schema"])
-    fields["agent_name"] = {**name_field, "schema": nullable["schema"]}
-    inline = cast(Schema, fields["inline_spec"])
-    fields["inline_spec"] = {
-        **inline,
-        "schema": {"type": "default", "default": None, "schema": {"type": "none"}},
+
+    def form(required: str, null: str, id_field: Schema) -> Schema:
+        present = cast(Schema, fields[required])
+        nullable = cast(Schema, cast(Schema, present["schema"])["schema"])
+        assert nullable["type"] == "nullable", present
+        absent = cast(Schema, fields[null])
+        return {
+            **model,
+            "schema": {
+                **cast(Schema, model["schema"]),
+                "fields": {
+                    **fields,
+                    "id": id_field,
+                    required: {**present, "schema": nullable["schema"]},
+                    null: {
+                        **absent,
+                        "schema": {"type": "default", "default": None, "schema": {"type": "none"}},
+                    },
+                },
+            },
+        }
+
+    noted = cast(Schema, fields["id"])
+    default = cast(Schema, noted["schema"])
+    nullable = cast(Schema, default["schema"])
+    after = cast(Schema, nullable["schema"])
+    assert _qualname(after) == "_note_id", noted
+    unnoted = {**noted, "schema": {**default, "schema": {**nullable, "schema": after["schema"]}}}
+    union: Schema = {
+        "type": "union",
+        "mode": "left_to_right",
+        "choices": [
+            form("agent_name", "inline_spec", noted),
+            form("inline_spec", "agent_name", unnoted),
+        ],
     }
-    return {**model, "ref": ref} if ref is not None else model
+    if ref is not None:
+        union["ref"] = ref
+    return union
 
 
 @cache
@@ -289,12 +322,10 @@ def _level_dependent(defs: dict[str, Schema]) -> set[str]:
 
 
 @cache
-def fast_validator(max_depth: int, *, topology: bool, inline_steps: bool) -> Any:
+def fast_validator(max_depth: int, *, topology: bool) -> Any:
     """The fast schema's `SchemaValidator` (see the module docstring), cached per shape."""
     defs, kinds = _flat()
-    edited = {
-        ref: _rewrite(schema, _edit(inline_steps=inline_steps)) for ref, schema in defs.items()
-    }
+    edited = {ref: _rewrite(schema, _edit()) for ref, schema in defs.items()}
     union = edited.pop(_OP)
     dependent = _level_dependent(defs)
 

@@ -231,19 +231,11 @@ def _validate_fast(
         return None  # json.loads refuses it on the full path, pydantic-core might not
     context: dict[str, Any] = {}
     try:
-        spec = fast_validator(
-            limits.max_depth, topology=topology, inline_steps=False
-        ).validate_json(data, context=context)
+        spec = fast_validator(limits.max_depth, topology=topology).validate_json(
+            data, context=context
+        )
     except ValidationError:
-        if '"inline_spec"' not in text:
-            return None
-        context = {}  # an inline agent step, maybe: the schema that allows one
-        try:
-            spec = fast_validator(
-                limits.max_depth, topology=topology, inline_steps=True
-            ).validate_json(data, context=context)
-        except ValidationError:
-            return None
+        return None
     ids: list[str] | None = context.get(IDS_MARK)
     if ids is not None and len(set(ids)) != len(ids):
         return None  # a repeated node id: the full path names both places

@@ -415,7 +415,7 @@ def test_building_the_fast_schema_leaves_the_models_as_they_were() -> None:
     from core.ir._fast import NODE_HELPER_TYPES, fast_validator
     from core.ir.models import ParallelSpec
 
-    fast_validator(3, topology=True, inline_steps=False)
+    fast_validator(3, topology=True)
     assert all(cls.__pydantic_complete__ for cls in NODE_HELPER_TYPES)
     with pytest.raises(ValueError, match="duplicate node id"):
         ParallelSpec.model_validate({"steps": [{**FN, "id": "n"}, {**FN, "id": "n"}]})
@@ -438,7 +438,7 @@ def test_a_fast_schema_built_while_another_builds_keeps_its_depth_limit(
     built: dict[str, Any] = {}
 
     def b() -> None:
-        built["b"] = fast.fast_validator(4, topology=True, inline_steps=False)
+        built["b"] = fast.fast_validator(4, topology=True)
 
     thread_b = threading.Thread(target=b)
 
@@ -452,7 +452,7 @@ def test_a_fast_schema_built_while_another_builds_keeps_its_depth_limit(
         return SchemaValidator(schema)
 
     monkeypatch.setattr(fast, "SchemaValidator", build)
-    built["a"] = fast.fast_validator(3, topology=True, inline_steps=False)
+    built["a"] = fast.fast_validator(3, topology=True)
     a_restored.set()
     thread_b.join(5.0)
     fast.fast_validator.cache_clear()  # the patched builds are not kept for other tests
@@ -555,8 +555,8 @@ def test_the_fast_schema_takes_unique_ids_and_leaves_a_repeat_to_the_full_path(
 
 
 def test_ids_of_a_spec_with_an_inline_agent_step_are_noted_once() -> None:
-    """An inline agent step fails the schema tried first (after its id was noted) and is taken
-    by the one that allows it, with a fresh context: its ids are not counted twice."""
+    """An inline agent step fails the union's first form (after its id was noted) and is taken
+    by the second, which does not note it again."""
     inline = {"kind": "agent_step", "inline_spec": INLINE, "id": "a"}
     text = json.dumps(pipe(_with_id(FN, "f"), inline))
     spec = _fast(text)
@@ -572,7 +572,7 @@ def test_a_fast_validator_without_a_context_refuses_ids() -> None:
 
     from core.ir._fast import fast_validator
 
-    validator = fast_validator(8, topology=True, inline_steps=False)
+    validator = fast_validator(8, topology=True)
     assert validator.validate_json(json.dumps(pipe(FN))) == parse_topology(pipe(FN))
     with pytest.raises(ValidationError, match="only with a validation context"):
         validator.validate_json(json.dumps(pipe(_with_id(FN, "x"))))
@@ -593,3 +593,27 @@ def test_every_node_takes_at_least_the_node_min_chars(spec: Any) -> None:
         outcome = _same_as_full(text, SpecLimits(max_nodes=nodes - 1, max_depth=4))
         assert outcome[0] == "limit" and outcome[1][1] == "max_nodes"
     assert _same_as_full(text, SpecLimits(max_nodes=nodes, max_depth=4)) == ("ok", spec)
+
+
+@pytest.mark.parametrize(
+    ("step", "fields_set"),
+    [
+        (AGENT, {"kind", "agent_name"}),
+        ({**AGENT, "inline_spec": None}, {"kind", "agent_name", "inline_spec"}),
+        ({"kind": "agent_step", "inline_spec": INLINE}, {"kind", "inline_spec"}),
+        (
+            {"kind": "agent_step", "agent_name": None, "inline_spec": INLINE, "id": "q"},
+            {"kind", "agent_name", "inline_spec", "id"},
+        ),
+    ],
+)
+def test_both_forms_of_an_agent_step_build_the_models_instance(
+    step: dict[str, Any], fields_set: set[str]
+) -> None:
+    """The union standing for "exactly one of agent_name and inline_spec" gives the models'
+    own instance, with the same fields set (what `exclude_unset` dumps)."""
+    text = json.dumps(pipe(step))
+    fast, full = _fast(text), _parse(text, None, topology=True, fast=False)
+    assert fast is not None and fast == full
+    assert fast.steps[0].operation.model_fields_set == fields_set
+    assert fast.model_dump(exclude_unset=True) == full.model_dump(exclude_unset=True)
