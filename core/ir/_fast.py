@@ -1,11 +1,13 @@
 """The fast path's validators: the IR models' own core schema, rewritten so that
-pydantic-core itself enforces the depth limit, with the checks a given text cannot need left out.
+pydantic-core itself enforces the depth limit, with the models' Python checks made core rules or
+done once around it.
 
 `parse_topology` used to bound a text with a Python scan (`_bound.within_limits`, about a third
 of validating a 31-node spec) and then ran the models' full validation, whose Python validators
 (the unique-id check at every composite above all) cost as much again as pydantic-core's own work.
-Here the same models are validated by a schema derived from theirs, one per `max_depth` and per
-text shape, that accepts a text only if the models accept it with the same result:
+Here the same models are validated by a schema derived from theirs, one per `max_depth` (and
+root: a topology or any node), that accepts a text only if the models accept it with the same
+result (what is checked around it included, below):
 
 - depth: the node union is unrolled into one copy per remaining level, and the copy at level 0
   holds only the atomic kinds, so a composite one past `max_depth` fails validation (a depth

@@ -17,16 +17,17 @@ reaches a recursive parser before the limits are checked:
 3. only then does Pydantic validate the copy (`validate_python`, never `validate_json`, whose
    parser has its own recursion limit and message).
 
-Fast path: JSON text within the size limit whose `"kind"` tokens are within
-`max_nodes` is validated by pydantic-core's `validate_json` with a schema derived from the models'
-own (`core.ir._fast`): the node union is unrolled per level, so pydantic-core itself refuses a
-composite past `max_depth`, and the Python rules a text cannot need (unique ids when it has no
-`"id"`, the agent step's exactly-one when it has no `"inline_spec"`) are left out; a spec with an
-inline `AgentSpec` is also bounded by `_bound.within_limits` (its nesting does not follow from its
-depth). A validation error there, or text the checks cannot vouch for, takes the full path above
-(steps 1-3), so every error, limit errors with their JSON paths included, is the full path's. On
-a 31-node spec the fast path costs about 1.5x the reference library's plain `validate_json`
-(the full pre-scan alone took about 500 us).
+Fast path: JSON text within the size limit, and short enough that it cannot hold more than
+`max_nodes` nodes (`_NODE_MIN_CHARS` a node) or else whose `"kind"` tokens are within `max_nodes`,
+is validated by pydantic-core's `validate_json` with a schema derived from the models' own
+(`core.ir._fast`): the node union is unrolled per level, so pydantic-core itself refuses a
+composite past `max_depth`, and the models' Python rules are core rules there (a name's
+blank check, an agent step's exactly-one) or checked once after it (unique ids, from the ids it
+noted); a spec with an inline `AgentSpec` is also bounded by `_bound.within_limits` (its nesting
+does not follow from its depth). A validation error there, or text the checks cannot vouch for,
+takes the full path above (steps 1-3), so every error, limit errors with their JSON paths
+included, is the full path's. On a 31-node spec the fast path costs about 1.15x the reference
+library's plain `validate_json` (the full pre-scan alone took about 500 us).
 
 Errors: `SpecLimitError` (names the limit, its value and the JSON path, e.g.
 `$.steps[0].operation.step.steps[1]`) or `SpecError` (one `(path, message)` per problem in
