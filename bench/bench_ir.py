@@ -11,9 +11,10 @@ Prints, best of several rounds (to damp noise from other processes):
 - the comparison with the reference library (Orqest), whose first side-by-side measurement
   set the targets: parsing and validating a 31-node spec (`spec31`, default limits) against
   plain Pydantic `validate_json` of our own model (no limit checks) and of the reference
-  library's (target: at most 1.5x the reference's), and `topology_from_spec` of it against the
-  reference's; target for hydration: at most 1.0x the reference. The reference is measured
-  here when `orqest` can be imported, else its figures measured on this machine kind
+  library's (target: at most 1.2x the reference's, this milestone's performance target "IR
+  parse + validate at most 1.2x the reference's plain validation"; the first comparison's was
+  1.5x), and `topology_from_spec` of it against the reference's (target: at most 1.0x the
+  reference). The reference is measured here when `orqest` can be imported, else its figures measured on this machine kind
   (`REFERENCE_US`), scaled by how fast the machine is now (`CALIBRATION_US`). It installs only
   on Python >= 3.12, but its orchestration package imports on 3.11: `pip download --no-deps
   --python-version 3.12 --only-binary=:all: -d /tmp/ref orqest==0.8.0 loguru`, unzip both
@@ -24,7 +25,14 @@ Prints, best of several rounds (to damp noise from other processes):
   fast schema (`core.ir._fast`) parse_topology 86 us, plain validate_json of our model 78 us,
   the reference's 27.6 us (3.1x); after it parse_topology 36.6-37.6 us (1.32-1.39x the
   reference's 27.0-27.7 us, 0.47x our model's plain 78 us, whose Python validators it leaves
-  out where the text cannot need them), topology_from_spec 181 us (the reference's 218-230 us);
+  out where the text cannot need them), topology_from_spec 181 us (the reference's 218-230 us).
+  On 2026-12-07 (medians of 3 runs of `--only-reference`, the reference measured live), before
+  the fast schema's Python checks became core rules or one check after it (no text scans for
+  `"id"` and `"inline_spec"`, ids noted and checked for repeats once, a name's blank check as a
+  Rust regex, an agent step's exactly-one as a union, no `"kind"` count for a text too short to
+  exceed `max_nodes`): parse_topology 36.1 us, the reference's 26.6 us (1.36x); after: 30.7 us,
+  the reference's 27.0 us (1.14x); without the reference (`REFERENCE_US` scaled) 1.32x before,
+  1.12x after; our model's plain validate_json 77-79 us both;
 - parse cost bounded by the limits, not by the text: a 58 MB spec text of 10^6 agent steps
   refused with the default limits (`max_nodes=200`: by its size, `max_text_bytes`), and with
   the size limit lifted (by the streaming node count), each with the time and the peak memory
@@ -75,9 +83,11 @@ FIRST_COMPARISON_US: dict[str, float] = {
     "validate_json": 34.0,
     "hydrate": 214.0,
 }
-TARGET_PARSE_RATIO = 1.5
+TARGET_PARSE_RATIO = 1.2
 """`parse_topology` (every limit checked) at most this many times the reference's plain
-`validate_json`: the reference comparison's acceptance figure, with every limit still checked."""
+`validate_json`: this milestone's performance target, "IR parse + validate at most 1.2x the
+reference's plain validation", with every limit still checked (the reference comparison's own
+acceptance figure was 1.5x)."""
 TARGET_HYDRATE_RATIO = 1.0
 """Our `topology_from_spec` at most this many times the reference's."""
 

@@ -1,29 +1,37 @@
 """The fast path's validators: the IR models' own core schema, rewritten so that
-pydantic-core itself enforces the depth limit, with the checks a given text cannot need left out.
+pydantic-core itself enforces the depth limit, with the models' Python checks made core rules or
+done once around it.
 
 `parse_topology` used to bound a text with a Python scan (`_bound.within_limits`, about a third
 of validating a 31-node spec) and then ran the models' full validation, whose Python validators
 (the unique-id check at every composite above all) cost as much again as pydantic-core's own work.
-Here the same models are validated by a schema derived from theirs, one per `max_depth` and per
-text shape, that accepts a text only if the models accept it with the same result:
+Here the same models are validated by a schema derived from theirs, one per `max_depth` (and
+root: a topology or any node), that accepts a text only if the models accept it with the same
+result (what is checked around it included, below):
 
 - depth: the node union is unrolled into one copy per remaining level, and the copy at level 0
   holds only the atomic kinds, so a composite one past `max_depth` fails validation (a depth
   limit of pydantic-core's own, costing nothing per node); every node is an instance of its
   public class, as the models build it;
-- ids: a text in which the token `"id"` does not occur has no node ids, so the composites'
-  unique-id checks (Python, one per composite) are left out;
-- agent steps: a text without the token `"inline_spec"` has no inline agent steps, so "exactly
-  one of agent_name and inline_spec" is `agent_name` required (a core rule, not a Python
-  validator);
+- ids: the composites' unique-id checks (Python, one per composite, each over the ids below
+  it) are left out; instead every node's `id`, when it has one, is noted in the validation
+  context (`IDS_MARK`, one Python call per id, none for a spec without ids) and the caller
+  refuses the result if a noted id repeats: a topology's ids are unique iff every composite's
+  subtree has unique ids, since the root's subtree holds them all;
+- agent steps: "exactly one of agent_name and inline_spec" (a Python validator on every agent
+  step) is a left-to-right union of two forms of the step, tried in order: `agent_name`
+  required and `inline_spec` only ever null, then `inline_spec` required and `agent_name` only
+  ever null (core rules); the second form's `id` is not noted, because it is tried only after
+  the first has validated (and noted) the same `id`;
 - classifiers and evaluators: `AgentSpec | name` is tried name first (a string is never an
   `AgentSpec`), so a name does not run `AgentSpec`'s Python before-validator;
-- names: the `\\S` pattern of a name is implied by its `_not_blank` check (which every name has
-  after it: no character that `str.strip()` keeps is space to the Rust regex, checked over all
-  of Unicode), so the pattern is left out.
+- names: a name's `_not_blank` check (a Python call for each of a 31-node spec's 47 names) is
+  the Rust regex `NOT_BLANK_PATTERN`, which matches exactly the strings `str.strip()` leaves
+  non-empty, in place of the `\\S` pattern it implies.
 
 What this schema does not enforce is checked around it (`core.ir.limits._validate_fast`): the
-node count (`"kind"` tokens), and, for a spec holding an inline `AgentSpec` (marked in the
+unique ids (`IDS_MARK`), the node count (a text too short to hold more nodes than the limit, else
+its `"kind"` tokens), and, for a spec holding an inline `AgentSpec` (marked in the
 validation context when one is validated), the container nesting, by `_bound.within_limits`.
 Without an `AgentSpec` the nesting of a valid spec follows from its depth (at most 3 containers a
 composite level and 1 for the leaf: `3 * depth + 1 <= json_nesting_cap(depth)`).
@@ -56,10 +64,12 @@ from core.ir.models import (
     ir_agent,
 )
 
-__all__ = ["AGENT_MARK", "fast_validator"]
+__all__ = ["AGENT_MARK", "IDS_MARK", "fast_validator"]
 
 AGENT_MARK = "core.ir.fast.agent_seen"
 """Validation-context key set when the fast schema validates an inline `AgentSpec`."""
+IDS_MARK = "core.ir.fast.ids"
+"""Validation-context key: the list of the node ids the fast schema validated, in order."""
 
 NODE_HELPER_TYPES = (*NODE_TYPES, PipelineStepEntry, RouteSpec, StepConfigSpec)
 """The classes the fast schema builds instances of with its own rules (`_build`)."""
@@ -81,8 +91,45 @@ def _ir_agent_marked(spec: AgentSpec, info: ValidationInfo) -> AgentSpec:
     return spec
 
 
+def _note_id(value: str, info: ValidationInfo) -> str:
+    """A node id, noted in the validation context's `IDS_MARK` list (the caller checks them for
+    repeats). Without a context dict the ids could not be checked, so the id is refused (the
+    caller then takes the full path)."""
+    context = info.context
+    if not isinstance(context, dict):
+        raise ValueError("node ids are checked only with a validation context")
+    ids = cast(dict[str, Any], context).get(IDS_MARK)
+    if ids is None:
+        cast(dict[str, Any], context)[IDS_MARK] = [value]
+    else:
+        cast(list[str], ids).append(value)
+    return value
+
+
+NOT_BLANK_PATTERN = r"[^\s\x1c-\x1f]"
+"""A character `str.strip()` keeps, as pydantic-core's Rust regex spells it: Python's
+whitespace is the Unicode `White_Space` property (the regex's `\\s`) and U+001C..U+001F, so a
+string matches iff `value.strip()` is not empty, which is the names' `_not_blank` check
+(checked over every code point by the tests)."""
+_NAME = "core.ir.fast.name"  # metadata key marking a name's schema (`_name_schema`)
+
+
+def _name_schema(string: Schema, ref: str | None) -> Schema:
+    """A name's `str` schema with its `_not_blank` check as `NOT_BLANK_PATTERN` (in place of
+    the `\\S` pattern, which the check implies): the same strings, no Python call."""
+    metadata = {**cast(Schema, string.get("metadata") or {}), _NAME: True}
+    out: Schema = {**string, "pattern": NOT_BLANK_PATTERN, "metadata": metadata}
+    if ref is not None:
+        out["ref"] = ref
+    return out
+
+
+def _is_name(schema: Schema) -> bool:
+    return bool(cast(Schema, schema.get("metadata") or {}).get(_NAME))
+
+
 def _router_rules(spec: RouterSpec) -> RouterSpec:
-    """`RouterSpec`'s rules without the unique-id check (a text with no ids)."""
+    """`RouterSpec`'s rules without the unique-id check (ids are checked through `IDS_MARK`)."""
     check_router_rules(spec)
     return spec
 
@@ -144,28 +191,28 @@ def _rewrite(schema: Any, edit: Callable[[Schema], Schema | None]) -> Any:
     return out if replaced is None else replaced
 
 
-def _edit(*, ids: bool, inline_steps: bool) -> Callable[[Schema], Schema | None]:
+def _edit() -> Callable[[Schema], Schema | None]:
     def edit(schema: Schema) -> Schema | None:
         kind = schema.get("type")
         if kind == "union":
             return _name_first(schema)
+        if kind == "model" and schema.get("cls") in NODE_TYPES:
+            return _id_noted(schema)
         if kind == "function-after":
             name = _qualname(schema)
             inner = cast(Schema, schema["schema"])
             if name.endswith("_not_blank") and inner.get("type") == "str":
-                if inner.get("pattern") == r"\S":
-                    schema["schema"] = {k: v for k, v in inner.items() if k != "pattern"}
-                return schema
+                return _name_schema(inner, schema.get("ref"))
             if name == "_ir_agent":
                 schema["function"] = {"type": "with-info", "function": _ir_agent_marked}
                 return schema
-            if not ids and name in _ID_CHECKS:
+            if name in _ID_CHECKS:
                 if name == "RouterSpec._rules":
                     schema["function"] = {"type": "no-info", "function": _router_rules}
                     return schema
                 return {**inner, "ref": schema["ref"]} if "ref" in schema else inner
-            if not inline_steps and name == "AgentStepSpec._exactly_one":
-                return _agent_name_required(inner, schema.get("ref"))
+            if name == "AgentStepSpec._exactly_one":
+                return _exactly_one(inner, schema.get("ref"))
         return None
 
     return edit
@@ -179,24 +226,72 @@ def _name_first(union: Schema) -> Schema | None:
     if len(choices) != 2 or not all(isinstance(c, dict) for c in choices):
         return None
     agent, name = cast(list[Schema], choices)
-    if not (_qualname(agent) == "_ir_agent_marked" and _qualname(name).endswith("_not_blank")):
+    if not (_qualname(agent) == "_ir_agent_marked" and _is_name(name)):
         return None
     return {**union, "choices": [name, agent], "mode": "left_to_right"}
 
 
-def _agent_name_required(model: Schema, ref: str | None) -> Schema:
-    """`AgentStepSpec`'s model schema for a text without `inline_spec`: `agent_name` required
-    and not null, `inline_spec` only ever its default (None)."""
+def _id_noted(model: Schema) -> Schema:
+    """A node's model schema with its `id` (`Name | None`, a `_name_schema`) noted by
+    `_note_id`."""
     fields = cast(Schema, cast(Schema, model["schema"])["fields"])
-    name_field = cast(Schema, fields["agent_name"])
-    nullable = cast(Schema, cast(Schema, name_field["schema"])["schema"])
-    fields["agent_name"] = {**name_field, "schema": nullable["schema"]}
-    inline = cast(Schema, fields["inline_spec"])
-    fields["inline_spec"] = {
-        **inline,
-        "schema": {"type": "default", "default": None, "schema": {"type": "none"}},
+    default = cast(Schema, cast(Schema, fields["id"])["schema"])
+    nullable = cast(Schema, default["schema"])
+    name = cast(Schema, nullable["schema"])
+    assert (default["type"], nullable["type"], _is_name(name)) == ("default", "nullable", True)
+    nullable["schema"] = {
+        "type": "function-after",
+        "function": {"type": "with-info", "function": _note_id},
+        "schema": name,
     }
-    return {**model, "ref": ref} if ref is not None else model
+    return model
+
+
+def _exactly_one(model: Schema, ref: str | None) -> Schema:
+    """`AgentStepSpec`'s model schema (its `id` noted) with "exactly one of agent_name and
+    inline_spec" as core rules: the union of the step with `agent_name` (and `inline_spec` only
+    ever null) and, tried only when that fails, the step with `inline_spec` (and `agent_name`
+    only ever null), whose `id` the first already noted."""
+    fields = cast(Schema, cast(Schema, model["schema"])["fields"])
+
+    def form(required: str, null: str, id_field: Schema) -> Schema:
+        present = cast(Schema, fields[required])
+        nullable = cast(Schema, cast(Schema, present["schema"])["schema"])
+        assert nullable["type"] == "nullable", present
+        absent = cast(Schema, fields[null])
+        return {
+            **model,
+            "schema": {
+                **cast(Schema, model["schema"]),
+                "fields": {
+                    **fields,
+                    "id": id_field,
+                    required: {**present, "schema": nullable["schema"]},
+                    null: {
+                        **absent,
+                        "schema": {"type": "default", "default": None, "schema": {"type": "none"}},
+                    },
+                },
+            },
+        }
+
+    noted = cast(Schema, fields["id"])
+    default = cast(Schema, noted["schema"])
+    nullable = cast(Schema, default["schema"])
+    after = cast(Schema, nullable["schema"])
+    assert _qualname(after) == "_note_id", noted
+    unnoted = {**noted, "schema": {**default, "schema": {**nullable, "schema": after["schema"]}}}
+    union: Schema = {
+        "type": "union",
+        "mode": "left_to_right",
+        "choices": [
+            form("agent_name", "inline_spec", noted),
+            form("inline_spec", "agent_name", unnoted),
+        ],
+    }
+    if ref is not None:
+        union["ref"] = ref
+    return union
 
 
 @cache
@@ -229,13 +324,10 @@ def _level_dependent(defs: dict[str, Schema]) -> set[str]:
 
 
 @cache
-def fast_validator(max_depth: int, *, topology: bool, ids: bool, inline_steps: bool) -> Any:
+def fast_validator(max_depth: int, *, topology: bool) -> Any:
     """The fast schema's `SchemaValidator` (see the module docstring), cached per shape."""
     defs, kinds = _flat()
-    edited = {
-        ref: _rewrite(schema, _edit(ids=ids, inline_steps=inline_steps))
-        for ref, schema in defs.items()
-    }
+    edited = {ref: _rewrite(schema, _edit()) for ref, schema in defs.items()}
     union = edited.pop(_OP)
     dependent = _level_dependent(defs)
 

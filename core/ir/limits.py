@@ -17,16 +17,17 @@ reaches a recursive parser before the limits are checked:
 3. only then does Pydantic validate the copy (`validate_python`, never `validate_json`, whose
    parser has its own recursion limit and message).
 
-Fast path: JSON text within the size limit whose `"kind"` tokens are within
-`max_nodes` is validated by pydantic-core's `validate_json` with a schema derived from the models'
-own (`core.ir._fast`): the node union is unrolled per level, so pydantic-core itself refuses a
-composite past `max_depth`, and the Python rules a text cannot need (unique ids when it has no
-`"id"`, the agent step's exactly-one when it has no `"inline_spec"`) are left out; a spec with an
-inline `AgentSpec` is also bounded by `_bound.within_limits` (its nesting does not follow from its
-depth). A validation error there, or text the checks cannot vouch for, takes the full path above
-(steps 1-3), so every error, limit errors with their JSON paths included, is the full path's. On
-a 31-node spec the fast path costs about 1.5x the reference library's plain `validate_json`
-(the full pre-scan alone took about 500 us).
+Fast path: JSON text within the size limit, and short enough that it cannot hold more than
+`max_nodes` nodes (`_NODE_MIN_CHARS` a node) or else whose `"kind"` tokens are within `max_nodes`,
+is validated by pydantic-core's `validate_json` with a schema derived from the models' own
+(`core.ir._fast`): the node union is unrolled per level, so pydantic-core itself refuses a
+composite past `max_depth`, and the models' Python rules are core rules there (a name's
+blank check, an agent step's exactly-one) or checked once after it (unique ids, from the ids it
+noted); a spec with an inline `AgentSpec` is also bounded by `_bound.within_limits` (its nesting
+does not follow from its depth). A validation error there, or text the checks cannot vouch for,
+takes the full path above (steps 1-3), so every error, limit errors with their JSON paths
+included, is the full path's. On a 31-node spec the fast path costs about 1.15x the reference
+library's plain `validate_json` (the full pre-scan alone took about 500 us).
 
 Errors: `SpecLimitError` (names the limit, its value and the JSON path, e.g.
 `$.steps[0].operation.step.steps[1]`) or `SpecError` (one `(path, message)` per problem in
@@ -46,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from core.errors import SpecError, SpecLimitError
 from core.ir._bound import within_limits
-from core.ir._fast import AGENT_MARK, fast_validator
+from core.ir._fast import AGENT_MARK, IDS_MARK, fast_validator
 from core.ir._paths import spec_error_from_validation
 from core.ir._scan import check_instance_limits, normalize_raw, scan_json_text
 from core.ir.models import (
@@ -109,6 +110,10 @@ class SpecLimits(BaseModel):
         if self.max_text_bytes is not None:
             return self.max_text_bytes
         return self.max_nodes * TEXT_BYTES_PER_NODE
+
+
+_DEFAULT_LIMITS = SpecLimits()
+"""`SpecLimits()`, built once (a frozen model): the limits when a caller gives none."""
 
 
 @cache
@@ -188,6 +193,14 @@ def _long_int(digits: int) -> re.Pattern[str]:
     return re.compile(f"[0-9]{{{digits + 1}}}")
 
 
+_NODE_MIN_CHARS = 17
+"""Characters of JSON text that each node of a valid spec without an inline `AgentSpec` holds
+apart from every other node: its braces, the key `"kind"`, a colon and its kind as a string, at
+least `"router"` (2 + 6 + 1 + 8). Such a spec has no other object with a `kind` key (every model
+forbids unknown fields), so its node count is at most `len(text) // 17`, and a text shorter than
+`17 * (max_nodes + 1)` characters needs no count."""
+
+
 def _validate_fast(
     data: str | bytes | bytearray, limits: SpecLimits, *, topology: bool
 ) -> AnyNode | None:
@@ -208,24 +221,27 @@ def _validate_fast(
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             return None
-    if text.count('"kind"') > limits.max_nodes:  # every node's key (no key is spelt escaped)
-        return None
-    if "\\" in text and _LETTER_ESCAPE.search(text) is not None:
-        return None  # an escaped letter could spell a key the token checks here would miss
+    max_nodes = limits.max_nodes
+    if len(text) >= _NODE_MIN_CHARS * (max_nodes + 1):  # long enough to hold too many nodes
+        if "\\" in text and _LETTER_ESCAPE.search(text) is not None:
+            return None  # an escaped letter could spell a `kind` key the count would miss
+        if text.count('"kind"') > max_nodes:  # every node's key
+            return None
     digits = sys.get_int_max_str_digits()
     if digits and len(text) > digits and _long_int(digits).search(text) is not None:
         return None  # json.loads refuses it on the full path, pydantic-core might not
-    ids = '"id"' in text
-    validator = fast_validator(
-        limits.max_depth, topology=topology, ids=ids, inline_steps='"inline_spec"' in text
-    )
-    context: dict[str, Any] = {ID_MEMO_CONTEXT_KEY: {}} if ids else {}
+    context: dict[str, Any] = {}
     try:
-        spec = validator.validate_json(data, context=context)
+        spec = fast_validator(limits.max_depth, topology=topology).validate_json(
+            data, context=context
+        )
     except ValidationError:
         return None
+    ids: list[str] | None = context.get(IDS_MARK)
+    if ids is not None and len(set(ids)) != len(ids):
+        return None  # a repeated node id: the full path names both places
     if AGENT_MARK in context and not within_limits(
-        text, max_depth=limits.max_depth, max_nodes=limits.max_nodes
+        text, max_depth=limits.max_depth, max_nodes=max_nodes
     ):
         return None  # an inline AgentSpec: the nesting does not follow from the depth
     return cast(AnyNode, spec)
@@ -244,7 +260,11 @@ def check_limits(spec: AnyNode, limits: SpecLimits | None = None) -> None:
 def _parse(data: Any, limits: SpecLimits | None, *, topology: bool, fast: bool = True) -> Any:
     """`parse_topology` / `parse_operation`; `fast=False` skips the fast path (for tests that
     compare the two)."""
-    lim = limits or SpecLimits()
+    lim = limits or _DEFAULT_LIMITS
+    if fast and isinstance(data, str | bytes | bytearray):
+        spec = _validate_fast(data, lim, topology=topology)
+        if spec is not None:
+            return spec
     what = "topology spec" if topology else "operation spec"
     if isinstance(data, NODE_TYPES):
         node: AnyNode = data
@@ -257,10 +277,6 @@ def _parse(data: Any, limits: SpecLimits | None, *, topology: bool, fast: bool =
         check_limits(node, lim)
         return node
     if isinstance(data, str | bytes | bytearray):
-        if fast:
-            spec = _validate_fast(data, lim, topology=topology)
-            if spec is not None:
-                return spec
         data = _decode(data, lim)
     if not isinstance(data, Mapping):
         msg = f"a spec must be a JSON object, got {type(data).__name__}"

@@ -286,10 +286,17 @@ class RouterSpec(_Node):
 def check_router_rules(router: RouterSpec) -> None:
     """A router's own rules (not the unique ids): a classifier or a route condition, and route
     names unique after strip + case-fold. Raises ValueError."""
-    if router.classifier is None and all(r.condition_name is None for r in router.routes):
-        raise ValueError("a router needs a classifier or at least one route condition_name")
+    routes = router.routes
+    if router.classifier is None:
+        for route in routes:
+            if route.condition_name is not None:
+                break
+        else:
+            raise ValueError("a router needs a classifier or at least one route condition_name")
+    if len(routes) < 2 or len({r.name.strip().casefold() for r in routes}) == len(routes):
+        return  # every spec a router validates: one set, no loop (the message needs the loop)
     seen: dict[str, str] = {}
-    for route in router.routes:
+    for route in routes:
         key = route.name.strip().casefold()
         if key in seen:
             raise ValueError(

@@ -1,4 +1,4 @@
-"""The fast path of `parse_topology` (parse + validate at most 1.5x the reference library's plain
+"""The fast path of `parse_topology` (parse + validate at most 1.2x the reference library's plain
 validation, every limit still enforced): a cheap bound, then `validate_json`.
 
 Three things are pinned: `within_limits` never vouches for text over a limit (tables of exact
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +21,7 @@ from core.errors import SpecError, SpecLimitError
 from core.ir import SpecLimits, parse_operation, parse_topology
 from core.ir._bound import within_limits
 from core.ir.limits import _parse  # pyright: ignore[reportPrivateUsage]
+from core.ir.models import walk
 from core.ir.testing import corrupted_spec_texts, topology_specs
 
 FN: dict[str, Any] = {"kind": "function_step", "callable_name": "f"}
@@ -414,7 +415,7 @@ def test_building_the_fast_schema_leaves_the_models_as_they_were() -> None:
     from core.ir._fast import NODE_HELPER_TYPES, fast_validator
     from core.ir.models import ParallelSpec
 
-    fast_validator(3, topology=True, ids=False, inline_steps=False)
+    fast_validator(3, topology=True)
     assert all(cls.__pydantic_complete__ for cls in NODE_HELPER_TYPES)
     with pytest.raises(ValueError, match="duplicate node id"):
         ParallelSpec.model_validate({"steps": [{**FN, "id": "n"}, {**FN, "id": "n"}]})
@@ -437,7 +438,7 @@ def test_a_fast_schema_built_while_another_builds_keeps_its_depth_limit(
     built: dict[str, Any] = {}
 
     def b() -> None:
-        built["b"] = fast.fast_validator(4, topology=True, ids=False, inline_steps=False)
+        built["b"] = fast.fast_validator(4, topology=True)
 
     thread_b = threading.Thread(target=b)
 
@@ -451,7 +452,7 @@ def test_a_fast_schema_built_while_another_builds_keeps_its_depth_limit(
         return SchemaValidator(schema)
 
     monkeypatch.setattr(fast, "SchemaValidator", build)
-    built["a"] = fast.fast_validator(3, topology=True, ids=False, inline_steps=False)
+    built["a"] = fast.fast_validator(3, topology=True)
     a_restored.set()
     thread_b.join(5.0)
     fast.fast_validator.cache_clear()  # the patched builds are not kept for other tests
@@ -498,3 +499,121 @@ def test_every_step_position_counts_for_the_fast_schemas_depth(depth: int, build
     if depth > 1:
         assert _fast(text, SpecLimits(max_depth=depth - 1)) is None
         _same_as_full(text, SpecLimits(max_depth=depth - 1))
+
+
+def test_the_not_blank_pattern_is_str_strip_over_every_code_point() -> None:
+    """The fast schema checks names with `NOT_BLANK_PATTERN` (pydantic-core's Rust regex) in
+    place of `_not_blank`'s `value.strip()`: one character each, every code point but the
+    surrogates (which no JSON text pydantic-core reads can hold), refused exactly when
+    `str.strip()` removes it."""
+    from pydantic_core import SchemaValidator, ValidationError
+
+    from core.ir._fast import NOT_BLANK_PATTERN
+
+    chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    validator = SchemaValidator(
+        {"type": "list", "items_schema": {"type": "str", "pattern": NOT_BLANK_PATTERN}}
+    )
+    with pytest.raises(ValidationError) as caught:
+        validator.validate_python(chars)
+    refused = {chars[cast(int, e["loc"][0])] for e in caught.value.errors()}
+    assert refused == {c for c in chars if not c.strip()}
+    assert len(refused) == 29  # Unicode's 25 White_Space characters and U+001C..U+001F
+    assert validator.validate_python(["\x1c a\u3000", "\u200b"]) == ["\x1c a\u3000", "\u200b"]
+    with pytest.raises(ValidationError):
+        validator.validate_python(["\x1c\u3000 \x85"])
+
+
+def test_every_blank_name_takes_the_full_path() -> None:
+    for char in sorted({chr(c) for c in range(0x3001) if not chr(c).strip()}):
+        for node in (pipe({**FN, "callable_name": char}), pipe(_with_id(FN, char + char))):
+            text = json.dumps(node)
+            assert _fast(text) is None
+            assert _same_as_full(text)[0] == "error"
+
+
+def _renamed(node: Any, old: str, new: str, *, last: bool) -> Any:
+    """`node` with the last (or first) `"id": old` renamed `new` (a JSON round trip)."""
+    text = json.dumps(node)
+    token, at = f'"id": "{old}"', 0
+    at = text.rindex(token) if last else text.index(token)
+    return json.loads(text[:at] + f'"id": "{new}"' + text[at + len(token) :])
+
+
+@pytest.mark.parametrize(("label", "node", "message"), DUPLICATES, ids=[d[0] for d in DUPLICATES])
+def test_the_fast_schema_takes_unique_ids_and_leaves_a_repeat_to_the_full_path(
+    label: str, node: dict[str, Any], message: str
+) -> None:
+    """Ids are noted in the validation context and checked once for repeats: a repeat anywhere
+    (a composite's subtree) is refused, unique ids are taken, with the full path's result."""
+    assert _fast(json.dumps(node)) is None
+    unique = _renamed(node, "x", "y", last=True)
+    full = _outcome(lambda: _parse(json.dumps(unique), None, topology=True, fast=False))
+    assert full[0] == "ok"
+    assert _fast(json.dumps(unique)) == full[1]
+    assert _fast(json.dumps(_renamed(node, "x", "y", last=False))) is not None
+
+
+def test_ids_of_a_spec_with_an_inline_agent_step_are_noted_once() -> None:
+    """An inline agent step fails the union's first form (after its id was noted) and is taken
+    by the second, which does not note it again."""
+    inline = {"kind": "agent_step", "inline_spec": INLINE, "id": "a"}
+    text = json.dumps(pipe(_with_id(FN, "f"), inline))
+    spec = _fast(text)
+    assert spec is not None and spec == parse_topology(text)
+    assert [n.id for _, n in walk(spec)] == [None, "f", "a"]
+    assert _fast(json.dumps(pipe(_with_id(FN, "a"), inline))) is None
+    assert _same_as_full(json.dumps(pipe(_with_id(FN, "a"), inline)))[0] == "error"
+
+
+def test_a_fast_validator_without_a_context_refuses_ids() -> None:
+    """Without a context dict the ids could not be noted, so a spec with one is refused."""
+    from pydantic_core import ValidationError
+
+    from core.ir._fast import fast_validator
+
+    validator = fast_validator(8, topology=True)
+    assert validator.validate_json(json.dumps(pipe(FN))) == parse_topology(pipe(FN))
+    with pytest.raises(ValidationError, match="only with a validation context"):
+        validator.validate_json(json.dumps(pipe(_with_id(FN, "x"))))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=topology_specs(max_depth=4, max_children=4, ids="none"))
+def test_every_node_takes_at_least_the_node_min_chars(spec: Any) -> None:
+    """The node count is skipped for a text shorter than `17 * (max_nodes + 1)`: no spec
+    without an inline AgentSpec, however compactly written, has more than `len(text) // 17`
+    nodes, and with `max_nodes` one below its count it is refused as the full path does."""
+    from core.ir.limits import _NODE_MIN_CHARS  # pyright: ignore[reportPrivateUsage]
+
+    text = json.dumps(spec.model_dump(mode="json", exclude_defaults=True), separators=(",", ":"))
+    nodes = len(list(walk(spec)))
+    assert len(text) >= _NODE_MIN_CHARS * nodes
+    if nodes > 1:
+        outcome = _same_as_full(text, SpecLimits(max_nodes=nodes - 1, max_depth=4))
+        assert outcome[0] == "limit" and outcome[1][1] == "max_nodes"
+    assert _same_as_full(text, SpecLimits(max_nodes=nodes, max_depth=4)) == ("ok", spec)
+
+
+@pytest.mark.parametrize(
+    ("step", "fields_set"),
+    [
+        (AGENT, {"kind", "agent_name"}),
+        ({**AGENT, "inline_spec": None}, {"kind", "agent_name", "inline_spec"}),
+        ({"kind": "agent_step", "inline_spec": INLINE}, {"kind", "inline_spec"}),
+        (
+            {"kind": "agent_step", "agent_name": None, "inline_spec": INLINE, "id": "q"},
+            {"kind", "agent_name", "inline_spec", "id"},
+        ),
+    ],
+)
+def test_both_forms_of_an_agent_step_build_the_models_instance(
+    step: dict[str, Any], fields_set: set[str]
+) -> None:
+    """The union standing for "exactly one of agent_name and inline_spec" gives the models'
+    own instance, with the same fields set (what `exclude_unset` dumps)."""
+    text = json.dumps(pipe(step))
+    fast, full = _fast(text), _parse(text, None, topology=True, fast=False)
+    assert fast is not None and fast == full
+    assert fast.steps[0].operation.model_fields_set == fields_set
+    assert fast.model_dump(exclude_unset=True) == full.model_dump(exclude_unset=True)
