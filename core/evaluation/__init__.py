@@ -19,6 +19,7 @@ from core.evaluation.metrics import (
     ScoreFn,
     aggregate_score,
     bundle_invalid_reason,
+    copy_bundle,
     is_valid,
     scalarize,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "ScoreFn",
     "aggregate_score",
     "bundle_invalid_reason",
+    "copy_bundle",
     "is_valid",
     "scalarize",
     # pricing, cache, checks, evaluator

@@ -37,7 +37,7 @@ from pydantic import (
 )
 
 from core.errors import SpecError
-from core.evaluation.metrics import MetricBundle, bundle_invalid_reason
+from core.evaluation.metrics import MetricBundle, bundle_invalid_reason, copy_bundle
 from core.ir.canonical import spec_hash
 from core.ir.limits import MAX_DEPTH_CEILING, SpecLimits, parse_topology
 from core.ir.metrics import spec_metrics
@@ -183,7 +183,7 @@ class ArchiveEntry(BaseModel):
         if isinstance(raw_bundles, list | tuple):
             try:
                 values["bundles"] = tuple(
-                    b.model_copy(deep=True)
+                    copy_bundle(b)
                     if isinstance(b, MetricBundle)
                     else MetricBundle.model_validate(b)
                     for b in cast(Sequence[Any], raw_bundles)

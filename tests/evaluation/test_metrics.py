@@ -184,3 +184,16 @@ def test_evaluation_package_exports_the_metric_records() -> None:
     for name in core.evaluation.metrics.__all__:
         assert name in core.evaluation.__all__, name
         assert getattr(core.evaluation, name) is getattr(core.evaluation.metrics, name)
+
+
+def test_copy_bundle_shares_no_list_or_dict_and_keeps_the_fields_set() -> None:
+    from core.evaluation.metrics import copy_bundle
+
+    bundle = MetricBundle(accuracy=0.5, raw={"trial_accuracies": [1.0, 0.0], "nested": {"a": [1]}})
+    twin = copy_bundle(bundle)
+    assert twin == bundle and twin is not bundle
+    assert twin.model_fields_set == bundle.model_fields_set == {"accuracy", "raw"}
+    bundle.raw["trial_accuracies"].append(0.5)
+    bundle.raw["nested"]["a"].append(2)
+    bundle.raw["new"] = 1
+    assert twin.raw == {"trial_accuracies": [1.0, 0.0], "nested": {"a": [1]}}
