@@ -61,8 +61,10 @@ __all__ = [
     "FeatureSet",
     "LearnedCondition",
     "LearnedKind",
+    "LearnedRoute",
     "featurize",
     "fit_learned_condition",
+    "learned_condition_of",
     "learned_entry",
     "read_artefacts",
     "register_learned",
@@ -271,17 +273,34 @@ class LearnedCondition(BaseModel):
         return cls.model_validate_json(text, strict=False)
 
 
+class LearnedRoute:
+    """The registered callable of a learned condition: `route(state)` is True when `condition`
+    sends the input's text (`text_of(state)`) to the cheaper neighbour. It keeps its artefact
+    (`condition`), so whoever holds the registry can store, ship or apply what a spec names
+    (`learned_condition_of`)."""
+
+    def __init__(self, condition: LearnedCondition, text_of: Callable[[Any], str]) -> None:
+        self.condition = condition
+        self.text_of = text_of
+        self.__name__ = condition.name
+
+    def __call__(self, state: Any) -> bool:
+        cond = self.condition
+        return cond.routes_to_cheaper(cond.vector(self.text_of(state)))
+
+
+def learned_condition_of(fn: object) -> LearnedCondition | None:
+    """The artefact behind a registered callable, when it is a learned condition's."""
+    return fn.condition if isinstance(fn, LearnedRoute) else None
+
+
 def learned_entry(
     cond: LearnedCondition, text_of: Callable[[Any], str] = input_text
 ) -> CombinatorEntry:
     """The library entry of a learned condition: named `cond.name`, a condition that reads only
     the input (`NameEffect()`), true when `cond` routes the input's text to the cheaper one."""
-
-    def learned(state: Any) -> bool:
-        return cond.routes_to_cheaper(cond.vector(text_of(state)))
-
-    learned.__name__ = cond.name
-    return CombinatorEntry(cond.name, learned, cond.describe(), ("condition",), NameEffect())
+    route = LearnedRoute(cond, text_of)
+    return CombinatorEntry(cond.name, route, cond.describe(), ("condition",), NameEffect())
 
 
 def register_learned(

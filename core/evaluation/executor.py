@@ -60,6 +60,11 @@ class RemoteBatch(BaseModel):
     """The driver evaluator's `EvaluatorConfig.model_dump(mode="json")`."""
     items: tuple[tuple[int, str, int], ...] = Field(min_length=1)
     """Each run: (result slot index, example key, trial)."""
+    learned: tuple[str, ...] = ()
+    """The JSON of each learned condition artefact the spec routes on
+    (`core.combinators.learned.LearnedCondition.to_json`): a worker's problem, loaded from
+    disk, holds only what the problem registers, so the worker registers these (by digest,
+    checked as read) before it hydrates the spec."""
 
 
 class BatchOutcome(BaseModel):

@@ -136,6 +136,11 @@ class CandidateProposed(_EventBase):
     `duplicate`: same canonical hash as an earlier candidate (not evaluated again)."""
     reason: str | None = None
     """Why it was rejected, e.g. `"max_depth_exceeded: depth 5 > 4"` or the hydration error."""
+    learned: list[str] = Field(default_factory=list[str])
+    """The JSON of each learned condition artefact (`core.combinators.learned.
+    LearnedCondition.to_json`) that this candidate's spec names and no earlier candidate of the
+    run did: what `search --resume` registers by digest before checking anything
+    (`core.search.learned`). Empty for every candidate of a run without a train split."""
 
 
 class ExampleEvaluated(_EventBase):

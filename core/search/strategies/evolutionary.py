@@ -26,9 +26,16 @@ Then per generation:
 2. **Front bridges**, up to `bridge_share` of the generation's offspring: the valid entries'
    (accuracy, cost) Pareto front, sorted by cost, has a gap between each pair of neighbours,
    the hypervolume a point between them could add, `(acc_dear - acc_cheap) * (cost_dear -
-   cost_cheap)`. Widest gap first, its bridges are: routers that send the inputs an
-   input-only condition picks to one neighbour and the rest to the other, both ways round
-   (`core.search.operators.mix_specs`, operator `bridge:mix`); then the cheaper neighbour run
+   cost_cheap)`. Widest gap first, its bridges are: when the problem has a train split
+   (`AskContext.train`), learned routers: both neighbours are run on every train example
+   (through the run's evaluator and cache), "the cheaper one is right" is fitted on the train
+   inputs' features, and `router(when learned_<digest>: cheap, else dear)` is proposed at the
+   thresholds that send 25%, 50% and 75% of the train inputs to the cheaper one (one fit, a
+   curve of points between the neighbours; fitted once per pair in a run; operator
+   `bridge:learned`; `core.search.learned` has the rule, from fit to `apply`); then routers
+   that send the inputs an input-only condition picks to one neighbour and the rest to the
+   other, both ways round (`core.search.operators.mix_specs`, operator `bridge:mix`); then the
+   cheaper neighbour run
    whole, escalating on each condition its candidates allow to the dearer neighbour's dearest
    agent (`bridge_specs`, operator `bridge:cascade`). Parent: the cheaper neighbour. A bridge's
    cost lies between its ends, so each one is a bet on exactly the part of the front with the
@@ -60,14 +67,17 @@ from typing import ClassVar
 import numpy as np
 from pydantic import Field
 
+from core.combinators.learned import LearnedCondition
 from core.errors import SearchError
-from core.ir import TopologySpec, parse_topology
+from core.ir import TopologySpec, parse_topology, spec_hash
 from core.ir.dataflow import EffectTable, normalize
 from core.ir.models import AgentStepSpec, PipelineSpec
+from core.search.learned import fit_between
 from core.search.operators import (
     MutationContext,
     bridge_specs,
     crossover,
+    learned_router_spec,
     mix_specs,
     mutate,
     opening_specs,
@@ -113,12 +123,14 @@ class EvolutionarySearch(Strategy):
         self._rng = random.Random(self.config.seed)
         self._mctx: MutationContext | None = None
         self._opening_done = False
+        self._fits: dict[tuple[str, str], list[LearnedCondition]] = {}
 
     def preflight(self, space: SearchSpace) -> None:
         """Reset the generator (a run starts from the seed) and build the operators' context."""
         self._rng = random.Random(self.config.seed)
         self._mctx = MutationContext.from_space(space)
         self._opening_done = False
+        self._fits = {}
 
     @staticmethod
     def agent_costs(ctx: AskContext) -> dict[str, float]:
@@ -254,7 +266,42 @@ class EvolutionarySearch(Strategy):
         gaps.sort(key=lambda g: (-g[2], archive[g[0]].objective("cost_usd"), g[0]))
         return gaps
 
-    def _bridges(
+    async def _learned(
+        self,
+        ctx: AskContext,
+        mctx: MutationContext,
+        lo: int,
+        hi: int,
+        cheap: TopologySpec,
+        dear: TopologySpec,
+    ) -> list[TopologySpec]:
+        """The learned routers between archive entries `lo` (cheaper) and `hi` (module
+        docstring, step 2); empty without a train split, or when the budget refuses the train
+        runs (then asked again next generation), or there is nothing to learn."""
+        train = ctx.train
+        if train is None:
+            return []
+        key = (
+            ctx.archive[lo].spec_hash or spec_hash(cheap),
+            ctx.archive[hi].spec_hash or spec_hash(dear),
+        )
+        conds = self._fits.get(key)
+        if conds is None:
+            a = await train.scores(ctx.archive_candidates[lo], cheap)
+            b = None if a is None else await train.scores(ctx.archive_candidates[hi], dear)
+            if a is None or b is None:
+                return []
+            conds = self._fits[key] = fit_between(
+                a, b, train.examples, cheaper=key[0], dearer=key[1]
+            )
+        out: list[TopologySpec] = []
+        for cond in conds:
+            spec = learned_router_spec(train.learn(cond), cheap, dear, mctx)
+            if spec is not None:
+                out.append(spec)
+        return out
+
+    async def _bridges(
         self,
         ctx: AskContext,
         mctx: MutationContext,
@@ -265,8 +312,12 @@ class EvolutionarySearch(Strategy):
         """Up to `n` front bridges, widest gap first (module docstring, step 2)."""
         out: list[Proposal] = []
         for lo, hi, _area in self.front_gaps(ctx):
+            if len(out) >= n:
+                break
             cheap, dear = spec_of(lo), spec_of(hi)
-            children = [(c, "bridge:mix") for c in mix_specs(cheap, dear, mctx)]
+            learned = await self._learned(ctx, mctx, lo, hi, cheap, dear)
+            children = [(c, "bridge:learned") for c in learned]
+            children += [(c, "bridge:mix") for c in mix_specs(cheap, dear, mctx)]
             children += [(c, "bridge:cascade") for c in bridge_specs(cheap, dear, mctx)]
             for child, operator in children:
                 if len(out) >= n:
@@ -317,7 +368,7 @@ class EvolutionarySearch(Strategy):
             return check.ok and check.behaviour_hash not in avoid
 
         out.extend(
-            self._bridges(ctx, mctx, math.ceil(self.config.bridge_share * n), spec_of, avoid)
+            await self._bridges(ctx, mctx, math.ceil(self.config.bridge_share * n), spec_of, avoid)
         )
         for _ in range(n - len(out)):
             a = self._tournament(population)
