@@ -36,6 +36,7 @@ Rule (the whole life of one, `core.combinators.learned` has the artefact itself)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,7 @@ from core.evaluation.metrics import GoldExample
 from core.hydrate import CallableRegistry
 from core.ir import TopologySpec, parse_topology
 from core.ir.models import AnyNode, RouterSpec, walk
+from core.storage.journal import read_journal
 from core.vocab.events import CandidateProposed, SearchEvent
 
 __all__ = [
@@ -65,12 +67,14 @@ __all__ = [
     "LEARNED_SHARES",
     "TrainAccess",
     "artefacts_from_events",
+    "artefacts_from_journals",
     "artefacts_named",
     "fit_between",
     "learned_names",
     "learned_names_in_json",
     "load_applied",
     "register_all",
+    "write_beside",
 ]
 
 LEARNED_SHARES: tuple[float, ...] = (0.25, 0.5, 0.75)
@@ -169,6 +173,24 @@ def artefacts_from_events(events: Iterable[SearchEvent]) -> dict[str, LearnedCon
             for text in ev.learned:
                 cond = LearnedCondition.from_json(text)
                 out.setdefault(cond.name, cond)
+    return out
+
+
+def artefacts_from_journals(
+    paths: Iterable[str | os.PathLike[str]],
+) -> dict[str, LearnedCondition]:
+    """`artefacts_from_events` over run journals (`core.storage.journal`); a path with no file
+    gives none (e.g. a run recorded elsewhere).
+
+    Raises:
+        StoreError: a journal line other than the last is not a valid event.
+        pydantic.ValidationError: an artefact whose digest does not match its numbers.
+    """
+    out: dict[str, LearnedCondition] = {}
+    for path in paths:
+        if Path(path).is_file():
+            for name, cond in artefacts_from_events(read_journal(path)).items():
+                out.setdefault(name, cond)
     return out
 
 
