@@ -153,7 +153,8 @@ class ExampleEvaluated(_EventBase):
     """Its canonical hash (the evaluation cache key, with example id and trial)."""
     split: str
     """Which split the example belongs to: `"minibatch"` runs draw from `"validation"`, so this
-    is the example's own split, e.g. `"validation"` or `"test"`."""
+    is the example's own split, e.g. `"validation"` or `"test"`, or `"train"` for a front
+    neighbour run on the train split to fit a learned router (`core.search.learned`)."""
     example_id: str
     """The gold example's id."""
     trial: _Int32 = 0
