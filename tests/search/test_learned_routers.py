@@ -309,3 +309,19 @@ def test_a_remote_batch_carries_the_artefacts_its_spec_names_and_the_worker_regi
     assert [b.learned for b in worker.batches] == [(cond.to_json(),)]
     assert read_artefacts_of(worker.evaluator.callable_registry, name).digest == cond.digest
     assert (ev.accuracy, ev.n_examples, ev.error_rate) == (1.0, 12, 0.0)
+
+
+def test_loading_a_spec_whose_artefact_is_missing_is_refused_before_anything_runs(
+    tmp_path: Path, reference: tuple[Path, OptimizationResult]
+) -> None:
+    _, result = reference
+    spec = result.best_decoded["short_long"]
+    (name,) = learned_names(spec)  # type: ignore[arg-type]
+    target = TopologyRegistry(tmp_path / "registry")
+    apply_result(result, target, dry_run=False)
+    cond = result.raw["learned"][name]
+    (tmp_path / "registry" / "short_long" / "learned" / f"{cond.digest}.json").unlink()
+    fresh = CallableRegistry()
+    with pytest.raises(ApplyError, match=rf"no learned artefact for \['{name}'\] beside the spec"):
+        target.load("short_long", fresh)
+    assert fresh.names() == []
