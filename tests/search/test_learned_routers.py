@@ -40,7 +40,12 @@ from core.storage.journal import RunJournal, journal_path, read_journal  # noqa:
 from studio.cli import main  # noqa: E402
 
 RUN = "20261207-230000-abc123"
-CONFIG = {"n_generations": 4, "population_size": 4, "minibatch_size": 12}
+CONFIG: dict[str, Any] = {
+    "n_generations": 4,
+    "population_size": 4,
+    "minibatch_size": 12,
+    "bridge_order": ("learned", "mix", "cascade"),  # learned first: one short run shows all
+}
 
 OPERATORS = [
     "seed",
@@ -63,12 +68,15 @@ first (of three thresholds), generation 3 the next gap."""
 
 
 def search(
-    problem: Problem, subscribers: list[Any], resume_from: list[SearchEvent] | None = None
+    problem: Problem,
+    subscribers: list[Any],
+    resume_from: list[SearchEvent] | None = None,
+    config: dict[str, Any] | None = None,
 ) -> Any:
     return build_search(
         problem,
         "evolutionary",
-        config=CONFIG,
+        config=config or CONFIG,
         run_id=RUN,
         subscribers=subscribers,
         resume_from=resume_from,
@@ -325,3 +333,40 @@ def test_loading_a_spec_whose_artefact_is_missing_is_refused_before_anything_run
     with pytest.raises(ApplyError, match=rf"no learned artefact for \['{name}'\] beside the spec"):
         target.load("short_long", fresh)
     assert fresh.names() == []
+
+
+def test_by_default_a_gaps_learned_routers_come_after_its_input_feature_mixes(
+    tmp_path: Path,
+) -> None:
+    """The default `bridge_order` (mix, learned, cascade): the (cheap, dear) gap gets its
+    mixes first; the learned routers come once the widest gap's mixes are all known, and the
+    train split is run only then."""
+    problem = load_problem(write_problem(tmp_path))
+    config = {"n_generations": 6, "population_size": 4, "minibatch_size": 12}
+    path = tmp_path / "run.jsonl"
+    with RunJournal.create(path) as journal:
+        result = asyncio.run(search(problem, [journal.append], config=config).run())
+    bridges = [
+        (r.generation, r.operator) for r in result.history if r.operator.startswith("bridge")
+    ]
+    assert bridges == [
+        (2, "bridge:mix"),
+        (2, "bridge:mix"),
+        (3, "bridge:mix"),
+        (3, "bridge:mix"),
+        (4, "bridge:learned"),
+        (4, "bridge:learned"),
+        (5, "bridge:learned"),
+        (5, "bridge:mix"),
+    ]
+    events = read_journal(path)
+    first_train = next(
+        e.seq for e in events if e.type == "example_evaluated" and e.split == "train"
+    )
+    gen4 = next(e.seq for e in events if e.type == "candidate_proposed" and e.generation == 4)
+    assert (
+        max(e.seq for e in events if e.type == "archive_snapshot" and e.generation == 3)
+        < first_train
+        < gen4
+    )
+    assert len(result.raw["learned"]) == 3  # one fit
