@@ -11,7 +11,8 @@ Rule (the whole life of one, `core.combinators.learned` has the artefact itself)
    cheaper one is right" is fitted on the train examples' input features (`fit_between`:
    `fit_learned_condition`, logistic, text features), and one artefact per threshold of
    `thresholds_for_shares(P(train), LEARNED_SHARES)` gives one `router(when learned_<digest>:
-   cheap, else dear)` each: one fit, a curve of points between the neighbours. Learned parts
+   cheap, else dear)` each: one fit, a curve of points between the neighbours, proposed after
+   the gap's input-feature mixes by default (`EvolutionaryConfig.bridge_order`). Learned parts
    never see the validation or test split. No train split: nothing here runs, the search is
    exactly what it was.
 2. **The threshold is part of the artefact**, so each threshold is its own artefact, its own
