@@ -62,14 +62,23 @@ def build(ctx: ProblemContext) -> ProblemParts:
 """
 
 
-def write_problem(root: Path, *, train: bool = True) -> Path:
-    """Write the problem into `root/short_long` and return that directory."""
+def write_problem(
+    root: Path,
+    *,
+    train: bool = True,
+    n: int = N_EXAMPLES,
+    validation: int = 12,
+    train_size: int = 20,
+    workers: int = 1,
+) -> Path:
+    """Write the problem into `root/short_long` and return that directory: `n` questions,
+    `validation` of them validation, `train_size` train (when `train`), the rest test; the
+    search's evaluations use `workers` processes."""
     d = root / "short_long"
     d.mkdir(parents=True)
     (d / "registries.py").write_text(REGISTRIES)
     gold = [
-        json.dumps({"id": f"q{i:02d}", "input": question(i), "expected": "right"})
-        for i in range(N_EXAMPLES)
+        json.dumps({"id": f"q{i:02d}", "input": question(i), "expected": "right"}) for i in range(n)
     ]
     (d / "gold.jsonl").write_text("\n".join(gold) + "\n")
     (d / "seed.json").write_text(
@@ -84,7 +93,7 @@ def write_problem(root: Path, *, train: bool = True) -> Path:
         f'[models.prices."function:{a}:"]\ninput_usd_per_1k = {p}\noutput_usd_per_1k = 0.0\n'
         for a, p in PRICES.items()
     )
-    train_line = "train_size = 20" if train else ""
+    train_line = f"train_size = {train_size}" if train else ""
     (d / "problem.toml").write_text(
         f"""name = "short_long"
 description = "Answer right."
@@ -93,11 +102,12 @@ score_function = "exact"
 [gold]
 source = "jsonl"
 path = "gold.jsonl"
-validation_size = 12
+validation_size = {validation}
 {train_line}
 
 [search]
 seed = 1
+workers = {workers}
 
 [models]
 time_scale = 0

@@ -6,6 +6,7 @@ nothing of it happens."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -370,3 +371,19 @@ def test_by_default_a_gaps_learned_routers_come_after_its_input_feature_mixes(
         < gen4
     )
     assert len(result.raw["learned"]) == 3  # one fit
+
+
+def test_forked_workers_resolve_a_learned_condition_registered_after_their_fork(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Workers inherit the registry at their fork: the train runs fork them, the fit registers
+    a new name after, so registering closes them and the next evaluation forks fresh ones that
+    know it (no worker fails to hydrate, nothing is run again in the parent)."""
+    problem = load_problem(write_problem(tmp_path, n=200, validation=80, train_size=80, workers=2))
+    config = {**CONFIG, "n_generations": 3}
+    with caplog.at_level(logging.WARNING, logger="core.evaluation._fork"):
+        result = asyncio.run(search(problem, [], config=config).run())
+    learned = [r for r in result.history if r.operator == "bridge:learned"]
+    assert [(r.status, r.split) for r in learned] == [("evaluated", "validation")] * 2
+    assert [r.accuracy for r in learned] == [0.9, 0.9]
+    assert [m for m in caplog.messages if "evaluation worker" in m] == []
