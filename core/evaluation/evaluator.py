@@ -104,7 +104,13 @@ from core.evaluation.checks import (
     inline_agent_path,
     normalize_allowed_kinds,
 )
-from core.evaluation.executor import Executor, LocalExecutor, RemoteBatch, RemoteExecutor
+from core.evaluation.executor import (
+    Executor,
+    LocalExecutor,
+    RemoteBatch,
+    RemoteExecutor,
+    learned_artefacts,
+)
 from core.evaluation.metrics import GoldExample, MetricBundle, MetricWeights, ScoreFn
 from core.evaluation.pricing import Pricer
 from core.hydrate import (
@@ -120,7 +126,6 @@ from core.hydrate import (
 )
 from core.ir import SpecLimits, parse_topology, spec_hash, spec_metrics
 from core.ir.limits import DEFAULT_MAX_DEPTH, MAX_DEPTH_CEILING
-from core.ir.models import AnyNode, RouterSpec, walk
 
 __all__ = [
     "CandidateEvaluation",
@@ -699,7 +704,7 @@ class TopologyEvaluator:
                     depth=depth,
                     config=cfg.model_dump(mode="json"),
                     items=tuple((index, key, trial) for index, _, key, trial in pending),
-                    learned=_learned_artefacts(checked.spec, self._callables),
+                    learned=learned_artefacts(checked.spec, self._callables),
                 )
 
                 def done_once(index: int, result: ExampleResult, cacheable: bool) -> None:
@@ -870,23 +875,6 @@ class TopologyEvaluator:
                 raw["error_type"] = error.split(":", 1)[0] if ":" in error else bundle.status
             out.append(bundle.model_copy(update={"raw": raw}))
         return out
-
-
-def _learned_artefacts(spec: AnyNode, callables: CallableRegistry) -> tuple[str, ...]:
-    """The JSON of the learned condition artefacts `spec`'s routes name (what a remote worker
-    registers before hydrating; `core.combinators.learned.LearnedRoute`), in document order."""
-    from core.combinators.learned import learned_condition_of
-
-    out: list[str] = []
-    for _, node in walk(spec):
-        if isinstance(node, RouterSpec):
-            for route in node.routes:
-                name = route.condition_name
-                if name is not None and name in callables:
-                    cond = learned_condition_of(callables.get(name))
-                    if cond is not None and cond.to_json() not in out:
-                        out.append(cond.to_json())
-    return tuple(out)
 
 
 def prompted_hash(digest: str, prompt_overrides: Mapping[str, str] | None) -> str:
