@@ -11,11 +11,16 @@ classifier is fitted on the examples' input features (`FeatureSet`):
 - `"hashed"`: the memory store's offline embedder (`core.memory.HashedNgramEmbedder`, hashed
   character trigrams, `dimension` numbers, L2-normalised).
 
-Models (`LearnedKind`), both scikit-learn at fit time:
+Models (`LearnedKind`):
 
-- `"logistic"`: `LogisticRegression(C=c)` (its default solver, lbfgs) on standardised features; stored as
-  the per-feature mean and scale, the coefficients and the intercept;
-- `"knn"`: `KNeighborsClassifier(n_neighbors=k)` (Euclidean, uniform weights) on standardised
+- `"logistic"`: L2-regularised logistic regression on standardised features, scikit-learn's
+  `LogisticRegression(C=c)` objective (`c` times the summed log-loss plus half the squared
+  coefficients, the intercept unpenalised) minimised exactly by Newton's method in numpy
+  (`_fit_logistic`; the tests check it against scikit-learn's own optimum). Not scikit-learn
+  itself: importing it adds ~145 MiB to the process, and a search fits these in its own process
+  (the default `gsm8k_replay` search's peak memory target is 300 MiB); stored as the
+  per-feature mean and scale, the coefficients and the intercept;
+- `"knn"`: scikit-learn's `KNeighborsClassifier(n_neighbors=k)` (Euclidean, uniform weights) on standardised
   features; stored as the training vectors and labels (a k-NN's fit is exactly its data).
 
 The condition is true (route to the cheaper neighbour) when the predicted probability that the
@@ -28,7 +33,7 @@ JSON (sorted keys, no spaces) without the digest itself, and its registered name
 `learned_<first 12 hex digits>`. It holds the training example ids, the feature set, the
 standardisation, the model's numbers and the threshold: everything needed to route, as data.
 Nothing stored is unpickled, imported or evaluated: the logistic probability is
-`1 / (1 + exp(-(w . z + b)))` on the stored numbers (scikit-learn's own, checked in the tests),
+`1 / (1 + exp(-(w . z + b)))` on the stored numbers,
 and the k-NN is rebuilt from the stored vectors and labels (`KNeighborsClassifier.fit`).
 `write_artefacts` and `read_artefacts` keep them as `<digest>.json` files in a folder (what
 `apply` writes beside a spec); `register_learned` puts one into a callable registry.
@@ -61,8 +66,10 @@ __all__ = [
     "FeatureSet",
     "LearnedCondition",
     "LearnedKind",
+    "LearnedRoute",
     "featurize",
     "fit_learned_condition",
+    "learned_condition_of",
     "learned_entry",
     "read_artefacts",
     "register_learned",
@@ -109,11 +116,48 @@ def _knn(k: int) -> Any:
     return KNeighborsClassifier(n_neighbors=k)
 
 
-def _logistic(c: float) -> Any:
-    """A scikit-learn logistic regression, imported when first needed (as `_knn`)."""
-    from sklearn.linear_model import LogisticRegression  # pyright: ignore[reportMissingTypeStubs]
+_NEWTON_STEPS = 100
+"""At most this many Newton steps (a well-posed fit takes under 15)."""
+_NEWTON_TOL = 1e-10
+"""Newton stops when the largest parameter change is below this."""
 
-    return LogisticRegression(C=c, max_iter=1000)
+
+def _logistic_loss(x1: np.ndarray, y: np.ndarray, theta: np.ndarray, c: float) -> float:
+    margin = x1 @ theta
+    loss = np.logaddexp(0.0, margin) - y * margin  # -log-likelihood per example
+    return float(c * loss.sum() + 0.5 * theta[:-1] @ theta[:-1])
+
+
+def _fit_logistic(z: np.ndarray, y: np.ndarray, c: float) -> tuple[np.ndarray, float]:
+    """Coefficients and intercept minimising `c * sum(log-loss) + |w|^2 / 2` (scikit-learn's
+    `LogisticRegression(C=c)` objective, intercept unpenalised): Newton's method from zero,
+    each step halved until the objective does not rise (the objective is strictly convex in
+    `w`, so this converges to its unique optimum)."""
+    n, d = z.shape
+    x1 = np.hstack([z, np.ones((n, 1))])
+    penalty = np.eye(d + 1)
+    penalty[d, d] = 0.0
+    theta = np.zeros(d + 1)
+    loss = _logistic_loss(x1, y, theta, c)
+    for _ in range(_NEWTON_STEPS):
+        p = 1.0 / (1.0 + np.exp(-(x1 @ theta)))
+        grad = c * (x1.T @ (p - y)) + penalty @ theta
+        hess = c * (x1.T * (p * (1.0 - p))) @ x1 + penalty
+        hess[d, d] += 1e-12  # an intercept the data saturates stays finite
+        step = np.linalg.solve(hess, grad)
+        t = 1.0
+        while t > 1e-8:
+            new = theta - t * step
+            new_loss = _logistic_loss(x1, y, new, c)
+            if new_loss <= loss:
+                break
+            t /= 2.0
+        else:
+            break
+        theta, loss = new, new_loss
+        if float(np.max(np.abs(t * step))) < _NEWTON_TOL:
+            break
+    return theta[:-1], float(theta[-1])
 
 
 def text_features(text: str) -> list[float]:
@@ -271,17 +315,34 @@ class LearnedCondition(BaseModel):
         return cls.model_validate_json(text, strict=False)
 
 
+class LearnedRoute:
+    """The registered callable of a learned condition: `route(state)` is True when `condition`
+    sends the input's text (`text_of(state)`) to the cheaper neighbour. It keeps its artefact
+    (`condition`), so whoever holds the registry can store, ship or apply what a spec names
+    (`learned_condition_of`)."""
+
+    def __init__(self, condition: LearnedCondition, text_of: Callable[[Any], str]) -> None:
+        self.condition = condition
+        self.text_of = text_of
+        self.__name__ = condition.name
+
+    def __call__(self, state: Any) -> bool:
+        cond = self.condition
+        return cond.routes_to_cheaper(cond.vector(self.text_of(state)))
+
+
+def learned_condition_of(fn: object) -> LearnedCondition | None:
+    """The artefact behind a registered callable, when it is a learned condition's."""
+    return fn.condition if isinstance(fn, LearnedRoute) else None
+
+
 def learned_entry(
     cond: LearnedCondition, text_of: Callable[[Any], str] = input_text
 ) -> CombinatorEntry:
     """The library entry of a learned condition: named `cond.name`, a condition that reads only
     the input (`NameEffect()`), true when `cond` routes the input's text to the cheaper one."""
-
-    def learned(state: Any) -> bool:
-        return cond.routes_to_cheaper(cond.vector(text_of(state)))
-
-    learned.__name__ = cond.name
-    return CombinatorEntry(cond.name, learned, cond.describe(), ("condition",), NameEffect())
+    route = LearnedRoute(cond, text_of)
+    return CombinatorEntry(cond.name, route, cond.describe(), ("condition",), NameEffect())
 
 
 def register_learned(
@@ -411,8 +472,6 @@ def fit_learned_condition(
             vectors=tuple(tuple(float(v) for v in row) for row in z),
             labels=tuple(int(v) for v in y),
         )
-    model = _logistic(c)
-    model.fit(z, y)
-    weights = tuple(float(v) for v in np.asarray(model.coef_, dtype=np.float64)[0])
-    bias = float(np.asarray(model.intercept_, dtype=np.float64)[0])
+    coef, bias = _fit_logistic(z, y.astype(np.float64), float(c))
+    weights = tuple(float(v) for v in coef)
     return LearnedCondition(**common, coef=weights, intercept=bias, c=float(c))

@@ -104,7 +104,13 @@ from core.evaluation.checks import (
     inline_agent_path,
     normalize_allowed_kinds,
 )
-from core.evaluation.executor import Executor, LocalExecutor, RemoteBatch, RemoteExecutor
+from core.evaluation.executor import (
+    Executor,
+    LocalExecutor,
+    RemoteBatch,
+    RemoteExecutor,
+    learned_artefacts,
+)
 from core.evaluation.metrics import GoldExample, MetricBundle, MetricWeights, ScoreFn
 from core.evaluation.pricing import Pricer
 from core.hydrate import (
@@ -698,6 +704,7 @@ class TopologyEvaluator:
                     depth=depth,
                     config=cfg.model_dump(mode="json"),
                     items=tuple((index, key, trial) for index, _, key, trial in pending),
+                    learned=learned_artefacts(checked.spec, self._callables),
                 )
 
                 def done_once(index: int, result: ExampleResult, cacheable: bool) -> None:

@@ -29,6 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.agents.call_cache import CallCache
 from core.agents.rate_budget import ProviderLimit
 from core.evaluation._records import ExampleResult
+from core.hydrate import CallableRegistry
+from core.ir.models import AnyNode, RouterSpec, walk
 from core.vocab.health import WorkerHealth
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "RemoteBatch",
     "RemoteExecutor",
     "WorkerHealth",
+    "learned_artefacts",
     "split_items",
 ]
 
@@ -60,6 +63,11 @@ class RemoteBatch(BaseModel):
     """The driver evaluator's `EvaluatorConfig.model_dump(mode="json")`."""
     items: tuple[tuple[int, str, int], ...] = Field(min_length=1)
     """Each run: (result slot index, example key, trial)."""
+    learned: tuple[str, ...] = ()
+    """The JSON of each learned condition artefact the spec routes on
+    (`core.combinators.learned.LearnedCondition.to_json`): a worker's problem, loaded from
+    disk, holds only what the problem registers, so the worker registers these (by digest,
+    checked as read) before it hydrates the spec."""
 
 
 class BatchOutcome(BaseModel):
@@ -159,3 +167,20 @@ def split_items(
     """`items` dealt in turn into at most `n` non-empty batches (each a mix of examples)."""
     n = max(1, min(n, len(items)))
     return [tuple(items[i::n]) for i in range(n)]
+
+
+def learned_artefacts(spec: AnyNode, callables: CallableRegistry) -> tuple[str, ...]:
+    """The JSON of the learned condition artefacts `spec`'s routes name (what a remote worker
+    registers before hydrating; `core.combinators.learned.LearnedRoute`), in document order."""
+    from core.combinators.learned import learned_condition_of
+
+    out: list[str] = []
+    for _, node in walk(spec):
+        if isinstance(node, RouterSpec):
+            for route in node.routes:
+                name = route.condition_name
+                if name is not None and name in callables:
+                    cond = learned_condition_of(callables.get(name))
+                    if cond is not None and cond.to_json() not in out:
+                        out.append(cond.to_json())
+    return tuple(out)

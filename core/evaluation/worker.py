@@ -88,6 +88,11 @@ async def run_batch(
         raise EvaluationError(
             f"the worker's problem has no examples {missing[:5]}: is it the driver's problem?"
         )
+    if batch.learned:
+        from core.combinators.learned import LearnedCondition, register_learned
+
+        for text in batch.learned:
+            register_learned(LearnedCondition.from_json(text), evaluator.callable_registry)
     checked, topology = evaluator._check(batch.spec_json, batch.prompt_overrides)  # pyright: ignore[reportPrivateUsage]
     if topology is None:
         raise EvaluationError(f"the worker could not hydrate the candidate: {checked.reason}")

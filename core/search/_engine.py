@@ -26,6 +26,7 @@ from core.ir import TopologySpec
 from core.ir.dataflow import EffectTable
 from core.search._checker import CandidateChecker
 from core.search._emission import Cand, StopKind, WallStop, evaluation_figures, finite_or_none
+from core.search._learning import LearningMixin
 from core.search._rescoring import ReportMixin
 from core.search._resume import plan_resume
 from core.search._selection import FixedMinibatch, KnownSpecs
@@ -86,7 +87,7 @@ def _exhausted_reason(records: Sequence[CandidateRecord]) -> str:
     return text + ")"
 
 
-class SearchRun(ReportMixin):
+class SearchRun(ReportMixin, LearningMixin):
     """One search run: the loop around a strategy (a live handle; `run()` once).
 
     Args:
@@ -101,6 +102,9 @@ class SearchRun(ReportMixin):
             names; checks use the evaluator's registries, normally the same).
         agent_registry: registered agents (either registry may be a plain mapping of names).
         test: a held-out split; the winner is evaluated on it once, at the end.
+        train: the train split (a problem's `[gold] train_size`): what learned parts fit on
+            (`AskContext.train`, `core.search.learned`), never scored or reported; None or
+            empty: no train split, and no learned part.
         roles: callable role -> names (a problem's `roles`), for the designer and operators.
         effects: what each registered name reads and produces (a problem's `effects`): static
             rejections, no-op normalisation and the structure operators use it.
@@ -131,6 +135,7 @@ class SearchRun(ReportMixin):
         callable_registry: CallableRegistryLike,
         agent_registry: AgentRegistryLike,
         test: Sequence[GoldExample] | None = None,
+        train: Sequence[GoldExample] | None = None,
         roles: Mapping[str, Sequence[str]] | None = None,
         effects: EffectTable | None = None,
         problem: str = "",
@@ -177,6 +182,7 @@ class SearchRun(ReportMixin):
         if plan is not None:
             run_id = plan.run_id or run_id
         self.run_id = run_id or new_run_id()
+        self._init_learning(list(train) if train else None, plan.learned if plan else {})
         self._recorded_proposals: dict[int, Proposal] = plan.proposals if plan else {}
         self._stream = EventStream(
             self.run_id,
@@ -391,6 +397,7 @@ class SearchRun(ReportMixin):
             known_hashes=self._known_specs.hashes(),
             recorded=dict(self._recorded_proposals),
             max_proposals=remaining,
+            train=self._train_access(),
         )
 
     def _check(self, spec: TopologySpec | str) -> CheckResult:
@@ -463,6 +470,7 @@ class SearchRun(ReportMixin):
             design_output_tokens=proposal.design_output_tokens,
             status=status,
             reason=reason,
+            learned=self._to_announce(spec_json),
         )
 
     def _unevaluated(

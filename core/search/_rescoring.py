@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from core.combinators.learned import LearnedCondition
 from core.search._emission import (
     REPORT_ALLOWED,
     RunBase,
@@ -21,6 +22,8 @@ __all__ = ["ReportMixin"]
 
 class ReportMixin(RunBase):
     """Re-scoring, the test front and the final report of a `SearchRun`."""
+
+    _learned: dict[str, LearnedCondition]
 
     def _rescore_wanted(self) -> list[int]:
         """Minibatch-only valid candidates that are best or on the front on their own scores."""
@@ -206,6 +209,7 @@ class ReportMixin(RunBase):
                     "test": test[0] if test else None,
                     "test_front": test,
                     "budget_used": self.tracker.used(),
+                    "learned": dict(self._learned),
                 }
             ),
         )

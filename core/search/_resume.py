@@ -3,19 +3,24 @@
 The recorded example results go into the evaluation cache (no model call again), the recorded
 proposals are served to the strategy by candidate index (no designer call again), the keys of
 what was recorded are not emitted again, and `seq` continues after the last recorded event.
+The learned artefacts the recorded proposals carry (`CandidateProposed.learned`) are read back
+by digest, for the run to register before it checks or evaluates anything
+(`core.search.learned`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from core.combinators.learned import LearnedCondition
 from core.errors import SearchError
 from core.evaluation._records import ExampleResult
 from core.evaluation.cache import EvaluationCache
 from core.evaluation.metrics import MetricBundle
 from core.search._stream import EventKey
 from core.search.events import ArchiveSnapshot, CandidateProposed, ExampleEvaluated, SearchEvent
+from core.search.learned import artefacts_from_events
 from core.search.strategies.base import Proposal
 from core.storage.resume import ResumeState
 
@@ -32,6 +37,7 @@ class ResumePlan:
         recorded: keys of the recorded events (see `core.search._stream`).
         proposals: recorded proposals by candidate index (`replayed=True`).
         wall_offset_s: seconds the recorded run had used (first to last event).
+        learned: the learned artefacts the recorded proposals carry, by registered name.
     """
 
     run_id: str | None
@@ -39,6 +45,7 @@ class ResumePlan:
     recorded: frozenset[EventKey]
     proposals: dict[int, Proposal]
     wall_offset_s: float
+    learned: dict[str, LearnedCondition] = field(default_factory=dict[str, LearnedCondition])
 
 
 def plan_resume(
@@ -73,7 +80,8 @@ def plan_resume(
     wall = 0.0
     if state.started is not None and events:
         wall = max(0.0, events[-1].ts - state.started.ts)
-    return ResumePlan(state.run_id, state.next_seq, frozenset(recorded), proposals, wall)
+    learned = artefacts_from_events(events)
+    return ResumePlan(state.run_id, state.next_seq, frozenset(recorded), proposals, wall, learned)
 
 
 def result_from_event(ev: ExampleEvaluated) -> ExampleResult:

@@ -24,6 +24,15 @@ Without `expected`, the diff made inside the call is the base. Nothing is writte
 gene passes its checks; a mapping or object whose assignment fails part-way is restored.
 Unchanged genes are never written.
 
+Learned routers (`core.search.learned`): a spec may route on learned conditions
+(`learned_<digest>`), whose artefacts are data the spec does not carry. Writing to a
+`TopologyRegistry`, every artefact the spec names is written first into `learned/` beside the
+name's spec files (`<root>/<name>/learned/<digest>.json`, `write_artefacts`), taken from
+`artefacts=` (default: the result's `raw["learned"]`); one that is not there refuses the write
+(`ApplyError` naming it) before anything is written. `TopologyRegistry.load(name, callables)`
+reads the spec back with them registered. A mapping or object target has no folder: nothing is
+written for them there (keep `raw["learned"]` with it).
+
 Prompt results (phase 2, `core.optimization.OptimizationRunner`: `best_decoded` maps
 `"<agent>.system_prompt"` genes to texts) are applied to the one topology they were evolved on,
 `topology=` (the target's key, attribute path or registry name; inferred when the target holds
@@ -43,10 +52,12 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict
 
+from core.combinators.learned import LearnedCondition
 from core.errors import ApplyError, SpecError, StaleTargetError
 from core.ir import TopologySpec, parse_topology
 from core.ir.diff import NodeChange, structural_diff, unified_json_diff
 from core.ir.models import NODE_TYPES
+from core.search.learned import artefacts_named, learned_names, write_beside
 from core.search.prompt_diff import PromptDiff, with_prompts
 from core.search.registry import Approval, TopologyRegistry
 from core.search.result import OptimizationResult
@@ -326,6 +337,7 @@ def apply_result(
     approval: Approval | None = None,
     note: str = "",
     topology: str | None = None,
+    artefacts: Mapping[str, LearnedCondition] | None = None,
 ) -> list[GeneDiff]:
     """Diff a result's winning topologies against `target` and, unless `dry_run`, write them.
 
@@ -340,6 +352,8 @@ def apply_result(
         note: where the specs came from, recorded by a registry (e.g. `"run 3f2a"`).
         topology: prompt results only: the target's name for the topology the prompts were
             evolved on (default: the target's only topology).
+        artefacts: registered name -> learned artefact, for the learned conditions a spec
+            names (default: the result's `raw["learned"]`; module docstring).
 
     Returns:
         One `GeneDiff` per gene, in the result's gene order; for a prompt result, one for
@@ -353,9 +367,18 @@ def apply_result(
         StaleTargetError: the target changed since the diff was made; nothing was written.
         ValueError: two gene names resolve onto one attribute of an object target.
     """
+    if artefacts is None:
+        artefacts = cast(Mapping[str, LearnedCondition], result.raw.get("learned", {}))
     if _is_prompt_result(result):
         return _apply_prompts(
-            result, target, dry_run, topology, expected=expected, approval=approval, note=note
+            result,
+            target,
+            dry_run,
+            topology,
+            expected=expected,
+            approval=approval,
+            note=note,
+            artefacts=artefacts,
         )
     return apply_specs(
         _result_specs(result),
@@ -364,6 +387,7 @@ def apply_result(
         expected=expected,
         approval=approval,
         note=note,
+        artefacts=artefacts,
     )
 
 
@@ -376,17 +400,21 @@ def apply_specs(
     approval: Approval | None = None,
     note: str = "",
     records: Mapping[str, Mapping[str, Any]] | None = None,
+    artefacts: Mapping[str, LearnedCondition] | None = None,
 ) -> list[GeneDiff]:
     """`apply_result` for any gene name -> spec mapping (e.g. one candidate of a stored run).
 
-    Same arguments, return value and errors as `apply_result`, plus `records`: registry
+    Same arguments, return value and errors as `apply_result` (`artefacts` default: none), plus
+    `records`: registry
     targets only, gene name -> the caller's record of that write (e.g. the run store's
     proposal and approval), journaled with it (`TopologyRegistry.write(record=...)`): the
     caller `settle`s it once stored, and a killed caller's record comes back from
     `TopologyRegistry.recover()`.
     """
     if isinstance(target, TopologyRegistry):
-        return _apply_registry(specs, target, dry_run, expected, approval, note, records or {})
+        return _apply_registry(
+            specs, target, dry_run, expected, approval, note, records or {}, artefacts or {}
+        )
     if isinstance(target, Mapping):
         mapping = cast(Mapping[str, Any], target)
         slots = [_mapping_slot(mapping, gene) for gene in specs]
@@ -428,6 +456,7 @@ def _apply_registry(
     approval: Approval | None,
     note: str,
     records: Mapping[str, Mapping[str, Any]],
+    artefacts: Mapping[str, LearnedCondition],
 ) -> list[GeneDiff]:
     diffs: list[GeneDiff] = []
     for gene, after in specs.items():
@@ -438,11 +467,17 @@ def _apply_registry(
         return diffs
     if expected is not None:
         _check_expected(diffs, expected)
+    learned = {d.gene_name: _learned_of(d, artefacts) for d in diffs if d.changed}
     out: list[GeneDiff] = []
     for d in diffs:
         if not d.changed:
             out.append(d)
             continue
+        if learned[d.gene_name]:  # before the version: a reader of it finds them
+            try:
+                write_beside(registry.folder(d.gene_name), learned[d.gene_name])
+            except OSError as exc:
+                raise ApplyError(f"cannot write registry {registry.root}: {exc}") from exc
         # the registry re-checks the base under its lock: a writer in between is refused
         rec = registry.write(
             d.gene_name,
@@ -454,3 +489,19 @@ def _apply_registry(
         )
         out.append(d.model_copy(update={"written": True, "new_version": rec.version}))
     return out
+
+
+def _learned_of(d: GeneDiff, artefacts: Mapping[str, LearnedCondition]) -> list[LearnedCondition]:
+    """The artefacts of the learned conditions `d.after` names.
+
+    Raises:
+        ApplyError: one is not in `artefacts` (nothing is written).
+    """
+    try:
+        return artefacts_named(learned_names(d.after), artefacts)
+    except KeyError as exc:
+        raise ApplyError(
+            f"gene {d.gene_name!r}: the spec routes on learned conditions whose artefacts were "
+            f"not given ({exc.args[0]}); apply it from its run (the result's raw['learned'], "
+            "or the run's journal); nothing was written"
+        ) from None

@@ -247,6 +247,7 @@ def build_search(
         evaluator=evaluator,
         validation=problem.splits["validation"],
         test=test,
+        train=problem.splits.get("train"),
         callable_registry=problem.callable_registry,
         agent_registry=problem.agent_registry,
         roles=problem.roles,

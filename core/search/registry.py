@@ -9,6 +9,9 @@ when a search's winner is approved. Layout under the registry's root directory:
 <root>/<name>/current.json        a copy of the current version's spec, for readers of one path
 <root>/<name>/.lock               locked (`flock`) while a write checks its base and writes
 <root>/<name>/.pending.json       a write in progress (its journal entry; see "Recovery")
+<root>/<name>/learned/<digest>.json  the learned condition artefacts its versions route on
+                                  (`core.search.learned`; content-addressed, written before the
+                                  version that names them, never removed)
 ```
 
 Versions are numbered 1, 2, 3, ... per name and never rewritten: `rollback(name, v)` writes a new
@@ -57,9 +60,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.errors import ApplyError, SpecError, StaleTargetError
+from core.hydrate import CallableRegistry
 from core.ir import TopologySpec, parse_topology
 from core.ir.canonical import spec_hash
 from core.ir.limits import MAX_DEPTH_CEILING, SpecLimits
+from core.search.learned import load_applied
 
 try:  # POSIX advisory locks; elsewhere the base check still runs, without the lock.
     import fcntl as _fcntl
@@ -266,6 +271,24 @@ class TopologyRegistry:
         """
         versions = self._versions(_check_name(name))
         return versions[-1] if versions else None
+
+    def folder(self, name: str) -> Path:
+        """The folder of `name`'s files (`<root>/<name>`; what `learned/` sits in)."""
+        return self.root / _check_name(name)
+
+    def load(self, name: str, callables: CallableRegistry) -> tuple[int, TopologySpec]:
+        """`current(name)`, with the learned artefacts its spec names registered in
+        `callables` from the folder beside it (`core.search.learned.load_applied`).
+
+        Raises:
+            ApplyError: no version, an invalid spec, or a learned artefact missing or damaged.
+        """
+        version, spec = self.current(name)
+        try:
+            load_applied(self.folder(name), spec, callables)
+        except (ValueError, ValidationError) as exc:
+            raise ApplyError(f"{self.folder(name)}: {exc}") from exc
+        return version, spec
 
     def _spec_path(self, name: str, version: int) -> Path:
         return self.root / name / f"v{version:06d}.json"

@@ -158,7 +158,10 @@ class OptimizationResult(BaseModel):
     - `test`: the winner's evaluation on the held-out test split (evaluated once, at the end)
       as `{"candidate_idx", "n_examples", "accuracy", "cost_usd", "latency_ms",
       "aggregate_score", "valid", "reason"}`, or None when no test split was given;
-    - `budget_used`: as in `RunFinished.budget_used`.
+    - `budget_used`: as in `RunFinished.budget_used`;
+    - `learned`: registered name -> `LearnedCondition`, every learned artefact the run
+      registered (what `apply_result` writes beside a spec that names one; empty without a
+      train split).
     """
 
     model_config = ConfigDict(

@@ -136,6 +136,11 @@ class CandidateProposed(_EventBase):
     `duplicate`: same canonical hash as an earlier candidate (not evaluated again)."""
     reason: str | None = None
     """Why it was rejected, e.g. `"max_depth_exceeded: depth 5 > 4"` or the hydration error."""
+    learned: list[str] = Field(default_factory=list[str])
+    """The JSON of each learned condition artefact (`core.combinators.learned.
+    LearnedCondition.to_json`) that this candidate's spec names and no earlier candidate of the
+    run did: what `search --resume` registers by digest before checking anything
+    (`core.search.learned`). Empty for every candidate of a run without a train split."""
 
 
 class ExampleEvaluated(_EventBase):
@@ -148,7 +153,8 @@ class ExampleEvaluated(_EventBase):
     """Its canonical hash (the evaluation cache key, with example id and trial)."""
     split: str
     """Which split the example belongs to: `"minibatch"` runs draw from `"validation"`, so this
-    is the example's own split, e.g. `"validation"` or `"test"`."""
+    is the example's own split, e.g. `"validation"` or `"test"`, or `"train"` for a front
+    neighbour run on the train split to fit a learned router (`core.search.learned`)."""
     example_id: str
     """The gold example's id."""
     trial: _Int32 = 0

@@ -15,8 +15,10 @@ from core.ir import TopologySpec, parse_topology, spec_hash
 from core.ir.diff import structural_diff, unified_json_diff
 from core.ir.limits import MAX_DEPTH_CEILING, SpecLimits
 from core.search.apply import apply_specs
+from core.search.learned import artefacts_from_journals, learned_names
 from core.search.registry import Approval, TopologyRegistry
 from core.storage import IngestError, RunStore
+from core.storage.journal import journal_path
 from core.storage.queries import is_missing
 from core.vocab.pareto import DEFAULT_OBJECTIVES
 from studio.cli._common import CliUsageError, ExitCode, resolve_db_path
@@ -639,7 +641,11 @@ def cmd_apply(args: argparse.Namespace, out: Output) -> int:
     A phase-2 (prompt) run's candidate (`studio.views.prompt_apply`) is its topology part (the
     search's winner) and its prompt part (each evolved prompt, shown as a word diff): both are
     written as one version, or `--only topology` / `--only prompts` writes one part (the other
-    rejected), in the same all-or-nothing write."""
+    rejected), in the same all-or-nothing write.
+
+    A spec that routes on learned conditions gets their artefacts from the run's journal
+    (`core.search.learned.artefacts_from_journals`), written into `learned/` beside the registry's spec files before the
+    version (`core.search.apply`)."""
     db = resolve_db_path(args.db)
     # the studio's registry (the same root, so the store records the same target as the
     # studio's `registry_target`), unless --to says otherwise (made absolute, so the recorded
@@ -656,6 +662,7 @@ def cmd_apply(args: argparse.Namespace, out: Output) -> int:
     with open_cli_store(db, out) as store:
         _recover_registry(registry, store, out)
         run_id = resolve_run_id(store, args.run)
+        run_ids = [run_id]
         if getattr(args, "phase", 1) == 2:  # phase 2 of the search: its own record
             second = store.phase_two_run(run_id)
             if second is None:
@@ -664,6 +671,7 @@ def cmd_apply(args: argparse.Namespace, out: Output) -> int:
                     "search --then-prompts"
                 )
             run_id = second
+            run_ids.append(second)
         run = store.get_run(run_id)
         phase2 = prompt_run(run_id, run.strategy, run.config) if run is not None else None
         only: str | None = getattr(args, "only", None)
@@ -688,6 +696,14 @@ def cmd_apply(args: argparse.Namespace, out: Output) -> int:
         if phase2 is not None:
             plan = _prompt_plan(store, registry, run_id, args.candidate, name, spec, only)
             spec = plan.spec
+        artefacts = {}
+        if learned_names(spec):
+            try:
+                artefacts = artefacts_from_journals(journal_path(db, r) for r in run_ids)
+            except (StoreError, ValueError) as exc:
+                raise CliUsageError(
+                    f"run {run_id}: its journal's learned artefacts: {exc}"
+                ) from exc
         try:
             (shown,) = apply_specs({name: spec}, registry, dry_run=True)
         except ValueError as exc:
@@ -745,6 +761,7 @@ def cmd_apply(args: argparse.Namespace, out: Output) -> int:
             approval=approval,
             note=note,
             records=None if record is None else {name: record},
+            artefacts=artefacts,
         )
         version = int(done.new_version or 0)
         if record is None:
@@ -762,4 +779,9 @@ def cmd_apply(args: argparse.Namespace, out: Output) -> int:
                     "next apply records it)"
                 )
         out.line(f"written: {registry.root}/{name} version {done.new_version} (approved by {who})")
+        if artefacts and learned_names(spec):
+            out.line(
+                f"learned artefacts beside it: {registry.folder(name) / 'learned'} "
+                f"({', '.join(learned_names(spec))})"
+            )
     return ExitCode.OK

@@ -1,6 +1,7 @@
 """The structure operators: cascades, agreement gates, votes and input-feature routers, built
 from the problem's declared effects and the agents' measured costs and accuracies; also the
-bridges between two front candidates and the opening's structures (`opening_specs`).
+bridges between two front candidates (cascades, input-feature mixes, learned routers) and the
+opening's structures (`opening_specs`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ __all__ = [
     "feature_router_spec",
     "gate_spec",
     "k_vote",
+    "learned_router_spec",
     "mix_specs",
     "opening_specs",
     "replace_branch",
@@ -442,6 +444,22 @@ def mix_specs(cheap: TopologySpec, dear: TopologySpec, ctx: MutationContext) -> 
             if spec is not None:
                 out.append(spec)
     return out
+
+
+def learned_router_spec(
+    condition: str, cheap: TopologySpec, dear: TopologySpec, ctx: MutationContext
+) -> TopologySpec | None:
+    """`router(when <condition>: cheap, else dear)` for a learned "the cheaper one is right"
+    condition (`core.search.learned`): the inputs it picks run `cheap` whole, the rest `dear`
+    whole. None when routers are not allowed or the result breaks `ctx`'s limits."""
+    if not ctx.kind_allowed("router"):
+        return None
+    data = {
+        "kind": "router",
+        "routes": [{"name": "learned", "step": _id_free(cheap), "condition_name": condition}],
+        "fallback_step": _id_free(dear),
+    }
+    return is_valid_candidate(data, ctx)  # type: ignore[arg-type]
 
 
 def _agent_target(spec: TopologySpec, rng: random.Random) -> tuple[Pos, str] | None:

@@ -24,6 +24,7 @@ from core.search.result import CandidateRecord
 
 if TYPE_CHECKING:
     from core.search.archive import Archive
+    from core.search.learned import TrainAccess
 
 __all__ = [
     "AskContext",
@@ -203,6 +204,8 @@ class AskContext:
             calls a model returns the recorded proposal for an index instead of calling it.
         max_proposals: the most proposals the engine can still evaluate under the budget
             (None: no such limit); extra proposals are recorded as not evaluated.
+        train: the train split, for strategies that fit learned parts on it
+            (`core.search.learned.TrainAccess`); None when the problem has none.
     """
 
     generation: int
@@ -216,6 +219,7 @@ class AskContext:
     known_hashes: frozenset[str] = frozenset()
     recorded: Mapping[int, Proposal] = field(default_factory=dict[int, Proposal])
     max_proposals: int | None = None
+    train: TrainAccess | None = None
 
 
 class Strategy(ABC):
