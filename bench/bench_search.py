@@ -54,7 +54,8 @@
     RSS and the tree's peak PSS <= 300 MiB, identical results.
 
 Usage: `python bench/bench_search.py [--skip-gsm8k] [--candidates N] [--seeds 1 2 3 4 5]
-[--max-nodes 7] [--strategies evolutionary random] [--skip-exhaustive --exhaustive-hv X] [--default-search-only]`.
+[--max-nodes 7] [--strategies evolutionary random] [--skip-exhaustive --exhaustive-hv X]
+[--test-front] [--bridge-order learned mix cascade] [--default-search-only]`.
 Needs `TOPOLOGY_STUDIO_DATASETS` (or the dataset cache) for (b).
 """
 
@@ -425,7 +426,14 @@ async def _acceptance(args: argparse.Namespace) -> None:
     print(f"    reference point: accuracy 0, cost ${ref_cost:.4f} per problem")
     for strategy in args.strategies:
         for seed in args.seeds:
-            fig, _ = await _one_run(problem, strategy, seed, test_front=args.test_front)
+            config = (
+                {"bridge_order": args.bridge_order}
+                if args.bridge_order and strategy == "evolutionary"
+                else None
+            )
+            fig, _ = await _one_run(
+                problem, strategy, seed, config=config, test_front=args.test_front
+            )
             figures.setdefault(strategy, []).append(fig)
             print(
                 f"    {strategy} seed {seed}: hv ratio {fig.hv(ref_cost) / ex_hv:.4f}, "
@@ -760,6 +768,12 @@ def main() -> None:
     parser.add_argument("--exhaustive-hv", type=float, default=1.0)
     parser.add_argument("--ref-cost", type=float, default=1.0)
     parser.add_argument("--default-search-only", action="store_true", help="only (c)")
+    parser.add_argument(
+        "--bridge-order",
+        nargs="+",
+        choices=["mix", "learned", "cascade"],
+        help="(b): the evolutionary runs' EvolutionaryConfig.bridge_order (default: its own)",
+    )
     parser.add_argument(
         "--test-front",
         action="store_true",
