@@ -138,6 +138,7 @@ if TYPE_CHECKING:
         TopologyEvaluator,
         aggregate_score,
         bundle_invalid_reason,
+        copy_bundle,
         is_valid,
         scalarize,
     )
@@ -565,6 +566,7 @@ _LAZY: dict[str, str] = {
     "TopologyEvaluator": "core.evaluation",
     "aggregate_score": "core.evaluation",
     "bundle_invalid_reason": "core.evaluation",
+    "copy_bundle": "core.evaluation",
     "is_valid": "core.evaluation",
     "scalarize": "core.evaluation",
     "Approval": "core.search",
@@ -1147,6 +1149,7 @@ __all__ = [
     "check_schema",
     "coerce_step",
     "configured_dataset_dirs",
+    "copy_bundle",
     "crossover",
     "crowding_distance",
     "current_trace",

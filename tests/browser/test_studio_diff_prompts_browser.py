@@ -135,6 +135,7 @@ def test_a_phase_2_proposal_shows_both_parts_and_applies_the_prompts_alone(
     # the critic's prompt side by side: nothing removed, the added words marked green
     # (the browser writes the styles back normalised: #ccf5d3 as rgb(204, 245, 211))
     added = main.locator("span[style*='rgb(204, 245, 211)']")
+    added.first.wait_for(timeout=60_000)  # (a loaded machine draws the diff after the script run)
     assert added.all_inner_texts() == ["End with a line 'Answer: N'."]
     assert main.locator("span[style*='line-through']").count() == 0
     # the "now" and "evolved" boxes of one prompt sit side by side
@@ -153,14 +154,13 @@ def test_a_phase_2_proposal_shows_both_parts_and_applies_the_prompts_alone(
     assert main.get_by_text("Topology part: rejected", exact=True).count() == 1
     assert boxes.count() == 2
     pg.get_by_role("button", name="Approve and apply").click()
+    applied = main.get_by_text(
+        "Applied prompts only (topology rejected): letters is now version 2.", exact=True
+    )
+    applied.wait_for(timeout=60_000)  # (the rerun the click starts may begin after idle's wait)
     idle(pg)
     no_errors(pg)
-    assert (
-        main.get_by_text(
-            "Applied prompts only (topology rejected): letters is now version 2.", exact=True
-        ).count()
-        == 1
-    )
+    assert applied.count() == 1
     shot(pg, "diff-prompts-applied")
     version, spec = TopologyRegistry(own_store["registry"]).current("letters")
     assert (version, spec) == (2, _spec(judge=False, critic=EVOLVED))
