@@ -84,13 +84,55 @@ def _pack(model: BaseModel) -> _Packed:
     return _Packed(type(model), values, _SETS.setdefault(fields_set, fields_set))
 
 
+_NAMES: dict[type[BaseModel], tuple[str, ...] | None] = {}
+"""Per packed class: its field names when `_unpack` may set its state directly (see there),
+else None (then `model_construct` builds it)."""
+
+_set_attr = object.__setattr__
+
+
+def _direct_names(cls: type[BaseModel]) -> tuple[str, ...] | None:
+    if cls not in _NAMES:
+        plain = (
+            not cls.__private_attributes__
+            and cls.__pydantic_post_init__ is None
+            and not cls.__pydantic_root_model__
+            and cls.model_config.get("extra") != "allow"
+        )
+        _NAMES[cls] = tuple(cls.model_fields) if plain else None
+    return _NAMES[cls]
+
+
 def _unpack(packed: _Packed) -> Any:
-    names = packed.cls.model_fields
-    data = {
-        name: _unpack(v) if type(v) is _Packed else v
-        for name, v in zip(names, packed.values, strict=True)
-    }
-    return packed.cls.model_construct(_fields_set=set(packed.fields_set), **data)
+    """The model `packed` was made from, equal to it (`__dict__`, `model_fields_set`).
+
+    For a model class with no private attributes, no `model_post_init`, not a root model and
+    no extra fields (`ExampleResult`, `MetricBundle`), its state is set directly, as
+    `model_construct` ends by doing, without `model_construct`'s per-call defaults and alias
+    handling (the packed values hold every field): an `ExampleResult` in 2.9 instead of 9.9 us
+    (26 instead of 50 us each when 30,000 are rebuilt, the collector walking them), measured
+    2026-12-07; a warm default search rebuilds about 8,000."""
+    cls = packed.cls
+    names = _direct_names(cls)
+    if names is None:
+        data = {
+            name: _unpack(v) if type(v) is _Packed else v
+            for name, v in zip(cls.model_fields, packed.values, strict=True)
+        }
+        return cls.model_construct(_fields_set=set(packed.fields_set), **data)
+    model = cls.__new__(cls)
+    _set_attr(
+        model,
+        "__dict__",
+        {
+            name: _unpack(v) if type(v) is _Packed else v
+            for name, v in zip(names, packed.values, strict=True)
+        },
+    )
+    _set_attr(model, "__pydantic_fields_set__", set(packed.fields_set))
+    _set_attr(model, "__pydantic_extra__", None)
+    _set_attr(model, "__pydantic_private__", None)
+    return model
 
 
 class InMemoryEvaluationCache(EvaluationCache):

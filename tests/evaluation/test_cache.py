@@ -150,3 +150,23 @@ def test_a_result_with_a_trace_is_kept_as_it_is() -> None:
     r = _result()
     cache.put(r)
     assert cache.get("h1", "q1", 0) is r
+
+
+def test_a_packed_model_with_private_state_is_rebuilt_by_model_construct() -> None:
+    # the direct rebuild sets no private attributes: a class with any goes through
+    # model_construct, which gives them their defaults
+    from pydantic import BaseModel, PrivateAttr
+
+    from core.evaluation.cache import _pack, _unpack  # pyright: ignore[reportPrivateUsage]
+
+    class WithPrivate(BaseModel):
+        x: int
+        inner: MetricBundle
+        _seen: int = PrivateAttr(default=7)
+
+    m = WithPrivate(x=3, inner=MetricBundle(accuracy=0.5))
+    again = _unpack(_pack(m))
+    assert again == m and again is not m
+    assert again._seen == 7  # pyright: ignore[reportPrivateUsage]
+    assert again.model_fields_set == {"x", "inner"}
+    assert again.inner.model_fields_set == {"accuracy"}
