@@ -67,6 +67,8 @@ __all__ = [
     "call_key",
     "decode_output",
     "enter_fastest_race",
+    "mark_unrepeatable",
+    "off_clock_in_race",
     "in_fastest_race",
     "is_quoting_model",
     "is_simulated_clock",
@@ -265,11 +267,13 @@ class CallContext:
         self.raced_requests = 0
         """The model requests those calls were charged at their start (their quotes)."""
         self.unrepeatable = False
-        """Set when this run's races may end differently run again: a raced call whose model
-        sleeps real time (`time_scale` > 0: the wall clock then decides a race in part) or
-        quotes no charge at its start, or a race inside a race's branch (how many turns the
-        inner race takes includes its losers' unwinding, which `Parallel` waits for in real
-        time, `core.runtime._tasks.CANCEL_GRACE_S`)."""
+        """Set when this run's result may differ run again, because the wall clock had a say
+        (`mark_unrepeatable`): a deadline fired or a cancelled task outlived its grace; or,
+        inside a race, a raced call whose model sleeps real time (`time_scale` > 0) or quotes
+        no charge at its start or waited for a provider's lease, a model that is not replayed,
+        an awaited async callable (`off_clock_in_race`), or a race inside a race's branch (how
+        many turns the inner race takes includes its losers' unwinding, which `Parallel` waits
+        for in real time, `core.runtime._tasks.CANCEL_GRACE_S`)."""
 
     def answer(self, record: CallRecord) -> None:
         """Count a call the cache answered or has just stored (`answered`)."""
@@ -339,6 +343,26 @@ def enter_fastest_race() -> None:
         if active is not None:
             active.unrepeatable = True
     _RACING.set(True)
+
+
+def mark_unrepeatable(context: CallContext | None = None) -> None:
+    """Mark an example run (`context`, default the active one) `unrepeatable`: something in it
+    depended on the wall clock, so the example memo does not keep its result. The runtime calls
+    it when a deadline fires (`Parallel` and `RefinementLoop` timeouts), when a cancelled task
+    outlives its grace, and inside a `fastest` race when anything but a replayed model call
+    waits (`off_clock_in_race`)."""
+    active = context if context is not None else _ACTIVE.get()
+    if active is not None:
+        active.unrepeatable = True
+
+
+def off_clock_in_race() -> None:
+    """Inside a `fastest` race, a wait that is not on the replayed models' simulated clock
+    (an async function, condition, classifier, evaluator or state updater; a model that is not
+    replayed) decides who wins by real time: the run is marked `unrepeatable`. Outside a race
+    it does nothing (no result there depends on which step finishes first)."""
+    if _RACING.get():
+        mark_unrepeatable()
 
 
 def in_fastest_race() -> bool:

@@ -9,9 +9,12 @@ result; the memo keeps that result and answers the rerun with it.
 **What is kept.** After a run (`record`), when it made model calls and every one is in the
 call cache now (hits, and misses stored after they returned: `CallContext.unanswered` is 0) or
 is a raced call (`CallContext.raced`: a replayed model's call inside a `fastest` race, which
-always runs, on a simulated clock that decides the race by event-loop turns; with time scale 0,
-a charge quoted at its start and no race inside a race's branch, such a race ends the same way
-in every run: `core.agents.replay`, `CallContext.unrepeatable`), the requests those calls
+always runs, on a simulated clock that decides the race by event-loop turns: `core.agents.replay`),
+nothing in it depended on the wall clock (`CallContext.unrepeatable`: a `Parallel` or loop
+deadline fired, a cancelled task outlived its grace; or, inside a race, a raced call slept real
+time (time scale > 0), had no quote or waited for a provider's lease, a model that is not
+replayed was called, an async function, condition, classifier, evaluator or state updater was
+awaited, or another race ran in a race's branch), the requests those calls
 recorded are all the run's requests (no model call bypassed the cache),
 its latency is model time (not wall time, which a rerun would measure anew), it was not cut by
 the example deadline, its status is not `error` (an exception may be transient), and no spans
@@ -32,8 +35,10 @@ hash (prompt overrides included), the example id and the trial what a problem's 
 leaves out but decides a result: the latency source and the example deadline (`[evaluation]`).
 
 What a hit does not do: pass a replayed model's real-time sleep (`models.time_scale` > 0
-sleeps every replayed call; the memo answers at once; a run with a race at time scale > 0 is
-never kept, the wall clock deciding its race in part).
+sleeps every replayed call; the memo answers at once). The key leaves the time scale out, so a
+run with a race kept at time scale 0 answers the same run at time scale > 0 with the simulated
+clock's outcome, where a run made afresh would be decided in part by the wall clock (and is
+never kept itself): `tests/evaluation/test_example_memo_races.py` pins it.
 """
 
 from __future__ import annotations

@@ -16,6 +16,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from core.agents.call_cache import active_call_cache, mark_unrepeatable
+
 __all__ = [
     "CANCEL_GRACE_S",
     "call_maybe_async",
@@ -156,11 +158,13 @@ async def wait_for_wakeup(
             and reaped (`cancel_and_reap`) before the cancellation propagates.
     """
     timed_out: list[bool] = []
+    run = active_call_cache()  # (the example run whose result a deadline makes wall-clock)
 
     def on_timeout() -> None:
         if not waiter.done():
             waiter.set_result(None)
             timed_out.append(True)
+            mark_unrepeatable(run)
 
     handle = None if timeout is None else asyncio.get_running_loop().call_later(timeout, on_timeout)
     try:
@@ -192,6 +196,8 @@ async def cancel_and_reap(
             await asyncio.wait(pending, timeout=grace)
     finally:
         stubborn = [t for t in pending if not t.done()]
+        if stubborn:  # how long they take is real time: the run's result may differ rerun
+            mark_unrepeatable()
         for task in tasks:
             if task.done():
                 _retrieve(task)

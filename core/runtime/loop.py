@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from core.agents.call_cache import off_clock_in_race
 from core.runtime._tasks import (
     cancel_and_reap,
     current_task,
@@ -371,20 +372,24 @@ class RefinementLoop:
             if run_step is None:
                 output = await step.execute(current)
             elif run_step[1]:
+                off_clock_in_race()
                 output = await run_step[0](current)
             else:
                 output = run_step[0](current)
                 if may_await(output):
+                    off_clock_in_race()
                     output = await output
             if state.stopped or cancelling():
                 raise asyncio.CancelledError
             if evaluate is None:
                 verdict = await evaluator.execute(output)
             elif evaluate[1]:
+                off_clock_in_race()
                 verdict = await evaluate[0](output)
             else:
                 verdict = evaluate[0](output)
                 if type(verdict) is not EvalResult and may_await(verdict):
+                    off_clock_in_race()
                     verdict = await verdict
             if type(verdict) is not EvalResult:
                 verdict = as_eval_result(verdict)
@@ -404,10 +409,12 @@ class RefinementLoop:
                 return "converged"
             if iteration < self._max:
                 if update_async:
+                    off_clock_in_race()
                     current = await update(current, output, verdict)
                 else:
                     current = update(current, output, verdict)
                     if may_await(current):
+                        off_clock_in_race()
                         current = await current
                 if state.stopped or cancelling():
                     raise asyncio.CancelledError

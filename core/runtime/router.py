@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Literal, cast
 
+from core.agents.call_cache import off_clock_in_race
 from core.errors import RouterError
 from core.runtime._tasks import cancel_requested, current_task, is_async_callable, may_await
 from core.runtime._trace import run_in_span
@@ -285,11 +286,13 @@ class Router:
                 try:
                     if is_async:
                         awaited = True
+                        off_clock_in_race()
                         hit = await condition(input_data)
                     else:
                         hit = condition(input_data)
                         if type(hit) is not bool and may_await(hit):
                             awaited = True
+                            off_clock_in_race()
                             hit = await hit
                 except Exception as exc:
                     raise self._condition_error(name, exc) from exc
@@ -306,10 +309,12 @@ class Router:
                 if classify is None:
                     raw = await self._classifier.execute(input_data)
                 elif self._classify_async:
+                    off_clock_in_race()
                     raw = await classify(input_data)
                 else:
                     raw = classify(input_data)
                     if may_await(raw):
+                        off_clock_in_race()
                         raw = await raw
             except Exception as exc:
                 step = self._no_match(None, "classifier_error", exc, None)
@@ -361,10 +366,12 @@ class Router:
             for name, step, _, condition, is_async in self._conditions:
                 try:
                     if is_async:
+                        off_clock_in_race()
                         hit = await condition(input_data)
                     else:
                         hit = condition(input_data)
                         if type(hit) is not bool and may_await(hit):
+                            off_clock_in_race()
                             hit = await hit
                 except Exception as exc:
                     raise self._condition_error(name, exc) from exc
@@ -377,10 +384,12 @@ class Router:
             if classify is None or span is not None:
                 raw = await self._classifier.execute(input_data)
             elif self._classify_async:
+                off_clock_in_race()
                 raw = await classify(input_data)
             else:
                 raw = classify(input_data)
                 if may_await(raw):
+                    off_clock_in_race()
                     raw = await raw
         except Exception as exc:
             return self._no_match(None, "classifier_error", exc, span)

@@ -28,6 +28,7 @@ from core.agents.call_cache import (
     in_fastest_race,
     is_quoting_model,
     is_simulated_clock,
+    off_clock_in_race,
 )
 from core.agents.providers import call_with_retries
 from core.agents.rate_budget import active_rate_budget, provider_of
@@ -115,9 +116,11 @@ class FunctionStep:
         frame = current_frame()
         if frame is None:
             if self._is_async:
+                off_clock_in_race()
                 return await self._fn(input_data)
             out = self._fn(input_data)
             if may_await(out):
+                off_clock_in_race()
                 return await out
             return out
         # traced: the span is a leaf record written inline (fields: tracing.LEAF_RECORD_FIELDS),
@@ -143,10 +146,12 @@ class FunctionStep:
         items.append(record)
         try:
             if self._is_async:
+                off_clock_in_race()
                 out = await self._fn(input_data)
             else:
                 out = self._fn(input_data)
                 if may_await(out):
+                    off_clock_in_race()
                     out = await out
         except BaseException as exc:
             record[4] = _now()
@@ -246,14 +251,21 @@ class AgentStep:
             active.unanswered += 1
             return await self._run(prompt)
         model = getattr(self._agent, "model", None)
-        racing = in_fastest_race() and is_simulated_clock(model)
+        in_race = in_fastest_race()
+        racing = in_race and is_simulated_clock(model)
         if racing:  # (never answered from the cache: `in_fastest_race`)
             cache.count(misses=1)
             active.raced += 1
-            if getattr(model, "time_scale", 0) or not is_quoting_model(model):
+            if (
+                getattr(model, "time_scale", 0)
+                or not is_quoting_model(model)
+                or active_rate_budget() is not None  # (a lease's wait decides the race)
+            ):
                 active.unrepeatable = True
             output = await self._run(prompt, active)
         else:
+            if in_race:  # a model off the simulated clock: a cache hit would skip its turns
+                active.unrepeatable = True
             hit = cache.get(key)
             if hit is not None:
                 cache.count(hits=1)
