@@ -52,17 +52,7 @@ __all__ = [
     "replays_only",
     "run_and_report",
     "run_cli_search",
-    "SEARCH_GC_THRESHOLDS",
 ]
-
-
-SEARCH_GC_THRESHOLDS = (50_000, 20, 20)
-"""The cyclic collector's thresholds while a command-line search runs (`gc.set_threshold`;
-the previous ones are put back after it). A search allocates millions of short-lived objects,
-nearly all freed by reference counting, not by the collector: at Python's default (700, 10,
-10) a warm default search ran 1,132 young and 9 full collections, 0.65 s of its 4.5 s, and
-they found 2,261 objects; at these, 11 young ones and no full one, 0.1 s, with the same peak
-RSS (measured 2026-12-07, one process)."""
 
 
 def run_cli_search(setup: SearchSetup, out: Output) -> OptimizationResult:
@@ -114,8 +104,6 @@ def run_cli_search(setup: SearchSetup, out: Output) -> OptimizationResult:
     # module's own advice for a long-lived startup heap; also what keeps the pages a forked
     # evaluation worker shares untouched, core.evaluation._fork)
     gc.freeze()
-    thresholds = gc.get_threshold()
-    gc.set_threshold(*SEARCH_GC_THRESHOLDS)
     if health is not None:
         health.start()
     try:
@@ -127,7 +115,6 @@ def run_cli_search(setup: SearchSetup, out: Output) -> OptimizationResult:
                 # unwound and recorded itself as stopped, as under asyncio.run's handler
                 raise KeyboardInterrupt from None
     finally:
-        gc.set_threshold(*thresholds)
         setup.interrupted = search.stop.reason() == "SIGINT"
         if call_cache is not None:
             call_cache.flush()

@@ -683,25 +683,3 @@ def test_a_search_that_fails_exits_1_with_its_reason(
     assert first.startswith("topology-studio: error: ")
     assert "degenerate" in first
     assert "failed; its journal: " in first
-
-
-def test_a_search_runs_under_the_search_gc_thresholds_and_puts_them_back(
-    isolated: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import asyncio
-    import gc
-
-    import studio.cli.search as cli_search
-
-    seen: list[tuple[int, ...]] = []
-    real_run = asyncio.run
-
-    def run(main_coro: Any) -> Any:
-        seen.append(gc.get_threshold())
-        return real_run(main_coro)
-
-    monkeypatch.setattr(cli_search.asyncio, "run", run)
-    before = gc.get_threshold()
-    assert main(["search", "gsm8k_replay", "--db", str(isolated / "r.duckdb"), *SMALL]) == 0
-    assert seen == [(50_000, 20, 20)] == [cli_search.SEARCH_GC_THRESHOLDS]
-    assert gc.get_threshold() == before
