@@ -268,7 +268,7 @@ class CallContext:
         """The model requests those calls were charged at their start (their quotes)."""
         self.unrepeatable = False
         """Set when this run's result may differ run again, because the wall clock had a say
-        (`mark_unrepeatable`): a deadline fired or a cancelled task outlived its grace; or,
+        (`mark_unrepeatable`): a deadline fired; or,
         inside a race, a raced call whose model sleeps real time (`time_scale` > 0) or quotes
         no charge at its start or waited for a provider's lease, a model that is not replayed,
         an awaited async callable (`off_clock_in_race`), or a race inside a race's branch (how
@@ -348,9 +348,10 @@ def enter_fastest_race() -> None:
 def mark_unrepeatable(context: CallContext | None = None) -> None:
     """Mark an example run (`context`, default the active one) `unrepeatable`: something in it
     depended on the wall clock, so the example memo does not keep its result. The runtime calls
-    it when a deadline fires (`Parallel` and `RefinementLoop` timeouts), when a cancelled task
-    outlives its grace, and inside a `fastest` race when anything but a replayed model call
-    waits (`off_clock_in_race`)."""
+    it when a deadline fires (`Parallel` and `RefinementLoop` timeouts) and inside a `fastest`
+    race when anything but a replayed model call waits (`off_clock_in_race`). (A race's losers
+    outliving their cancellation grace do not count: the winner is decided by then; only a race
+    in a race's branch depends on it, and that run is marked anyway.)"""
     active = context if context is not None else _ACTIVE.get()
     if active is not None:
         active.unrepeatable = True

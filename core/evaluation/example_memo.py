@@ -11,7 +11,7 @@ call cache now (hits, and misses stored after they returned: `CallContext.unansw
 is a raced call (`CallContext.raced`: a replayed model's call inside a `fastest` race, which
 always runs, on a simulated clock that decides the race by event-loop turns: `core.agents.replay`),
 nothing in it depended on the wall clock (`CallContext.unrepeatable`: a `Parallel` or loop
-deadline fired, a cancelled task outlived its grace; or, inside a race, a raced call slept real
+deadline fired; or, inside a race, a raced call slept real
 time (time scale > 0), had no quote or waited for a provider's lease, a model that is not
 replayed was called, an async function, condition, classifier, evaluator or state updater was
 awaited, or another race ran in a race's branch), the requests those calls

@@ -196,8 +196,6 @@ async def cancel_and_reap(
             await asyncio.wait(pending, timeout=grace)
     finally:
         stubborn = [t for t in pending if not t.done()]
-        if stubborn:  # how long they take is real time: the run's result may differ rerun
-            mark_unrepeatable()
         for task in tasks:
             if task.done():
                 _retrieve(task)
