@@ -37,6 +37,12 @@ Nothing stored is unpickled, imported or evaluated: the logistic probability is
 and the k-NN is rebuilt from the stored vectors and labels (`KNeighborsClassifier.fit`).
 `write_artefacts` and `read_artefacts` keep them as `<digest>.json` files in a folder (what
 `apply` writes beside a spec); `register_learned` puts one into a callable registry.
+
+What a condition reads: the question text of the state, never what a step added to it (a
+candidate in the state would otherwise change the routing of a condition placed after a
+step). The reader is the problem's (`ProblemParts.question_text`, else `input_text`, else a
+ballot's original input), kept on its callable registry (`CallableRegistry.input_text`,
+`question_reader`); the fit reads the train inputs with the same reader.
 """
 
 from __future__ import annotations
@@ -71,6 +77,7 @@ __all__ = [
     "fit_learned_condition",
     "learned_condition_of",
     "learned_entry",
+    "question_reader",
     "read_artefacts",
     "register_learned",
     "text_features",
@@ -336,11 +343,20 @@ def learned_condition_of(fn: object) -> LearnedCondition | None:
     return fn.condition if isinstance(fn, LearnedRoute) else None
 
 
+def question_reader(callables: CallableRegistry) -> Callable[[Any], str]:
+    """What a learned condition registered in `callables` reads of a state: the problem's
+    question text (`CallableRegistry.input_text`, set by the problem loader), else
+    `input_text` (a ballot's original input; a string as is). The fit reads the train inputs
+    with the same reader, so a condition routes on exactly what it was fitted on."""
+    return callables.input_text or input_text
+
+
 def learned_entry(
     cond: LearnedCondition, text_of: Callable[[Any], str] = input_text
 ) -> CombinatorEntry:
     """The library entry of a learned condition: named `cond.name`, a condition that reads only
-    the input (`NameEffect()`), true when `cond` routes the input's text to the cheaper one."""
+    the input (`NameEffect()`), true when `cond` routes `text_of(state)` (the question text,
+    never what a step added: `question_reader`) to the cheaper one."""
     route = LearnedRoute(cond, text_of)
     return CombinatorEntry(cond.name, route, cond.describe(), ("condition",), NameEffect())
 
@@ -348,11 +364,12 @@ def learned_entry(
 def register_learned(
     cond: LearnedCondition,
     callables: CallableRegistry,
-    text_of: Callable[[Any], str] = input_text,
+    text_of: Callable[[Any], str] | None = None,
 ) -> str:
-    """Register `cond` in `callables` under `cond.name` (the same digest is the same routing,
-    so registering it again changes nothing); returns the name."""
-    entry = learned_entry(cond, text_of)
+    """Register `cond` in `callables` under `cond.name`, reading `text_of` of each state
+    (default: `question_reader(callables)`, the problem's question text); the same digest is
+    the same routing, so registering it again changes nothing. Returns the name."""
+    entry = learned_entry(cond, text_of or question_reader(callables))
     if entry.name not in callables:
         callables.register(entry.name, entry.fn, entry.description)
     return entry.name

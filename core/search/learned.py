@@ -8,7 +8,10 @@ Rule (the whole life of one, `core.combinators.learned` has the artefact itself)
    both are run on every train example through the run's own evaluator and evaluation cache
    (`TrainAccess.scores`; the results are journaled as `ExampleEvaluated` with split
    `"train"`, counted in the budget's examples and USD, not in its candidate evaluations), "the
-   cheaper one is right" is fitted on the train examples' input features (`fit_between`:
+   cheaper one is right" is fitted on the train examples' input features, read from the
+   question text the conditions route on (`TrainAccess.text_of`: the problem's reader, never a
+   candidate a step added; a problem with a state of its own and no reader gets no learned
+   router) (`fit_between`:
    `fit_learned_condition`, logistic, text features), and one artefact per threshold of
    `thresholds_for_shares(P(train), LEARNED_SHARES)` gives one `router(when learned_<digest>:
    cheap, else dear)` each: one fit, a curve of points between the neighbours, proposed after
@@ -41,6 +44,7 @@ import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from core.combinators.ballot import input_text
 from core.combinators.learned import (
@@ -99,11 +103,14 @@ class TrainAccess:
             stop allows no more work.
         learn: registers an artefact where the checker, the evaluator and its workers find it
             and keeps it for the journal; returns its registered name.
+        text_of: what a learned condition reads of an input, at the fit as when routing (the
+            evaluator's registry's `question_reader`: the problem's question text).
     """
 
     examples: tuple[GoldExample, ...]
     scores: Callable[[int, TopologySpec], Awaitable[dict[str, float] | None]]
     learn: Callable[[LearnedCondition], str]
+    text_of: Callable[[Any], str] = input_text
 
 
 def learned_names(spec: AnyNode) -> tuple[str, ...]:
@@ -203,21 +210,24 @@ def fit_between(
     cheaper: str,
     dearer: str,
     shares: Sequence[float] = LEARNED_SHARES,
+    text_of: Callable[[Any], str] = input_text,
 ) -> list[LearnedCondition]:
     """The artefacts of one fit between two neighbours, one per threshold (module rule 1).
 
     Args:
         cheap_scores, dear_scores: train example key -> per-example accuracy of each neighbour.
-        examples: the train examples (their inputs give the features: `input_text`, then
-            the text features).
+        examples: the train examples (their inputs give the features: `text_of`, then the
+            text features).
         cheaper, dearer: the neighbours' spec hashes (recorded in the artefact).
         shares: shares of the train inputs routed to the cheaper one, one threshold each.
+        text_of: the text of an input: the reader the artefacts are registered with
+            (`question_reader` of the registry), so they route on what they were fitted on.
 
     Returns:
         Distinct artefacts, in `shares` order; empty when there is nothing to learn (fewer
         than 2 shared examples, or the cheaper one right on all or none of them).
     """
-    features = {example_key(e): featurize(input_text(e.input), "text", 0) for e in examples}
+    features = {example_key(e): featurize(text_of(e.input), "text", 0) for e in examples}
     try:
         fitted = fit_learned_condition(
             features, cheap_scores, dear_scores, cheaper=cheaper, dearer=dearer
