@@ -150,3 +150,53 @@ def test_artefacts_round_trip_through_a_folder(tmp_path: Path) -> None:
     paths[0].rename(tmp_path / "learned" / f"{'0' * 64}.json")
     with pytest.raises(ValueError, match="holds artefact"):
         read_artefacts(tmp_path / "learned")
+
+
+@pytest.mark.parametrize("damage", ["threshold", "empty", "not json"])
+def test_writing_over_a_damaged_artefact_file_writes_it_again(tmp_path: Path, damage: str) -> None:
+    feats, cheap, dear = _train()
+    cond = fit_learned_condition(feats, cheap, dear, cheaper="hA", dearer="hB")
+    folder = tmp_path / "learned"
+    folder.mkdir()
+    path = folder / f"{cond.digest}.json"
+    if damage == "threshold":  # the numbers edited: they no longer match the digest
+        data = json.loads(cond.to_json())
+        data["threshold"] = 0.0
+        path.write_text(json.dumps(data))
+    else:
+        path.write_text("" if damage == "empty" else "{no")
+    assert write_artefacts(folder, [cond]) == [path]
+    assert path.read_text() == cond.to_json() + "\n"
+    assert read_artefacts(folder) == {cond.digest: cond}
+    # no temporary file is left behind
+    assert sorted(p.name for p in folder.iterdir()) == [path.name]
+
+
+def test_an_intact_artefact_file_is_kept_as_it_is(tmp_path: Path) -> None:
+    feats, cheap, dear = _train()
+    cond = fit_learned_condition(feats, cheap, dear, cheaper="hA", dearer="hB")
+    folder = tmp_path / "learned"
+    folder.mkdir()
+    path = folder / f"{cond.digest}.json"
+    path.write_text(cond.model_dump_json(indent=2))  # the same artefact, spelt otherwise
+    assert write_artefacts(folder, [cond]) == [path]
+    assert path.read_text() == cond.model_dump_json(indent=2)
+
+
+def test_reading_by_name_reads_only_the_files_of_those_names(tmp_path: Path) -> None:
+    feats, cheap, dear = _train()
+    cond = fit_learned_condition(feats, cheap, dear, cheaper="hA", dearer="hB")
+    other = cond.with_threshold(0.9)
+    folder = tmp_path / "learned"
+    write_artefacts(folder, [cond, other])
+    (folder / "notes.json").write_text("{}")
+    (folder / f"{'0' * 64}.json").write_text("damaged")
+    assert read_artefacts(folder, [cond.name]) == {cond.digest: cond}
+    assert read_artefacts(folder, [cond.name, other.name, "learned_ffffffffffff"]) == {
+        cond.digest: cond,
+        other.digest: other,
+    }
+    assert read_artefacts(folder, []) == {}
+    assert read_artefacts(folder, ["not_learned"]) == {}
+    with pytest.raises(ValidationError, match="Invalid JSON"):  # a damaged file it names
+        read_artefacts(folder, ["learned_000000000000"])
