@@ -58,7 +58,7 @@ from core.combinators.learned import (
     thresholds_for_shares,
     write_artefacts,
 )
-from core.errors import SpecError
+from core.errors import SpecError, StoreError
 from core.evaluation._run import example_key
 from core.evaluation.metrics import GoldExample
 from core.hydrate import CallableRegistry
@@ -74,6 +74,7 @@ __all__ = [
     "artefacts_from_events",
     "artefacts_from_journals",
     "artefacts_named",
+    "find_artefacts",
     "fit_between",
     "learned_names",
     "learned_names_in_json",
@@ -202,6 +203,60 @@ def artefacts_from_journals(
     return out
 
 
+def find_artefacts(
+    names: Iterable[str],
+    *,
+    journals: Iterable[str | os.PathLike[str]] = (),
+    folders: Iterable[str | Path] = (),
+    skip_damaged: bool = False,
+) -> dict[str, LearnedCondition]:
+    """The artefacts of `names` (registered names), looked for in run journals
+    (`artefacts_from_journals`), then in `learned/` folders (`read_artefacts` of those names
+    only), in the order given, stopping once every name is found; by name, only those of
+    `names`. Every artefact's digest is checked as it is read; a name found nowhere is left
+    out (the caller's apply or hydration then names it).
+
+    Args:
+        skip_damaged: a journal or folder that cannot be read is passed over (for sources
+            searched on the chance they hold one: another run's journal) instead of raising.
+
+    Raises:
+        StoreError: a journal line other than the last is not a valid event.
+        ValueError, pydantic.ValidationError: a damaged artefact (unless `skip_damaged`).
+    """
+    want = list(dict.fromkeys(names))
+    out: dict[str, LearnedCondition] = {}
+
+    def missing() -> list[str]:
+        return [n for n in want if n not in out]
+
+    for path in journals:
+        if not missing():
+            return out
+        try:
+            found = artefacts_from_journals([path])
+        except (StoreError, ValueError):
+            if not skip_damaged:
+                raise
+            continue
+        for name in missing():
+            if name in found:
+                out[name] = found[name]
+    for folder in folders:
+        if not missing():
+            return out
+        try:
+            read = read_artefacts(folder, missing())
+        except ValueError:  # pydantic's ValidationError is a ValueError
+            if not skip_damaged:
+                raise
+            continue
+        for cond in read.values():
+            if cond.name in want:
+                out.setdefault(cond.name, cond)
+    return out
+
+
 def fit_between(
     cheap_scores: Mapping[str, float],
     dear_scores: Mapping[str, float],
@@ -249,10 +304,14 @@ def load_applied(folder: str | Path, spec: TopologySpec, callables: CallableRegi
 
     Raises:
         SpecError: `spec` names a learned condition the folder has no artefact of.
-        ValueError, pydantic.ValidationError: a damaged artefact file (`read_artefacts`).
+        ValueError, pydantic.ValidationError: a damaged artefact file of a name `spec` routes
+            on (`read_artefacts`; no other file in the folder is read).
     """
-    stored = {c.name: c for c in read_artefacts(Path(folder) / LEARNED_FOLDER).values()}
     names = learned_names(spec)
+    if not names:
+        return []
+    found = read_artefacts(Path(folder) / LEARNED_FOLDER, names).values()
+    stored = {c.name: c for c in found}
     try:
         conds = artefacts_named(names, stored)
     except KeyError as exc:
