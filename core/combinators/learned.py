@@ -469,7 +469,9 @@ def read_artefacts(
 def thresholds_for_shares(probabilities: Sequence[float], shares: Sequence[float]) -> list[float]:
     """Thresholds that send about each share of the given (train) inputs to the cheaper one:
     for share s, the smallest predicted probability among the top `ceil(s * n)` (distinct, in
-    `shares` order; a share that routes nothing or everything is skipped)."""
+    `shares` order). A threshold that routes nothing or every input is skipped, counted on the
+    inputs themselves (`p >= t`): with tied probabilities the top `ceil(s * n)` can take every
+    input along, and such a "router" would be the cheaper neighbour itself."""
     ranked = sorted(probabilities, reverse=True)
     n = len(ranked)
     out: list[float] = []
@@ -478,6 +480,8 @@ def thresholds_for_shares(probabilities: Sequence[float], shares: Sequence[float
         if not 0 < m < n:
             continue
         t = ranked[m - 1]
+        if sum(p >= t for p in ranked) >= n:
+            continue
         if t not in out:
             out.append(t)
     return out

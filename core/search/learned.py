@@ -11,13 +11,13 @@ Rule (the whole life of one, `core.combinators.learned` has the artefact itself)
    cheaper one is right" is fitted on the train examples' input features, read from the
    question text the conditions route on (`TrainAccess.text_of`: the problem's reader, never a
    candidate a step added; a problem with a state of its own and no reader gets no learned
-   router) (`fit_between`:
-   `fit_learned_condition`, logistic, text features), and one artefact per threshold of
-   `thresholds_for_shares(P(train), LEARNED_SHARES)` gives one `router(when learned_<digest>:
-   cheap, else dear)` each: one fit, a curve of points between the neighbours, proposed after
-   the gap's input-feature mixes by default (`EvolutionaryConfig.bridge_order`). Learned parts
-   never see the validation or test split. No train split: nothing here runs, the search is
-   exactly what it was.
+   router) (`fit_between`: `fit_learned_condition`, logistic, text features), and one
+   artefact per threshold of `thresholds_for_shares(P(train), LEARNED_SHARES)` gives one
+   `router(when learned_<digest>: cheap, else dear)` each (a threshold that routes every train
+   input one way, as tied probabilities can, gives none): one fit, a curve of points between
+   the neighbours, proposed after the gap's input-feature mixes by default
+   (`EvolutionaryConfig.bridge_order`). Learned parts never see the validation or test split.
+   No train split: nothing here runs, the search is exactly what it was.
 2. **The threshold is part of the artefact**, so each threshold is its own artefact, its own
    digest and its own registered name (`learned_<first 12 hex digits>`): a spec carries no
    code and no parameter, only `condition_name`.
@@ -32,10 +32,13 @@ Rule (the whole life of one, `core.combinators.learned` has the artefact itself)
    (`artefacts_from_events`) before anything is checked or evaluated, so a resumed run routes
    exactly as the interrupted one did.
 5. **Applied**: `apply_result` / `apply_specs` (and the CLI `apply`, which reads the run's
-   journal) write every artefact the applied spec names into `learned/` beside the registry's
-   spec files (`write_artefacts`, before the version is written), and `load_applied` reads a
-   registry's spec with that folder, registering them again (a name the folder lacks is an
-   error before anything runs).
+   journal; the studio's approve, which reads the proposal's run journal, then the registry's
+   `learned/` folders, then the other journals: `find_artefacts`) write every artefact the
+   applied spec names into `learned/` beside the registry's spec files (`write_artefacts`,
+   before the version is written), and `load_applied` reads a registry's spec with the files
+   of that folder the spec names, registering them again (a name the folder lacks is an
+   error before anything runs). The CLI `evaluate` of a spec file reads the `learned/`
+   folder beside it the same way; the studio's evaluate looks where its approve does.
 """
 
 from __future__ import annotations

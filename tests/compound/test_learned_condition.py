@@ -137,6 +137,21 @@ def test_thresholds_for_shares() -> None:
     probs = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]
     assert thresholds_for_shares(probs, (0.25, 0.5, 0.75)) == [0.8, 0.6, 0.4]
     assert thresholds_for_shares(probs, (0.0, 1.0, 0.5, 0.5)) == [0.6]
+    # ties: a threshold that would take every input along is skipped
+    assert thresholds_for_shares([0.5] * 8, (0.25, 0.5, 0.75)) == []
+    tied_low = [0.9, 0.9, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3]
+    assert thresholds_for_shares(tied_low, (0.25, 0.5, 0.75)) == [0.9]
+
+
+def test_a_fit_whose_train_probabilities_all_tie_proposes_no_router() -> None:
+    from core.evaluation.metrics import GoldExample
+    from core.search.learned import fit_between
+
+    # every train input has the same text, so the same features and the same probability
+    examples = [GoldExample(input="same text", expected="r", id=f"t{i}") for i in range(8)]
+    cheap = {f"t{i}": float(i % 2) for i in range(8)}
+    dear = {f"t{i}": 1.0 for i in range(8)}
+    assert fit_between(cheap, dear, examples, cheaper="c" * 64, dearer="d" * 64) == []
 
 
 def test_artefacts_round_trip_through_a_folder(tmp_path: Path) -> None:
