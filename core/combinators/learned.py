@@ -356,12 +356,12 @@ def question_reader(callables: CallableRegistry) -> Callable[[Any], str]:
     return callables.input_text or input_text
 
 
-def learned_entry(
-    cond: LearnedCondition, text_of: Callable[[Any], str] = input_text
-) -> CombinatorEntry:
+def learned_entry(cond: LearnedCondition, text_of: Callable[[Any], str]) -> CombinatorEntry:
     """The library entry of a learned condition: named `cond.name`, a condition that reads only
-    the input (`NameEffect()`), true when `cond` routes `text_of(state)` (the question text,
-    never what a step added: `question_reader`) to the cheaper one."""
+    the input (`NameEffect()`), true when `cond` routes `text_of(state)` to the cheaper one.
+    `text_of` has no default: it must read the question text alone, never what a step added,
+    and only the problem knows how (`question_reader` of its registry; `register_learned`
+    uses it)."""
     route = LearnedRoute(cond, text_of)
     return CombinatorEntry(cond.name, route, cond.describe(), ("condition",), NameEffect())
 

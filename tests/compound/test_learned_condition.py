@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from core.combinators.ballot import input_text
 from core.combinators.learned import (
     TEXT_FEATURES,
     LearnedCondition,
@@ -94,7 +95,7 @@ def test_nothing_to_learn_is_refused() -> None:
 def test_the_condition_entry_is_named_by_digest_and_reads_the_input() -> None:
     feats, cheap, dear = _train()
     cond = fit_learned_condition(feats, cheap, dear, cheaper="hA", dearer="hB", c=10.0)
-    entry = learned_entry(cond)
+    entry = learned_entry(cond, input_text)
     assert entry.name == cond.name and entry.roles == ("condition",)
     assert entry.effect.needs_candidates == 0
     assert entry.fn("How many? " + "x" * 20) is True
@@ -102,6 +103,13 @@ def test_the_condition_entry_is_named_by_digest_and_reads_the_input() -> None:
     calls = CallableRegistry()
     assert register_learned(cond, calls) == cond.name
     assert calls.get(cond.name)("How many? " + "x" * 20) is True
+    # registered where the problem keeps its question reader, it routes on what that reads
+    state = {"question": "How many? " + "x" * 20, "candidates": ["x" * 400]}
+    keyed = CallableRegistry()
+    keyed.input_text = lambda s: s["question"]
+    register_learned(cond, keyed)
+    assert keyed.get(cond.name)(state) is True
+    assert calls.get(cond.name)(state) is False  # str(state) includes the long candidate
 
 
 def test_a_knn_fit_is_its_data_and_routes_by_its_neighbours() -> None:
