@@ -41,7 +41,10 @@ show what it returns, so it is tested without Streamlit.
   (`start_refusal`).
 - **The registry.** Topologies that applications run live in a `TopologyRegistry` directory
   (`$TOPOLOGY_STUDIO_REGISTRY`, default `<db folder>/topologies`); the diff page applies
-  approved proposals there and records the approval in the store.
+  approved proposals there and records the approval in the store. A spec that routes on
+  learned conditions takes their artefacts from the proposal's run journal, else the
+  registry's `learned/` folders, else the other run journals (`learned_artefacts`, digests
+  checked); `evaluate` and the editor register them the same way.
 """
 
 from __future__ import annotations
