@@ -223,6 +223,13 @@ class CallableRegistry(_Registry[Callable[..., Any]]):
 
     _what = "callable"
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.input_text: Callable[[Any], str] | None = None
+        """The problem's reader of the question text of a topology's state (set by the problem
+        loader, `core.problems`); learned conditions fit and route on what it returns
+        (`core.combinators.learned`). None: `core.combinators.ballot.input_text`."""
+
     def register(self, name: str, fn: Callable[..., Any], description: str | None = None) -> None:
         """Register `fn` under `name` (replacing any earlier entry of that name).
 

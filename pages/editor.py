@@ -11,7 +11,7 @@ from typing import Any, cast
 import pandas as pd
 import streamlit as st
 
-from core.errors import SpecError
+from core.errors import SpecError, StoreError
 from core.ir import TopologySpec, assign_ids, node_at, spec_hash, to_dot
 from studio._st_common import get_manager, guard, page, show_error, store_banner
 from studio._st_render import drilldown, graph
@@ -201,6 +201,15 @@ if "ed_spec" not in ss:
 spec, spec_problem = parse_stored_spec(ss["ed_spec"])
 unknown: list[tuple[str, str]] = []
 if spec is not None and problem is not None:
+    # the learned conditions it routes on, from the run it came from (else any run's journal
+    # or the registry's), so they count as known and evaluate
+    try:
+        _origin = ss.get("ed_parent")
+        manager.register_learned_of(
+            spec, problem.callable_registry, str(_origin[0]) if _origin is not None else None
+        )
+    except (StoreError, ValueError, OSError) as exc:  # a damaged journal or artefact file
+        show_error(exc)
     unknown = unknown_name_errors(
         spec,
         callable_registry=problem.callable_registry,

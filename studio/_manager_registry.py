@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import getpass
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from core.combinators.learned import LearnedCondition
 from core.errors import (
     StoreError,
 )
+from core.hydrate import CallableRegistry
 from core.ir import TopologySpec, spec_hash
 from core.search.apply import GeneDiff, apply_specs
+from core.search.learned import LEARNED_FOLDER, find_artefacts, learned_names, register_all
 from core.search.registry import Approval, TopologyRegistry
 from core.storage import (
     RunStore,
 )
+from core.storage.journal import journal_dir, journal_path
 
 
 def current_user() -> str:
@@ -33,6 +38,7 @@ class RegistryMixin:
     """`StudioManager`'s proposals, approvals and registry (see `studio.manager`)."""
 
     registry: TopologyRegistry
+    db_path: Path
 
     if TYPE_CHECKING:
 
@@ -40,6 +46,44 @@ class RegistryMixin:
         def store(self) -> RunStore: ...
 
         def refresh(self) -> int: ...
+
+    def learned_artefacts(
+        self, spec: TopologySpec, run_id: str | None = None
+    ) -> dict[str, LearnedCondition]:
+        """The artefacts of the learned conditions `spec` routes on, by registered name (each
+        digest checked as it is read): from the journal of `run_id` (the run the candidate
+        came from), then the registry's `learned/` folders (an applied version's), then every
+        other run journal of the store (an edited copy of a run's candidate; a journal that
+        cannot be read is passed over). A name found nowhere is left out: applying or
+        evaluating the spec then names it."""
+        names = learned_names(spec)
+        if not names:
+            return {}
+        own = [journal_path(self.db_path, run_id)] if run_id else []
+        found = find_artefacts(names, journals=own)
+        if len(found) < len(names):
+            root = self.registry.root
+            folders = sorted(root.glob(f"*/{LEARNED_FOLDER}")) if root.is_dir() else []
+            found |= find_artefacts(
+                [n for n in names if n not in found], folders=folders, skip_damaged=True
+            )
+        if len(found) < len(names):
+            d = journal_dir(self.db_path)
+            others = sorted(p for p in d.glob("*.jsonl") if p not in own) if d.is_dir() else []
+            found |= find_artefacts(
+                [n for n in names if n not in found], journals=others, skip_damaged=True
+            )
+        return found
+
+    def register_learned_of(
+        self, spec: TopologySpec, callables: CallableRegistry, run_id: str | None = None
+    ) -> list[str]:
+        """Register in `callables` the artefacts `spec` routes on that `learned_artefacts`
+        finds (`core.search.learned.register_all`; nothing is looked for when every name is
+        registered already); the names registered."""
+        if all(name in callables for name in learned_names(spec)):
+            return []
+        return register_all(self.learned_artefacts(spec, run_id).values(), callables)
 
     def registry_target(self, name: str) -> str:
         """The store's name for a registry topology: `<registry root>/<name>` (as the CLI's
@@ -115,7 +159,9 @@ class RegistryMixin:
 
         Raises:
             StaleTargetError: the registry topology changed since `shown` was made.
-            ApplyError: the registry cannot be written (`"cannot write registry <root>:
+            ApplyError: the spec routes on a learned condition whose artefact is nowhere
+                `learned_artefacts` looks (the proposal's run journal first), or the registry
+                cannot be written (`"cannot write registry <root>:
                 <why>"`: a read-only folder, a path below a file, a full disk).
             StoreError: the store is read-only.
 
@@ -126,6 +172,9 @@ class RegistryMixin:
         if store.read_only:
             raise StoreError("the database is held by another process: nothing was written")
         by = who or current_user()
+        artefacts: dict[str, LearnedCondition] = {}
+        if learned_names(spec):  # from the run the proposal came from (its journal), first
+            artefacts = self.learned_artefacts(spec, store.get_proposal(None, proposal_id).run_id)
         (done,) = apply_specs(
             {name: spec},
             self.registry,
@@ -133,6 +182,7 @@ class RegistryMixin:
             expected=[shown],
             approval=Approval(by=by, comment=comment),
             note=f"proposal {proposal_id}",
+            artefacts=artefacts,
         )
         store.record_approval(
             proposal_id,

@@ -41,7 +41,10 @@ show what it returns, so it is tested without Streamlit.
   (`start_refusal`).
 - **The registry.** Topologies that applications run live in a `TopologyRegistry` directory
   (`$TOPOLOGY_STUDIO_REGISTRY`, default `<db folder>/topologies`); the diff page applies
-  approved proposals there and records the approval in the store.
+  approved proposals there and records the approval in the store. A spec that routes on
+  learned conditions takes their artefacts from the proposal's run journal, else the
+  registry's `learned/` folders, else the other run journals (`learned_artefacts`, digests
+  checked); `evaluate` and the editor register them the same way.
 """
 
 from __future__ import annotations
@@ -404,8 +407,10 @@ class StudioManager(SearchesMixin, RegistryMixin):
         split: str = "validation",
         limit: int | None = 20,
         time_scale: float | None = 0.0,
+        run_id: str | None = None,
     ) -> CandidateEvaluation:
         """Evaluate a topology on the first `limit` examples of a problem's split (blocking).
+        The learned conditions it routes on are registered first (`learned_artefacts`).
 
         Args:
             problem_name: the problem.
@@ -413,6 +418,8 @@ class StudioManager(SearchesMixin, RegistryMixin):
             split: `"validation"` or `"test"`.
             limit: examples to use (None: the whole split).
             time_scale: replayed-latency override (0: no sleeping; None: the problem's).
+            run_id: the run the topology came from (its journal is read first for learned
+                artefacts); None: the registry's and every run's.
 
         Raises:
             TopologyStudioError: the problem cannot be loaded, or has no such split.
@@ -429,6 +436,7 @@ class StudioManager(SearchesMixin, RegistryMixin):
         # the problem's own evaluator: its blank-output rule (F5), latency source and weights
         # with traces: the editor's drill-down shows each example's route and steps
         evaluator = problem.evaluator().with_options(capture_traces=True)
+        self.register_learned_of(spec, evaluator.callable_registry, run_id)
         return asyncio.run(evaluator.evaluate(spec, examples, split=split))
 
     def record_evaluation(

@@ -36,16 +36,27 @@ Nothing stored is unpickled, imported or evaluated: the logistic probability is
 `1 / (1 + exp(-(w . z + b)))` on the stored numbers,
 and the k-NN is rebuilt from the stored vectors and labels (`KNeighborsClassifier.fit`).
 `write_artefacts` and `read_artefacts` keep them as `<digest>.json` files in a folder (what
-`apply` writes beside a spec); `register_learned` puts one into a callable registry.
+`apply` writes beside a spec): written durably (fsynced, a unique temporary name), an existing
+file kept only when it reads back as the same artefact; read by the names a spec routes on, so
+a stray file beside them is never read. `register_learned` puts one into a callable registry.
+
+What a condition reads: the question text of the state, never what a step added to it (a
+candidate in the state would otherwise change the routing of a condition placed after a
+step). The reader is the problem's (`ProblemParts.question_text`, else `input_text`, else a
+ballot's original input), kept on its callable registry (`CallableRegistry.input_text`,
+`question_reader`); the fit reads the train inputs with the same reader.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
+import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
@@ -71,6 +82,7 @@ __all__ = [
     "fit_learned_condition",
     "learned_condition_of",
     "learned_entry",
+    "question_reader",
     "read_artefacts",
     "register_learned",
     "text_features",
@@ -336,11 +348,20 @@ def learned_condition_of(fn: object) -> LearnedCondition | None:
     return fn.condition if isinstance(fn, LearnedRoute) else None
 
 
-def learned_entry(
-    cond: LearnedCondition, text_of: Callable[[Any], str] = input_text
-) -> CombinatorEntry:
+def question_reader(callables: CallableRegistry) -> Callable[[Any], str]:
+    """What a learned condition registered in `callables` reads of a state: the problem's
+    question text (`CallableRegistry.input_text`, set by the problem loader), else
+    `input_text` (a ballot's original input; a string as is). The fit reads the train inputs
+    with the same reader, so a condition routes on exactly what it was fitted on."""
+    return callables.input_text or input_text
+
+
+def learned_entry(cond: LearnedCondition, text_of: Callable[[Any], str]) -> CombinatorEntry:
     """The library entry of a learned condition: named `cond.name`, a condition that reads only
-    the input (`NameEffect()`), true when `cond` routes the input's text to the cheaper one."""
+    the input (`NameEffect()`), true when `cond` routes `text_of(state)` to the cheaper one.
+    `text_of` has no default: it must read the question text alone, never what a step added,
+    and only the problem knows how (`question_reader` of its registry; `register_learned`
+    uses it)."""
     route = LearnedRoute(cond, text_of)
     return CombinatorEntry(cond.name, route, cond.describe(), ("condition",), NameEffect())
 
@@ -348,44 +369,96 @@ def learned_entry(
 def register_learned(
     cond: LearnedCondition,
     callables: CallableRegistry,
-    text_of: Callable[[Any], str] = input_text,
+    text_of: Callable[[Any], str] | None = None,
 ) -> str:
-    """Register `cond` in `callables` under `cond.name` (the same digest is the same routing,
-    so registering it again changes nothing); returns the name."""
-    entry = learned_entry(cond, text_of)
+    """Register `cond` in `callables` under `cond.name`, reading `text_of` of each state
+    (default: `question_reader(callables)`, the problem's question text); the same digest is
+    the same routing, so registering it again changes nothing. Returns the name."""
+    entry = learned_entry(cond, text_of or question_reader(callables))
     if entry.name not in callables:
         callables.register(entry.name, entry.fn, entry.description)
     return entry.name
 
 
+def _stored_digest(path: Path) -> str | None:
+    """The digest of the artefact a file holds, or None when it holds none (unreadable,
+    malformed, or its numbers do not match its digest)."""
+    try:
+        return LearnedCondition.from_json(path.read_bytes()).digest
+    except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
+        return None
+
+
+def _durable_write(path: Path, text: str) -> None:
+    """Write `text` to `path` atomically and durably: a temporary file of a unique name in the
+    same folder, fsynced, `os.replace`d into place, then the folder fsynced (as the topology
+    registry writes its version files, `core.search.registry`)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):  # not every platform can open a directory
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
 def write_artefacts(folder: str | Path, conds: Sequence[LearnedCondition]) -> list[Path]:
-    """Write each artefact to `<folder>/<digest>.json` (created; an existing file of that digest
-    holds the same content and is left). Returns the paths, in `conds` order."""
+    """Write each artefact to `<folder>/<digest>.json` (created), durably (`_durable_write`).
+    An existing file of that digest is kept only when it reads back as that very artefact (its
+    digest checked against its numbers); a damaged one is written again. Returns the paths, in
+    `conds` order."""
     root = Path(folder)
     root.mkdir(parents=True, exist_ok=True)
     out: list[Path] = []
     for cond in conds:
         path = root / f"{cond.digest}.json"
-        if not path.exists():
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(cond.to_json() + "\n", encoding="utf-8")
-            tmp.replace(path)
+        if not path.is_file() or _stored_digest(path) != cond.digest:
+            _durable_write(path, cond.to_json() + "\n")
         out.append(path)
     return out
 
 
-def read_artefacts(folder: str | Path) -> dict[str, LearnedCondition]:
-    """Every `<digest>.json` artefact in `folder`, by digest (empty when there is no folder).
+_DIGEST_FILE = re.compile(r"[0-9a-f]{64}\.json")
+
+
+def read_artefacts(
+    folder: str | Path, names: Iterable[str] | None = None
+) -> dict[str, LearnedCondition]:
+    """The `<digest>.json` artefacts in `folder`, by digest (empty when there is no folder):
+    with `names` (registered names, `learned_<first 12 hex digits>`), only the files of those
+    names, so a stray or damaged file of another name is never read; else every file.
 
     Raises:
-        ValueError: a file's content does not match the digest in its name.
-        pydantic.ValidationError: a file is malformed, or its digest does not match its numbers.
+        ValueError: a file read holds another digest than its name.
+        pydantic.ValidationError: a file read is malformed, or its digest does not match its
+            numbers.
     """
     root = Path(folder)
     out: dict[str, LearnedCondition] = {}
     if not root.is_dir():
         return out
-    for path in sorted(root.glob("*.json")):
+    if names is None:
+        paths = sorted(root.glob("*.json"))
+    else:
+        prefixes = [n.removeprefix(LEARNED_PREFIX) for n in names if n.startswith(LEARNED_PREFIX)]
+        paths = sorted(
+            p
+            for x in dict.fromkeys(prefixes)
+            if re.fullmatch(r"[0-9a-f]{12}", x)
+            for p in root.glob(f"{x}*.json")
+            if _DIGEST_FILE.fullmatch(p.name)
+        )
+    for path in paths:
         cond = LearnedCondition.from_json(path.read_bytes())
         if cond.digest != path.stem:
             raise ValueError(f"{path}: holds artefact {cond.digest}, not {path.stem}")
@@ -396,7 +469,9 @@ def read_artefacts(folder: str | Path) -> dict[str, LearnedCondition]:
 def thresholds_for_shares(probabilities: Sequence[float], shares: Sequence[float]) -> list[float]:
     """Thresholds that send about each share of the given (train) inputs to the cheaper one:
     for share s, the smallest predicted probability among the top `ceil(s * n)` (distinct, in
-    `shares` order; a share that routes nothing or everything is skipped)."""
+    `shares` order). A threshold that routes nothing or every input is skipped, counted on the
+    inputs themselves (`p >= t`): with tied probabilities the top `ceil(s * n)` can take every
+    input along, and such a "router" would be the cheaper neighbour itself."""
     ranked = sorted(probabilities, reverse=True)
     n = len(ranked)
     out: list[float] = []
@@ -405,6 +480,8 @@ def thresholds_for_shares(probabilities: Sequence[float], shares: Sequence[float
         if not 0 < m < n:
             continue
         t = ranked[m - 1]
+        if sum(p >= t for p in ranked) >= n:
+            continue
         if t not in out:
             out.append(t)
     return out

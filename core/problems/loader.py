@@ -16,7 +16,7 @@ import os
 import re
 import sys
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any, cast
@@ -24,6 +24,7 @@ from typing import Any, cast
 from pydantic import ValidationError
 
 from core.agents.replay import ReplayModel
+from core.combinators.ballot import input_text
 from core.combinators.wiring import wire_standard_library
 from core.errors import DatasetError, ProblemError, SpecError, UnknownNamesError
 from core.evaluation.metrics import GoldExample, ScoreFn
@@ -164,6 +165,17 @@ def _inside(root: Path, rel: str, toml_path: Path, field: str) -> Path:
     if not path.is_file():
         raise ProblemError(f"file {rel!r} not found in {root}", file=str(toml_path), field=field)
     return path
+
+
+def _question_reader(parts: ProblemParts, own_state: bool) -> Callable[[Any], str] | None:
+    """What learned conditions read of a state (`CallableRegistry.input_text`): the problem's
+    `question_text`, else its `input_text`, else (a problem passing ballots) the ballot's input
+    text; None for a problem with a state of its own that gives neither (its whole state's
+    JSON would include what the steps added, so the search fits no learned router there)."""
+    reader = parts.question_text or parts.input_text
+    if reader is None and not own_state:
+        return input_text
+    return reader
 
 
 def _module_files(path: Path) -> list[Path]:
@@ -549,6 +561,7 @@ def load_problem(
     seed_spec = _load_seed(seed_path, parts)
     roles = _check_roles(parts, module_path)
     effects = _check_effects(parts, module_path)
+    own_state = bool(effects.names)  # before the standard library adds its names
     callables, hooks = parts.callable_registry, None
     if config.search.standard_library:
         wired = wire_standard_library(
@@ -571,6 +584,7 @@ def load_problem(
             wired.effects,
             wired.hooks,
         )
+    callables.input_text = _question_reader(parts, own_state)
     module_files = [] if declared else _module_files(module_path)
     read = [toml_path, *module_files, seed_path]
     if config.gold.source == "jsonl":

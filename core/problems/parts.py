@@ -86,6 +86,11 @@ class ProblemParts:
             `[answer] normalization`).
         input_text: the text of a topology's input state, for the standard library's input
             features on a problem with its own state; None: no input features there.
+        question_text: the question text of a topology's state, without what its steps added
+            (e.g. a state's `question` field, not its candidates): what learned routers fit on
+            and route on (`core.combinators.learned`); None: `input_text`, else, for a problem
+            passing ballots, the ballot's input. A problem with a state of its own that gives
+            neither gets no learned routers.
         judges: the agents the standard library may ask to judge or critique an answer
             (`judge_by_<agent>`, `critique_by_<agent>`); None: every agent. A replayed agent
             answers only its recorded inputs, never a judge's question, so a replay problem
@@ -103,6 +108,7 @@ class ProblemParts:
     answer_of: Callable[[Any], Any] | None = None
     normalize_answer: Callable[[str], str] | None = None
     input_text: Callable[[Any], str] | None = None
+    question_text: Callable[[Any], str] | None = None
     judges: Sequence[str] | None = None
 
 

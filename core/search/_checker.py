@@ -58,6 +58,11 @@ class CandidateChecker:
         """Distinct specs rejected by the static dataflow check, by issue code (what the
         strategies asked about and the engine checked; text proposals counted each time)."""
 
+    @property
+    def effects(self) -> EffectTable:
+        """What each registered name reads and produces (the problem's `effects`)."""
+        return self._effects
+
     def _static(self, result: CheckResult) -> CheckResult:
         if not result.ok or result.spec is None:
             return result

@@ -5,7 +5,7 @@ artefact, and the artefacts each `CandidateProposed` carries for the journal and
 
 from __future__ import annotations
 
-from core.combinators.learned import LearnedCondition, register_learned
+from core.combinators.learned import LearnedCondition, question_reader, register_learned
 from core.evaluation.metrics import GoldExample
 from core.ir import TopologySpec
 from core.search._emission import RunBase
@@ -34,9 +34,16 @@ class LearningMixin(RunBase):
             self._learn(cond)
 
     def _train_access(self) -> TrainAccess | None:
-        if self.train is None:
+        registry = self.evaluator.callable_registry
+        if self.train is None or (registry.input_text is None and self.check.effects.names):
+            # a state of the problem's own and no reader of its question: nothing to fit on
             return None
-        return TrainAccess(examples=tuple(self.train), scores=self._train_scores, learn=self._learn)
+        return TrainAccess(
+            examples=tuple(self.train),
+            scores=self._train_scores,
+            learn=self._learn,
+            text_of=question_reader(registry),
+        )
 
     def _learn(self, cond: LearnedCondition) -> str:
         """Register `cond` in the evaluator's callable registry (shared by the checker's copy).

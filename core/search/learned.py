@@ -8,13 +8,16 @@ Rule (the whole life of one, `core.combinators.learned` has the artefact itself)
    both are run on every train example through the run's own evaluator and evaluation cache
    (`TrainAccess.scores`; the results are journaled as `ExampleEvaluated` with split
    `"train"`, counted in the budget's examples and USD, not in its candidate evaluations), "the
-   cheaper one is right" is fitted on the train examples' input features (`fit_between`:
-   `fit_learned_condition`, logistic, text features), and one artefact per threshold of
-   `thresholds_for_shares(P(train), LEARNED_SHARES)` gives one `router(when learned_<digest>:
-   cheap, else dear)` each: one fit, a curve of points between the neighbours, proposed after
-   the gap's input-feature mixes by default (`EvolutionaryConfig.bridge_order`). Learned parts
-   never see the validation or test split. No train split: nothing here runs, the search is
-   exactly what it was.
+   cheaper one is right" is fitted on the train examples' input features, read from the
+   question text the conditions route on (`TrainAccess.text_of`: the problem's reader, never a
+   candidate a step added; a problem with a state of its own and no reader gets no learned
+   router) (`fit_between`: `fit_learned_condition`, logistic, text features), and one
+   artefact per threshold of `thresholds_for_shares(P(train), LEARNED_SHARES)` gives one
+   `router(when learned_<digest>: cheap, else dear)` each (a threshold that routes every train
+   input one way, as tied probabilities can, gives none): one fit, a curve of points between
+   the neighbours, proposed after the gap's input-feature mixes by default
+   (`EvolutionaryConfig.bridge_order`). Learned parts never see the validation or test split.
+   No train split: nothing here runs, the search is exactly what it was.
 2. **The threshold is part of the artefact**, so each threshold is its own artefact, its own
    digest and its own registered name (`learned_<first 12 hex digits>`): a spec carries no
    code and no parameter, only `condition_name`.
@@ -29,10 +32,13 @@ Rule (the whole life of one, `core.combinators.learned` has the artefact itself)
    (`artefacts_from_events`) before anything is checked or evaluated, so a resumed run routes
    exactly as the interrupted one did.
 5. **Applied**: `apply_result` / `apply_specs` (and the CLI `apply`, which reads the run's
-   journal) write every artefact the applied spec names into `learned/` beside the registry's
-   spec files (`write_artefacts`, before the version is written), and `load_applied` reads a
-   registry's spec with that folder, registering them again (a name the folder lacks is an
-   error before anything runs).
+   journal; the studio's approve, which reads the proposal's run journal, then the registry's
+   `learned/` folders, then the other journals: `find_artefacts`) write every artefact the
+   applied spec names into `learned/` beside the registry's spec files (`write_artefacts`,
+   before the version is written), and `load_applied` reads a registry's spec with the files
+   of that folder the spec names, registering them again (a name the folder lacks is an
+   error before anything runs). The CLI `evaluate` of a spec file reads the `learned/`
+   folder beside it the same way; the studio's evaluate looks where its approve does.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from core.combinators.ballot import input_text
 from core.combinators.learned import (
@@ -54,7 +61,7 @@ from core.combinators.learned import (
     thresholds_for_shares,
     write_artefacts,
 )
-from core.errors import SpecError
+from core.errors import SpecError, StoreError
 from core.evaluation._run import example_key
 from core.evaluation.metrics import GoldExample
 from core.hydrate import CallableRegistry
@@ -70,6 +77,7 @@ __all__ = [
     "artefacts_from_events",
     "artefacts_from_journals",
     "artefacts_named",
+    "find_artefacts",
     "fit_between",
     "learned_names",
     "learned_names_in_json",
@@ -99,11 +107,14 @@ class TrainAccess:
             stop allows no more work.
         learn: registers an artefact where the checker, the evaluator and its workers find it
             and keeps it for the journal; returns its registered name.
+        text_of: what a learned condition reads of an input, at the fit as when routing (the
+            evaluator's registry's `question_reader`: the problem's question text).
     """
 
     examples: tuple[GoldExample, ...]
     scores: Callable[[int, TopologySpec], Awaitable[dict[str, float] | None]]
     learn: Callable[[LearnedCondition], str]
+    text_of: Callable[[Any], str] = input_text
 
 
 def learned_names(spec: AnyNode) -> tuple[str, ...]:
@@ -195,6 +206,60 @@ def artefacts_from_journals(
     return out
 
 
+def find_artefacts(
+    names: Iterable[str],
+    *,
+    journals: Iterable[str | os.PathLike[str]] = (),
+    folders: Iterable[str | Path] = (),
+    skip_damaged: bool = False,
+) -> dict[str, LearnedCondition]:
+    """The artefacts of `names` (registered names), looked for in run journals
+    (`artefacts_from_journals`), then in `learned/` folders (`read_artefacts` of those names
+    only), in the order given, stopping once every name is found; by name, only those of
+    `names`. Every artefact's digest is checked as it is read; a name found nowhere is left
+    out (the caller's apply or hydration then names it).
+
+    Args:
+        skip_damaged: a journal or folder that cannot be read is passed over (for sources
+            searched on the chance they hold one: another run's journal) instead of raising.
+
+    Raises:
+        StoreError: a journal line other than the last is not a valid event.
+        ValueError, pydantic.ValidationError: a damaged artefact (unless `skip_damaged`).
+    """
+    want = list(dict.fromkeys(names))
+    out: dict[str, LearnedCondition] = {}
+
+    def missing() -> list[str]:
+        return [n for n in want if n not in out]
+
+    for path in journals:
+        if not missing():
+            return out
+        try:
+            found = artefacts_from_journals([path])
+        except (StoreError, ValueError):
+            if not skip_damaged:
+                raise
+            continue
+        for name in missing():
+            if name in found:
+                out[name] = found[name]
+    for folder in folders:
+        if not missing():
+            return out
+        try:
+            read = read_artefacts(folder, missing())
+        except ValueError:  # pydantic's ValidationError is a ValueError
+            if not skip_damaged:
+                raise
+            continue
+        for cond in read.values():
+            if cond.name in want:
+                out.setdefault(cond.name, cond)
+    return out
+
+
 def fit_between(
     cheap_scores: Mapping[str, float],
     dear_scores: Mapping[str, float],
@@ -203,21 +268,24 @@ def fit_between(
     cheaper: str,
     dearer: str,
     shares: Sequence[float] = LEARNED_SHARES,
+    text_of: Callable[[Any], str] = input_text,
 ) -> list[LearnedCondition]:
     """The artefacts of one fit between two neighbours, one per threshold (module rule 1).
 
     Args:
         cheap_scores, dear_scores: train example key -> per-example accuracy of each neighbour.
-        examples: the train examples (their inputs give the features: `input_text`, then
-            the text features).
+        examples: the train examples (their inputs give the features: `text_of`, then the
+            text features).
         cheaper, dearer: the neighbours' spec hashes (recorded in the artefact).
         shares: shares of the train inputs routed to the cheaper one, one threshold each.
+        text_of: the text of an input: the reader the artefacts are registered with
+            (`question_reader` of the registry), so they route on what they were fitted on.
 
     Returns:
         Distinct artefacts, in `shares` order; empty when there is nothing to learn (fewer
         than 2 shared examples, or the cheaper one right on all or none of them).
     """
-    features = {example_key(e): featurize(input_text(e.input), "text", 0) for e in examples}
+    features = {example_key(e): featurize(text_of(e.input), "text", 0) for e in examples}
     try:
         fitted = fit_learned_condition(
             features, cheap_scores, dear_scores, cheaper=cheaper, dearer=dearer
@@ -239,10 +307,14 @@ def load_applied(folder: str | Path, spec: TopologySpec, callables: CallableRegi
 
     Raises:
         SpecError: `spec` names a learned condition the folder has no artefact of.
-        ValueError, pydantic.ValidationError: a damaged artefact file (`read_artefacts`).
+        ValueError, pydantic.ValidationError: a damaged artefact file of a name `spec` routes
+            on (`read_artefacts`; no other file in the folder is read).
     """
-    stored = {c.name: c for c in read_artefacts(Path(folder) / LEARNED_FOLDER).values()}
     names = learned_names(spec)
+    if not names:
+        return []
+    found = read_artefacts(Path(folder) / LEARNED_FOLDER, names).values()
+    stored = {c.name: c for c in found}
     try:
         conds = artefacts_named(names, stored)
     except KeyError as exc:

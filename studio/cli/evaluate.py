@@ -1,5 +1,8 @@
 """`evaluate PROBLEM SPEC.json`: one topology on a problem's examples, per example.
 
+A spec that routes on learned conditions reads their artefacts from the `learned/` folder
+beside the spec file (what `apply` writes beside a registry's `current.json`), digests checked.
+
 Each example run's row, then the evaluation's scores; an example run that raised is shown by
 its root cause (`root_cause`: the error under the pipeline's wrappers).
 """
@@ -20,6 +23,7 @@ from core.evaluation.evaluator import CandidateEvaluation, ExampleResult, Topolo
 from core.evaluation.metrics import GoldExample
 from core.ir import TopologySpec, parse_topology
 from core.problems import Problem, load_problem
+from core.search.learned import LEARNED_FOLDER, learned_names, load_applied
 from studio.cli._common import CliUsageError, ExitCode
 from studio.cli._executor import effective_rate_limits, make_executor
 from studio.cli._output import Output, fmt_float
@@ -144,11 +148,35 @@ def cmd_evaluate(args: argparse.Namespace, out: Output) -> int:
     evaluator = problem.evaluator(
         executor=executor, rate_budget=RateBudget(limits) if limits else None
     )
+    _register_learned_beside(args.spec, spec, evaluator)
     try:
         return _evaluate_splits(args, problem, spec, evaluator, out)
     finally:
         if executor is not None:
             executor.close()
+
+
+def _register_learned_beside(
+    path_text: str, spec: TopologySpec, evaluator: TopologyEvaluator
+) -> None:
+    """Register the learned conditions `spec` routes on from the `learned/` folder beside the
+    spec file (where `apply` writes them: `<registry>/<name>/learned/` beside `current.json`
+    and the `v*.json` versions), each digest checked (`core.search.learned.load_applied`). A
+    spec from stdin, or one that names none, reads nothing.
+
+    Raises:
+        CliUsageError: a learned condition with no artefact there, or a damaged one.
+    """
+    if path_text == "-" or not learned_names(spec):
+        return
+    folder = Path(path_text).parent
+    try:
+        load_applied(folder, spec, evaluator.callable_registry)
+    except (SpecError, ValueError) as exc:
+        raise CliUsageError(
+            f"{path_text}: the learned conditions it routes on, from {folder / LEARNED_FOLDER}: "
+            f"{exc}"
+        ) from exc
 
 
 def _evaluate_splits(

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from core.combinators.ballot import input_text
 from core.combinators.learned import (
     TEXT_FEATURES,
     LearnedCondition,
@@ -94,7 +95,7 @@ def test_nothing_to_learn_is_refused() -> None:
 def test_the_condition_entry_is_named_by_digest_and_reads_the_input() -> None:
     feats, cheap, dear = _train()
     cond = fit_learned_condition(feats, cheap, dear, cheaper="hA", dearer="hB", c=10.0)
-    entry = learned_entry(cond)
+    entry = learned_entry(cond, input_text)
     assert entry.name == cond.name and entry.roles == ("condition",)
     assert entry.effect.needs_candidates == 0
     assert entry.fn("How many? " + "x" * 20) is True
@@ -102,6 +103,13 @@ def test_the_condition_entry_is_named_by_digest_and_reads_the_input() -> None:
     calls = CallableRegistry()
     assert register_learned(cond, calls) == cond.name
     assert calls.get(cond.name)("How many? " + "x" * 20) is True
+    # registered where the problem keeps its question reader, it routes on what that reads
+    state = {"question": "How many? " + "x" * 20, "candidates": ["x" * 400]}
+    keyed = CallableRegistry()
+    keyed.input_text = lambda s: s["question"]
+    register_learned(cond, keyed)
+    assert keyed.get(cond.name)(state) is True
+    assert calls.get(cond.name)(state) is False  # str(state) includes the long candidate
 
 
 def test_a_knn_fit_is_its_data_and_routes_by_its_neighbours() -> None:
@@ -137,6 +145,21 @@ def test_thresholds_for_shares() -> None:
     probs = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]
     assert thresholds_for_shares(probs, (0.25, 0.5, 0.75)) == [0.8, 0.6, 0.4]
     assert thresholds_for_shares(probs, (0.0, 1.0, 0.5, 0.5)) == [0.6]
+    # ties: a threshold that would take every input along is skipped
+    assert thresholds_for_shares([0.5] * 8, (0.25, 0.5, 0.75)) == []
+    tied_low = [0.9, 0.9, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3]
+    assert thresholds_for_shares(tied_low, (0.25, 0.5, 0.75)) == [0.9]
+
+
+def test_a_fit_whose_train_probabilities_all_tie_proposes_no_router() -> None:
+    from core.evaluation.metrics import GoldExample
+    from core.search.learned import fit_between
+
+    # every train input has the same text, so the same features and the same probability
+    examples = [GoldExample(input="same text", expected="r", id=f"t{i}") for i in range(8)]
+    cheap = {f"t{i}": float(i % 2) for i in range(8)}
+    dear = {f"t{i}": 1.0 for i in range(8)}
+    assert fit_between(cheap, dear, examples, cheaper="c" * 64, dearer="d" * 64) == []
 
 
 def test_artefacts_round_trip_through_a_folder(tmp_path: Path) -> None:
@@ -150,3 +173,53 @@ def test_artefacts_round_trip_through_a_folder(tmp_path: Path) -> None:
     paths[0].rename(tmp_path / "learned" / f"{'0' * 64}.json")
     with pytest.raises(ValueError, match="holds artefact"):
         read_artefacts(tmp_path / "learned")
+
+
+@pytest.mark.parametrize("damage", ["threshold", "empty", "not json"])
+def test_writing_over_a_damaged_artefact_file_writes_it_again(tmp_path: Path, damage: str) -> None:
+    feats, cheap, dear = _train()
+    cond = fit_learned_condition(feats, cheap, dear, cheaper="hA", dearer="hB")
+    folder = tmp_path / "learned"
+    folder.mkdir()
+    path = folder / f"{cond.digest}.json"
+    if damage == "threshold":  # the numbers edited: they no longer match the digest
+        data = json.loads(cond.to_json())
+        data["threshold"] = 0.0
+        path.write_text(json.dumps(data))
+    else:
+        path.write_text("" if damage == "empty" else "{no")
+    assert write_artefacts(folder, [cond]) == [path]
+    assert path.read_text() == cond.to_json() + "\n"
+    assert read_artefacts(folder) == {cond.digest: cond}
+    # no temporary file is left behind
+    assert sorted(p.name for p in folder.iterdir()) == [path.name]
+
+
+def test_an_intact_artefact_file_is_kept_as_it_is(tmp_path: Path) -> None:
+    feats, cheap, dear = _train()
+    cond = fit_learned_condition(feats, cheap, dear, cheaper="hA", dearer="hB")
+    folder = tmp_path / "learned"
+    folder.mkdir()
+    path = folder / f"{cond.digest}.json"
+    path.write_text(cond.model_dump_json(indent=2))  # the same artefact, spelt otherwise
+    assert write_artefacts(folder, [cond]) == [path]
+    assert path.read_text() == cond.model_dump_json(indent=2)
+
+
+def test_reading_by_name_reads_only_the_files_of_those_names(tmp_path: Path) -> None:
+    feats, cheap, dear = _train()
+    cond = fit_learned_condition(feats, cheap, dear, cheaper="hA", dearer="hB")
+    other = cond.with_threshold(0.9)
+    folder = tmp_path / "learned"
+    write_artefacts(folder, [cond, other])
+    (folder / "notes.json").write_text("{}")
+    (folder / f"{'0' * 64}.json").write_text("damaged")
+    assert read_artefacts(folder, [cond.name]) == {cond.digest: cond}
+    assert read_artefacts(folder, [cond.name, other.name, "learned_ffffffffffff"]) == {
+        cond.digest: cond,
+        other.digest: other,
+    }
+    assert read_artefacts(folder, []) == {}
+    assert read_artefacts(folder, ["not_learned"]) == {}
+    with pytest.raises(ValidationError, match="Invalid JSON"):  # a damaged file it names
+        read_artefacts(folder, ["learned_000000000000"])

@@ -579,3 +579,34 @@ def test_a_negative_or_zero_rate_limit_names_the_file_and_the_key(tmp_path: Path
     err = load_error(d)
     assert err.field == "rate_limits"
     assert "provider name 'a b' must be '*' or use only [A-Za-z0-9_.-]" in str(err)
+
+
+def test_the_callable_registry_keeps_the_problems_question_reader(tmp_path: Path) -> None:
+    """What learned conditions read of a state (`CallableRegistry.input_text`): the problem's
+    `question_text`, else its `input_text`, else for a problem passing ballots the ballot's
+    input; a problem with a state of its own (declared effects) and neither: none."""
+    from core.combinators.ballot import input_text
+
+    assert load_problem(make_toy(tmp_path / "a")).callable_registry.input_text is input_text
+    own = REGISTRIES.replace(
+        "from core.problems import ProblemContext, ProblemParts",
+        "from core.ir.dataflow import EffectTable, NameEffect\n"
+        "from core.problems import ProblemContext, ProblemParts",
+    ).replace(
+        '        roles={"step": ["upper"], "condition": ["is_four"]},\n',
+        '        roles={"step": ["upper"], "condition": ["is_four"]},\n'
+        '        effects=EffectTable(names={"upper": NameEffect(adds_candidates=1)}),\n'
+        "        READER\n",
+    )
+    none = load_problem(make_toy(tmp_path / "b", registries=own.replace("READER\n", "")))
+    assert none.callable_registry.input_text is None
+    texts = own.replace("READER", 'input_text=lambda s: "input:" + str(s),')
+    by_input = load_problem(make_toy(tmp_path / "c", registries=texts))
+    reader = by_input.callable_registry.input_text
+    assert reader is not None and reader("q") == "input:q"
+    asked = texts.replace("READER", "").replace(
+        "input_text=", 'question_text=lambda s: "question:" + str(s), input_text='
+    )
+    by_question = load_problem(make_toy(tmp_path / "d", registries=asked))
+    reader = by_question.callable_registry.input_text
+    assert reader is not None and reader("q") == "question:q"

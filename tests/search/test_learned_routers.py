@@ -145,9 +145,10 @@ def learned_names_of(spec_json: str) -> tuple[str, ...]:
 
 
 def _route_of(cond: Any) -> Any:
+    from core.combinators.ballot import input_text
     from core.combinators.learned import learned_entry
 
-    return learned_entry(cond).fn
+    return learned_entry(cond, input_text).fn
 
 
 def test_a_resumed_run_registers_the_artefacts_by_digest_first_and_routes_the_same(

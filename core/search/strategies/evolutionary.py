@@ -309,7 +309,7 @@ class EvolutionarySearch(Strategy):
             if a is None or b is None:
                 return []
             conds = self._fits[key] = fit_between(
-                a, b, train.examples, cheaper=key[0], dearer=key[1]
+                a, b, train.examples, cheaper=key[0], dearer=key[1], text_of=train.text_of
             )
         out: list[TopologySpec] = []
         for cond in conds:

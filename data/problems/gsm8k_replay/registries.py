@@ -11,6 +11,7 @@ The split hashes the question text (`split_key`), never the file order.
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 from core.evaluation.metrics import GoldExample
 from core.hydrate import AgentRegistry, CallableRegistry
@@ -21,7 +22,7 @@ from . import answers, arith, functions, replay, state
 from .answers import is_blank, score_final_answer
 from .functions import make_functions
 from .replay import RUNS, ReplayData, ReplayParams, load_replay_data, make_replay_agent
-from .state import MathState
+from .state import MathState, coerce_state
 
 __all__ = [
     "DATASET",
@@ -54,6 +55,11 @@ def gold_examples(data: ReplayData) -> list[GoldExample]:
 def _question_of(example: GoldExample) -> str:
     value = example.input
     return value.question if isinstance(value, MathState) else str(value)
+
+
+def _question_text(state: Any) -> str:
+    """The question of a topology's state (never its candidates): what learned routers read."""
+    return state.question if isinstance(state, MathState) else coerce_state(state).question
 
 
 def build(ctx: ProblemContext) -> ProblemParts:
@@ -98,6 +104,7 @@ def build(ctx: ProblemContext) -> ProblemParts:
         score_functions={"final_answer": score_final_answer},
         load_gold=partial(gold_examples, data),
         split_key=_question_of,
+        question_text=_question_text,
         roles=roles,
         is_blank=is_blank,
         # every answer comes from a replayed run: a topology of functions alone answers nothing
