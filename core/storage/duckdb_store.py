@@ -48,6 +48,7 @@ from core.errors import (
     StoreCorruptError,
     StoreError,
     StoreReadOnlyError,
+    raise_if_interrupt,
 )
 from core.storage import queries
 from core.storage._duckdb_files import (
@@ -364,6 +365,10 @@ class DuckDBRunStore(JournalsMixin, ProposalsMixin, RunStore):
         except StoreError:
             raise
         except Exception as exc:  # never let a background refresh break a query (F10)
+            # but a Ctrl-C that lands in it is the user's (DuckDB reports it as
+            # `RuntimeError('Query interrupted')`): a second Ctrl-C while the command line
+            # printed its report was logged as a failed ingest and the report went on
+            raise_if_interrupt(exc)
             _log.warning("ingesting run journals failed: %s", exc)
             return
         for name, err in report.failed:

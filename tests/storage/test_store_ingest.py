@@ -827,3 +827,31 @@ def duckdb_store_ingest_memory(con: duckdb.DuckDBPyConnection, chunk_bytes: int)
     from core.storage._duckdb_files import ingest_memory as _ingest_memory
 
     return _ingest_memory(con, chunk_bytes)
+
+
+def test_a_ctrl_c_in_the_refresh_before_a_query_is_an_interrupt_not_a_failed_ingest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # DuckDB reports a Ctrl-C during a query as RuntimeError('Query interrupted'); the refresh
+    # that ingests the journals before a query swallowed it as a failed ingest (a warning), so
+    # a second Ctrl-C while the command line printed its report did not stop it
+    db = tmp_path / "runs.duckdb"
+    with RunJournal.create(journal_path(db, "run-a")) as j:
+        for e in small_run():
+            j.append(e)
+    with DuckDBRunStore(db) as store:
+
+        def interrupted() -> Any:
+            raise RuntimeError("Query interrupted")
+
+        monkeypatch.setattr(store, "ingest", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            store.list_runs()
+        assert "ingesting run journals failed" not in caplog.text
+
+        def broken() -> Any:
+            raise RuntimeError("disk on fire")
+
+        monkeypatch.setattr(store, "ingest", broken)
+        assert len(store.list_runs()) == 0  # any other failure: a warning, and the query runs
+        assert "ingesting run journals failed: disk on fire" in caplog.text
