@@ -359,14 +359,18 @@ class SandboxError(AutonomyError):
 
 
 def is_query_interrupt(exc: BaseException) -> bool:
-    """True if `exc` is DuckDB's report of a Ctrl-C during a query: an `InterruptException`, or a
-    `RuntimeError` whose message says the query was interrupted. Never imports DuckDB (the
-    command line's `--help` does not load it): if it is not loaded, no query ran."""
+    """True if `exc` is DuckDB's report of a Ctrl-C during a query: an `InterruptException`,
+    another DuckDB error whose message names DuckDB's `INTERRUPT Error` (a transaction the
+    interrupt ended), or a `RuntimeError` whose message says the query was interrupted. Never
+    imports DuckDB (the command line's `--help` does not load it): if it is not loaded, no
+    query ran."""
     duckdb = sys.modules.get("duckdb")
     if duckdb is None:
         return False
     if isinstance(exc, duckdb.InterruptException):
         return True
+    if isinstance(exc, duckdb.Error):  # e.g. a COMMIT the interrupt failed: DuckDB names it
+        return "INTERRUPT Error" in str(exc)
     return type(exc) is RuntimeError and "query interrupted" in str(exc).lower()
 
 

@@ -44,6 +44,13 @@ def test_duckdb_interrupts_are_told_from_failures() -> None:
     assert is_query_interrupt(RuntimeError("Query interrupted"))
     assert not is_query_interrupt(RuntimeError("Event loop is closed"))
     assert not is_query_interrupt(duckdb.IOException("IO Error: disk full"))
+    # a transaction the interrupt ended: DuckDB reports it as its own error, naming the cause
+    assert is_query_interrupt(
+        duckdb.TransactionException(
+            "TransactionContext Error: Failed to commit: INTERRUPT Error: Interrupted!"
+        )
+    )
+    assert not is_query_interrupt(duckdb.TransactionException("TransactionContext Error: conflict"))
     assert not is_query_interrupt(KeyError("Query interrupted"))
 
 
